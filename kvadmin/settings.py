@@ -1,0 +1,188 @@
+"""kvadmin settings: one module, configured from the environment with safe local defaults.
+
+Redis: REDIS_URL names the server and the logical database of the kthena-compatible index;
+the Celery broker, the channel layer and the cache use the next three databases.
+"""
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("KVADMIN_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def envbool(name: str, default: str) -> bool:
+    return os.environ.get(name, default).lower() in ("1", "true", "yes", "on")
+
+
+def envint(name: str, default: str) -> int:
+    return int(os.environ.get(name, default))
+
+
+def envfloat(name: str, default: str) -> float:
+    return float(os.environ.get(name, default))
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def _secret_key() -> str:
+    if key := os.environ.get("SECRET_KEY"):
+        return key
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def redis_db_url(url: str, offset: int) -> str:
+    """The same Redis server as `url`, `offset` logical databases further on."""
+    parts = urlsplit(url)
+    db = int(parts.path.strip("/") or 0) + offset
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+def _database(url: str | None) -> dict:
+    if not url:
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "kvadmin.sqlite3"}
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": parts.path}
+    if parts.scheme in ("postgres", "postgresql"):
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": parts.path.lstrip("/"),
+            "USER": parts.username or "",
+            "PASSWORD": parts.password or "",
+            "HOST": parts.hostname or "",
+            "PORT": parts.port or "",
+            "CONN_MAX_AGE": 60,
+        }
+    raise ValueError(f"DATABASE_URL: unsupported scheme {parts.scheme!r} (sqlite or postgresql)")
+
+
+SECRET_KEY = _secret_key()
+DEBUG = envbool("DEBUG", "false")
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "channels",
+    "kvadmin.dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "kvadmin.urls"
+ASGI_APPLICATION = "kvadmin.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "kvadmin.dashboard.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": _database(os.environ.get("DATABASE_URL"))}
+# File-based test database, so server and worker subprocesses in tests see the same data.
+DATABASES["default"].setdefault("TEST", {"NAME": VAR_DIR / "test-kvadmin.sqlite3"})
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+
+# Redis: one server, separate logical databases per role.
+# Unset: the embedded redis-server that `make run` starts, off the standard port.
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
+INDEX_REDIS_URL = REDIS_URL
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", redis_db_url(REDIS_URL, 1))
+CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_EXPIRES = 3600
+CELERY_BEAT_SCHEDULE: dict = {}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            # redis-py 8 defaults to a 5 s socket timeout, which breaks blocking reads.
+            "hosts": [{"address": redis_db_url(REDIS_URL, 2), "socket_timeout": None}],
+            "capacity": 1000,
+            "expiry": 30,
+        },
+    }
+}
+
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": redis_db_url(REDIS_URL, 3),
+        "OPTIONS": {"CONNECTION_POOL_KWARGS": {"socket_timeout": None}},
+    }
+}
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
+
+# Product knobs (KVADMIN_*): read through kvadmin.conf.knob().
+KVADMIN = {
+    "BLOCK_SIZE": envint("KVADMIN_BLOCK_SIZE", "16"),
+    "MAX_BLOCKS": envint("KVADMIN_MAX_BLOCKS", "128"),
+    "LEASE_SECONDS": envfloat("KVADMIN_LEASE_SECONDS", "10"),
+    "DEMO": envbool("KVADMIN_DEMO", "true"),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("KVADMIN_LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}

@@ -1,0 +1,43 @@
+"""Standardized block hashing (SPEC 2.1), identical to kthena's router.
+
+SHA-256 over the block's token ids as 4-byte big-endian unsigned integers; the first 8
+digest bytes as a big-endian unsigned integer with the top bit cleared. No parent chaining.
+"""
+
+from collections.abc import Sequence
+from hashlib import sha256
+from struct import Struct
+
+DEFAULT_BLOCK_SIZE = 16
+DEFAULT_MAX_BLOCKS = 128
+
+_TOP_BIT_CLEAR = 0x7FFFFFFFFFFFFFFF
+_structs: dict[int, Struct] = {}
+
+
+def _packer(n: int) -> Struct:
+    packer = _structs.get(n)
+    if packer is None:
+        packer = _structs[n] = Struct(f">{n}I")
+    return packer
+
+
+def hash_block(tokens: Sequence[int]) -> int:
+    """Hash one block of token ids; the empty block hashes to 0."""
+    if not tokens:
+        return 0
+    digest = sha256(_packer(len(tokens)).pack(*tokens)).digest()
+    return int.from_bytes(digest[:8], "big") & _TOP_BIT_CLEAR
+
+
+def block_hashes(
+    tokens: Sequence[int],
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    max_blocks: int = DEFAULT_MAX_BLOCKS,
+) -> list[int]:
+    """Split tokens into blocks from token 0 (last partial block included), hash each,
+    and keep at most `max_blocks` of them."""
+    if block_size <= 0:
+        raise ValueError("block_size must be positive")
+    end = min(len(tokens), block_size * max_blocks)
+    return [hash_block(tokens[i : i + block_size]) for i in range(0, end, block_size)]

@@ -1,0 +1,124 @@
+"""Shared fixtures: the session's Redis, real worker and web server subprocesses, a browser."""
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+
+from kvadmin.redis_server import free_port
+from tests import services
+from tests.waiting import wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    return services.redis_server().url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the index database, emptied before each test."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def subprocess_env(django_db_setup, django_db_blocker) -> dict[str, str]:
+    """Environment for server and worker subprocesses: this session's Redis and test database."""
+    test_db = settings.DATABASES["default"]["NAME"]
+    return os.environ | {
+        "DJANGO_SETTINGS_MODULE": "kvadmin.settings",
+        "DATABASE_URL": f"sqlite://{test_db}",
+        "REDIS_URL": services.redis_server().url,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
+    """A real Celery worker process consuming this session's broker."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "kvadmin",
+            "worker",
+            "--pool=solo",
+            "--loglevel=WARNING",
+            "--hostname=test-worker@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=subprocess_env,
+    )
+    from kvadmin.celery import ping
+
+    def answers() -> bool:
+        try:
+            return bool(ping.delay().get(timeout=1))
+        except Exception:
+            assert process.poll() is None, "the celery worker exited"
+            return False
+
+    wait_until(answers, timeout=60, what="the celery worker to answer a ping")
+    yield process
+    _stop(process)
+
+
+@pytest.fixture(scope="session")
+def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
+    """The real ASGI server (uvicorn) serving kvadmin on a free port; yields its base URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "kvadmin.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=subprocess_env,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def serving() -> bool:
+        assert process.poll() is None, "the ASGI server exited"
+        try:
+            import urllib.request
+
+            urllib.request.urlopen(f"{url}/accounts/login/", timeout=1)
+            return True
+        except OSError:
+            return False
+
+    wait_until(serving, timeout=30, what="the ASGI server to serve")
+    yield url
+    _stop(process)

@@ -1,0 +1,32 @@
+"""A pytest plugin (loaded with `-p tests.services`) that starts this session's redis-server
+before Django reads its settings, so every setting derived from REDIS_URL points at it.
+
+Never the developer's or CI's running Redis: a new server on a free port, gone at the end.
+"""
+
+import os
+
+import pytest
+
+from kvadmin.redis_server import RedisServer
+
+_server: RedisServer | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args) -> None:
+    global _server
+    _server = RedisServer().start()
+    os.environ["REDIS_URL"] = _server.url
+    os.environ.pop("CELERY_BROKER_URL", None)
+    os.environ["KVADMIN_DEMO"] = "0"
+
+
+def pytest_unconfigure(config) -> None:
+    if _server is not None:
+        _server.stop()
+
+
+def redis_server() -> RedisServer:
+    assert _server is not None, "tests.services was not loaded as a plugin"
+    return _server

@@ -1,0 +1,69 @@
+"""Live pages: a websocket through the real ASGI server and the Redis channel layer."""
+
+import asyncio
+from urllib.parse import urlsplit
+
+import pytest
+import websockets
+from asgiref.sync import async_to_sync
+from django.test import Client
+
+from kvadmin.live.groups import publish_html
+
+
+def _ws_url(asgi_server: str, topic: str) -> str:
+    return f"ws://{urlsplit(asgi_server).netloc}/ws/{topic}/"
+
+
+@pytest.fixture
+def session_cookie(transactional_db, django_user_model) -> str:
+    """Alice is logged in; her session cookie opens live channels."""
+    django_user_model.objects.create_user("alice", password="pw-alice-123")
+    client = Client()
+    assert client.login(username="alice", password="pw-alice-123")
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+async def _receive_published(url: str, cookie: str, origin: str) -> str:
+    headers = {"Cookie": cookie, "Origin": origin}
+    async with websockets.connect(url, additional_headers=headers) as socket:
+        # Publishing may race the group join; publish until a frame arrives.
+        for _ in range(50):
+            await asyncio.to_thread(publish_html, "feed", "<tr id='hello'>hi</tr>")
+            try:
+                return await asyncio.wait_for(socket.recv(), timeout=0.2)
+            except TimeoutError:
+                continue
+    raise AssertionError("no frame arrived")
+
+
+def test_a_group_message_reaches_a_logged_in_socket(asgi_server, session_cookie) -> None:
+    frame = async_to_sync(_receive_published)(
+        _ws_url(asgi_server, "feed"), session_cookie, asgi_server
+    )
+    assert frame == "<tr id='hello'>hi</tr>"
+
+
+async def _rejected(url: str, headers: dict[str, str]) -> bool:
+    try:
+        async with websockets.connect(url, additional_headers=headers) as socket:
+            await asyncio.wait_for(socket.recv(), timeout=5)
+    except (websockets.InvalidStatus, websockets.ConnectionClosed):
+        return True
+    return False
+
+
+def test_it_rejects_anonymous_sockets(asgi_server) -> None:
+    url = _ws_url(asgi_server, "feed")
+    assert async_to_sync(_rejected)(url, {"Origin": asgi_server})
+
+
+def test_it_rejects_a_foreign_origin(asgi_server, session_cookie) -> None:
+    url = _ws_url(asgi_server, "feed")
+    headers = {"Cookie": session_cookie, "Origin": "http://evil.example"}
+    assert async_to_sync(_rejected)(url, headers)
+
+
+def test_it_rejects_unknown_topics(asgi_server, session_cookie) -> None:
+    url = _ws_url(asgi_server, "nope")
+    assert async_to_sync(_rejected)(url, {"Cookie": session_cookie, "Origin": asgi_server})
