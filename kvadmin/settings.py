@@ -81,6 +81,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "channels",
     "kvadmin.dashboard",
+    "kvadmin.engines",
+    "kvadmin.api",
 ]
 
 MIDDLEWARE = [

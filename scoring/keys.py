@@ -25,3 +25,42 @@ def engine_hash_key(engine_kind: str, pod: str, engine_hash: int | str) -> str:
 def block_value(timestamp: int, medium: str | None) -> str:
     """The field value kthena reads: "ts" for no medium, otherwise "ts|MEDIUM"."""
     return f"{timestamp}|{medium}" if medium else str(timestamp)
+
+
+# kvadmin's own bookkeeping. `{pod}` is "{pod_name}.{namespace}"; `{medium}` is the medium as
+# the engine spelled it, "" for none; `{rank}` is the data-parallel rank of one stream.
+
+
+def stream_status_key(pod: str, rank: int) -> str:
+    """HASH: one stream's state and counters (last_seq, owner, connected, gaps, ...)."""
+    return f"kvadmin:stream:{pod}|{rank}"
+
+
+def stream_lease_key(pod: str, rank: int) -> str:
+    """STRING with a TTL: the worker that owns one stream."""
+    return f"kvadmin:lease:{pod}|{rank}"
+
+
+def engine_blocks_key(pod: str, rank: int) -> str:
+    """HASH: engine hash text -> "{std_hash}|{medium},{medium}...", the media in which this
+    stream holds that engine block. The source of truth for removals."""
+    return f"kvadmin:eh:{pod}|{rank}"
+
+
+def refcount_key(pod: str) -> str:
+    """HASH: "{std_hash}|{medium}" -> how many (rank, engine hash) pairs of the pod hold it."""
+    return f"kvadmin:rc:{pod}"
+
+
+def residency_key(pod: str, medium: str) -> str:
+    """ZSET: std_hash -> unix seconds of the last store; the pod holds it in that medium."""
+    return f"kvadmin:res:{pod}|{medium}"
+
+
+def pod_media_key(pod: str) -> str:
+    """SET: every medium with a residency ZSET for the pod."""
+    return f"kvadmin:media:{pod}"
+
+
+POD_MODELS_KEY = "kvadmin:pods"
+"""HASH: pod -> served model name, for every pod with entries in the index."""

@@ -1,0 +1,10 @@
+from django.contrib import admin
+
+from kvadmin.engines.models import Engine
+
+
+@admin.register(Engine)
+class EngineAdmin(admin.ModelAdmin):
+    list_display = ["pod", "model", "kind", "events_endpoint", "dp_size", "enabled"]
+    list_filter = ["kind", "enabled", "model"]
+    search_fields = ["pod", "model"]

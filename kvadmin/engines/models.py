@@ -1,0 +1,106 @@
+"""The engine registry: every inference pod whose KV events kvadmin consumes."""
+
+import re
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def validate_pod_id(value: str) -> None:
+    """`{pod_name}.{namespace}`: the identity kthena's router matches its candidate pods by."""
+    name, dot, namespace = value.partition(".")
+    if not dot or not _DNS_LABEL.match(name) or not _DNS_LABEL.match(namespace):
+        raise ValidationError(
+            "%(value)r is not {pod_name}.{namespace} with DNS-1123 labels "
+            "(lower-case letters, digits and '-', at most 63 characters each)",
+            params={"value": value},
+        )
+
+
+def validate_zmq_endpoint(value: str) -> None:
+    parts = urlsplit(value)
+    if parts.scheme == "ipc" and (parts.netloc or parts.path):
+        return
+    if parts.scheme == "tcp" and parts.hostname:
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if port:
+            return
+    raise ValidationError(
+        "%(value)r is not a ZMQ endpoint (tcp://host:port or ipc://path)", params={"value": value}
+    )
+
+
+def endpoint_for_rank(endpoint: str, rank: int) -> str:
+    """Data-parallel rank r publishes on the base port + r (ipc endpoints get a suffix)."""
+    if rank == 0:
+        return endpoint
+    parts = urlsplit(endpoint)
+    if parts.scheme == "tcp":
+        return f"tcp://{parts.hostname}:{parts.port + rank}"
+    return f"{endpoint}-{rank}"
+
+
+class Engine(models.Model):
+    class Kind(models.TextChoices):
+        VLLM = "vllm", "vLLM"
+        SGLANG = "sglang", "SGLang"
+
+    pod = models.CharField(
+        "pod id",
+        max_length=127,
+        unique=True,
+        validators=[validate_pod_id],
+        help_text="{pod_name}.{namespace}, as kthena's router names candidate pods.",
+    )
+    model = models.CharField("served model name", max_length=255, db_index=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.VLLM)
+    events_endpoint = models.CharField(max_length=255, validators=[validate_zmq_endpoint])
+    replay_endpoint = models.CharField(
+        max_length=255, blank=True, validators=[validate_zmq_endpoint]
+    )
+    topic = models.CharField(max_length=255, blank=True)
+    dp_size = models.PositiveSmallIntegerField(
+        "data-parallel size", default=1, validators=[MinValueValidator(1), MaxValueValidator(256)]
+    )
+    block_size = models.PositiveSmallIntegerField(
+        default=16, validators=[MinValueValidator(1), MaxValueValidator(1024)]
+    )
+    http_base_url = models.URLField(
+        "HTTP base URL", blank=True, help_text="Where the engine serves /tokenize."
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model", "pod"]
+
+    def __str__(self) -> str:
+        return self.pod
+
+    def events_endpoint_for(self, rank: int) -> str:
+        return endpoint_for_rank(self.events_endpoint, rank)
+
+    def replay_endpoint_for(self, rank: int) -> str | None:
+        return endpoint_for_rank(self.replay_endpoint, rank) if self.replay_endpoint else None
+
+    def as_dict(self) -> dict:
+        return {
+            "pod": self.pod,
+            "model": self.model,
+            "kind": self.kind,
+            "events_endpoint": self.events_endpoint,
+            "replay_endpoint": self.replay_endpoint or None,
+            "topic": self.topic,
+            "dp_size": self.dp_size,
+            "block_size": self.block_size,
+            "http_base_url": self.http_base_url or None,
+            "enabled": self.enabled,
+        }

@@ -1,0 +1,13 @@
+"""Registry change notifications: readers reload the engine list when the version moves."""
+
+from kvadmin.redis_clients import index_client
+
+REGISTRY_VERSION_KEY = "kvadmin:registry:version"
+
+
+def bump_registry_version() -> int:
+    return int(index_client().incr(REGISTRY_VERSION_KEY))
+
+
+def registry_version() -> int:
+    return int(index_client().get(REGISTRY_VERSION_KEY) or 0)

@@ -1,0 +1,55 @@
+"""Plain event objects: what the decoder produces and the applier consumes (SPEC 4.2).
+
+Engine hashes are kept as their key text (see `engine_hash_text`), opaque ids in the engine's
+own namespace: never mixed with standardized hashes.
+"""
+
+from dataclasses import dataclass, field
+
+
+def engine_hash_text(value: int | bytes) -> str:
+    """The text of an engine hash inside Redis keys: decimal for integers (signed SGLang,
+    unsigned vLLM), lower-case hex for raw digest bytes."""
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStored:
+    block_hashes: tuple[str, ...]
+    token_ids: tuple[int, ...] = ()
+    block_size: int = 0
+    medium: str | None = None
+    parent_block_hash: str | None = None
+    lora_name: str | None = None
+
+    @property
+    def is_placeholder(self) -> bool:
+        """vLLM's offloading connector re-announces known blocks in a new tier, no tokens."""
+        return not self.token_ids
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRemoved:
+    block_hashes: tuple[str, ...]
+    medium: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AllBlocksCleared:
+    pass
+
+
+Event = BlockStored | BlockRemoved | AllBlocksCleared
+
+
+@dataclass(slots=True)
+class EventBatch:
+    """One published batch. `skipped` counts events dropped while decoding, by reason
+    (e.g. "unknown_tag", "bad_hash", "malformed"); the rest of the batch still applies."""
+
+    ts: float
+    events: list[Event]
+    rank: int | None = None
+    skipped: dict[str, int] = field(default_factory=dict)
