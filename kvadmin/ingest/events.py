@@ -15,6 +15,15 @@ def engine_hash_text(value: int | bytes) -> str:
     return str(value)
 
 
+def engine_hash_value(text: str) -> int | bytes:
+    """The engine's own value back from its key text (inverse of `engine_hash_text`), for
+    whoever must put it on the wire again. Digest hex (32 or 64 characters) cannot be mistaken
+    for a decimal 64-bit integer, which has at most 20 digits and a sign."""
+    if len(text) in (32, 64):
+        return bytes.fromhex(text)
+    return int(text)
+
+
 @dataclass(frozen=True, slots=True)
 class BlockStored:
     block_hashes: tuple[str, ...]
