@@ -1,0 +1,281 @@
+"""A simulated pod's HTTP face: a tiny ASGI app with the engine endpoints kvadmin and its clients
+call, in vLLM's or SGLang's request and response shapes (SPEC 2.6), plus fault switches.
+
+- `POST /tokenize`: `prompt` (SGLang also a list of prompts) or `messages`, `add_special_tokens`,
+  `add_generation_prompt`; answers `{"tokens", "count", "max_model_len"}` (+ `token_strs` on vLLM).
+- `POST /v1/completions`, `POST /v1/chat/completions`: serve the request against the pod's cache
+  and answer OpenAI-style, with the real hit in `usage.prompt_tokens_details.cached_tokens` and a
+  `kvadmin` extension giving the hit per medium, the pod and the DP rank that served it.
+- `POST /reset_prefix_cache` (vLLM) and `POST /flush_cache` (SGLang): clear the cache, publishing
+  `AllBlocksCleared`.
+- `POST /admin/fault`: `{"action": "restart"}`, `{"action": "drop", "count": n}`,
+  `{"action": "slow", "delay": seconds}` (0 turns it off), optional `"rank"`.
+- `GET /health`, `GET /v1/models`.
+"""
+
+import asyncio
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import uvicorn
+
+from kvadmin.fleet.pod import SimPod
+from kvadmin.fleet.tokenizer import Message, encode, encode_chat, message_text
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _messages(body: dict[str, Any]) -> list[Message]:
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise HttpError(400, "`messages` must be a non-empty list")
+    try:
+        return [Message(str(m["role"]), message_text(m.get("content"))) for m in raw]
+    except (KeyError, TypeError, AttributeError):
+        raise HttpError(400, "each message needs a `role` and a `content`") from None
+
+
+def _prompt_tokens(body: dict[str, Any], chat: bool) -> list[int]:
+    if chat:
+        return encode_chat(
+            _messages(body),
+            add_generation_prompt=bool(body.get("add_generation_prompt", True)),
+            add_special_tokens=bool(body.get("add_special_tokens", False)),
+        )
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        return list(prompt)
+    if not isinstance(prompt, str):
+        raise HttpError(400, "`prompt` must be a string or a list of token ids")
+    return encode(prompt, bool(body.get("add_special_tokens", True)))
+
+
+def _reply_words(token_ids: list[int], count: int) -> str:
+    """Deterministic generated text: `count` one-token words chosen by the prompt."""
+    words = ("the", "cache", "block", "holds", "prefix", "tokens", "served", "again", "fast")
+    seed = sum(token_ids[-8:]) + len(token_ids)
+    return " ".join(words[(seed + i * 7) % len(words)] for i in range(count))
+
+
+class PodApp:
+    """The ASGI application of one simulated pod."""
+
+    def __init__(self, pod: SimPod) -> None:
+        self.pod = pod
+        self.routes: dict[tuple[str, str], Callable[[dict[str, Any]], dict[str, Any]]] = {
+            ("POST", "/tokenize"): self.tokenize,
+            ("POST", "/v1/completions"): self.completions,
+            ("POST", "/v1/chat/completions"): self.chat_completions,
+            ("POST", "/reset_prefix_cache"): self.reset_prefix_cache,
+            ("POST", "/flush_cache"): self.reset_prefix_cache,
+            ("POST", "/admin/fault"): self.fault,
+            ("GET", "/health"): lambda body: {},
+            ("GET", "/v1/models"): self.models,
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        handler = self.routes.get((scope["method"], scope["path"]))
+        try:
+            if handler is None:
+                raise HttpError(404, f"no route {scope['method']} {scope['path']}")
+            body = json.loads(b"".join(chunks) or b"{}")
+            if not isinstance(body, dict):
+                raise HttpError(400, "the body must be a JSON object")
+            status, payload = 200, handler(body)
+        except json.JSONDecodeError as error:
+            status, payload = 400, self._error(400, f"invalid JSON: {error}")
+        except HttpError as error:
+            status, payload = error.status, self._error(error.status, str(error))
+        data = json.dumps(payload).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+
+    def _error(self, status: int, message: str) -> dict[str, Any]:
+        kind = "NotFoundError" if status == 404 else "BadRequestError"
+        if self.pod.kind == "vllm":
+            return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+        return {"object": "error", "message": message, "type": kind, "param": None, "code": status}
+
+    def _check_model(self, body: dict[str, Any]) -> None:
+        model = body.get("model")
+        if model not in (None, "", self.pod.model):
+            raise HttpError(404, f"The model `{model}` does not exist.")
+
+    def tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._check_model(body)
+        prompt = body.get("prompt")
+        if self.pod.kind == "sglang" and isinstance(prompt, list) and "messages" not in body:
+            batch = [_prompt_tokens({**body, "prompt": p}, chat=False) for p in prompt]
+            return {
+                "tokens": batch,
+                "count": [len(t) for t in batch],
+                "max_model_len": self.pod.max_model_len,
+            }
+        tokens = _prompt_tokens(body, chat="messages" in body)
+        response = {"count": len(tokens), "max_model_len": self.pod.max_model_len}
+        response["tokens"] = tokens
+        if self.pod.kind == "vllm":
+            response["token_strs"] = None
+        return response
+
+    def _serve(self, body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], str, int]:
+        self._check_model(body)
+        tokens = _prompt_tokens(body, chat)
+        if len(tokens) >= self.pod.max_model_len:
+            raise HttpError(
+                400,
+                f"This model's maximum context length is {self.pod.max_model_len} tokens. "
+                f"However, your request has {len(tokens)} input tokens.",
+            )
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) or 16
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise HttpError(400, "`max_tokens` must be a positive integer")
+        rank, result = self.pod.serve(tokens)
+        usage = {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": max_tokens,
+            "total_tokens": result.prompt_tokens + max_tokens,
+            "prompt_tokens_details": {"cached_tokens": result.cached_tokens},
+        }
+        response = {
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": self.pod.model,
+            "usage": usage,
+            "kvadmin": {
+                "pod": self.pod.name,
+                "engine": self.pod.kind,
+                "rank": rank,
+                "cached_tokens_by_medium": result.hit_tokens,
+            },
+        }
+        return response, _reply_words(tokens, max_tokens), max_tokens
+
+    def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        response, text, _ = self._serve(body, chat=False)
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+        return {"object": "text_completion", **response, "choices": [choice]}
+
+    def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        response, text, _ = self._serve(body, chat=True)
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "length"}
+        return {"object": "chat.completion", **response, "choices": [choice]}
+
+    def reset_prefix_cache(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.pod.clear()
+        return {}
+
+    def fault(self, body: dict[str, Any]) -> dict[str, Any]:
+        action, rank = body.get("action"), body.get("rank")
+        if rank is not None and not isinstance(rank, int):
+            raise HttpError(400, "`rank` must be an integer")
+        try:
+            if action == "restart":
+                self.pod.restart(rank)
+            elif action == "drop":
+                self.pod.drop(int(body.get("count", 1)), rank)
+            elif action == "slow":
+                self.pod.slow(float(body.get("delay", 0.0)), rank)
+            else:
+                raise HttpError(400, "`action` must be restart, drop or slow")
+        except (TypeError, ValueError) as error:
+            raise HttpError(400, str(error)) from None
+        return {"ok": True, "action": action}
+
+    def models(self, body: dict[str, Any]) -> dict[str, Any]:
+        card = {"id": self.pod.model, "object": "model", "owned_by": self.pod.kind}
+        return {"object": "list", "data": [card | {"max_model_len": self.pod.max_model_len}]}
+
+
+class HttpServers:
+    """Serves several ASGI apps with uvicorn on one event loop in a background thread.
+
+    Listening sockets are bound in `start()`, in the caller's thread, so a port in use fails
+    there with `OSError` instead of inside the loop.
+    """
+
+    def __init__(self, apps: Sequence[tuple[Any, str, int]]) -> None:
+        self._apps = list(apps)
+        self._servers: list[uvicorn.Server] = []
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+
+    def start(self, timeout: float = 10.0) -> None:
+        sockets = []
+        try:
+            for _app, host, port in self._apps:
+                # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so,
+                # and without it every response pays a 40 ms delayed ACK.
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+                sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, port))
+        except OSError:
+            for sock in sockets:
+                sock.close()
+            raise
+        for app, host, port in self._apps:
+            config = uvicorn.Config(
+                app, host=host, port=port, lifespan="off", access_log=False, log_level="warning"
+            )
+            self._servers.append(uvicorn.Server(config))
+        self._thread = threading.Thread(
+            target=self._run, args=(sockets,), name="sim-http", daemon=True
+        )
+        self._thread.start()
+        if not self._ready.wait(timeout) or self._failure:
+            self.stop()
+            raise RuntimeError(f"simulated pods' HTTP servers did not start: {self._failure}")
+
+    def _run(self, sockets: list[socket.socket]) -> None:
+        async def main() -> None:
+            tasks = [
+                asyncio.create_task(server.serve(sockets=[sock]))
+                for server, sock in zip(self._servers, sockets, strict=True)
+            ]
+            while not all(server.started for server in self._servers):
+                if any(task.done() for task in tasks):
+                    break
+                await asyncio.sleep(0.01)
+            self._ready.set()
+            await asyncio.gather(*tasks)
+
+        try:
+            asyncio.run(main())
+        except BaseException as error:  # uvicorn exits through SystemExit on startup failure
+            self._failure = error
+            self._ready.set()
+        finally:
+            for sock in sockets:
+                sock.close()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        for server in self._servers:
+            server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
