@@ -18,14 +18,6 @@ def envbool(name: str, default: str) -> bool:
     return os.environ.get(name, default).lower() in ("1", "true", "yes", "on")
 
 
-def envint(name: str, default: str) -> int:
-    return int(os.environ.get(name, default))
-
-
-def envfloat(name: str, default: str) -> float:
-    return float(os.environ.get(name, default))
-
-
 def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -83,6 +75,10 @@ INSTALLED_APPS = [
     "kvadmin.dashboard",
     "kvadmin.engines",
     "kvadmin.api",
+    "kvadmin.ingest",
+    "kvadmin.routing",
+    "kvadmin.weights",
+    "kvadmin.residency",
 ]
 
 MIDDLEWARE = [
@@ -172,12 +168,12 @@ CACHES = {
 }
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
 
-# Product knobs (KVADMIN_*): read through kvadmin.conf.knob().
+# Product knobs: KVADMIN_<NAME> environment variables override kvadmin.conf.CONFIG_DEFAULTS
+# (converted to the default's type there).
 KVADMIN = {
-    "BLOCK_SIZE": envint("KVADMIN_BLOCK_SIZE", "16"),
-    "MAX_BLOCKS": envint("KVADMIN_MAX_BLOCKS", "128"),
-    "LEASE_SECONDS": envfloat("KVADMIN_LEASE_SECONDS", "10"),
-    "DEMO": envbool("KVADMIN_DEMO", "true"),
+    name.removeprefix("KVADMIN_"): value
+    for name, value in os.environ.items()
+    if name.startswith("KVADMIN_") and name not in ("KVADMIN_VAR_DIR", "KVADMIN_LOG_LEVEL")
 }
 
 LOGGING = {

@@ -6,5 +6,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/", include("kvadmin.api.urls")),
+    path("", include("kvadmin.routing.urls")),
+    path("", include("kvadmin.weights.urls")),
+    path("", include("kvadmin.residency.urls")),
     path("", include("kvadmin.dashboard.urls")),
 ]

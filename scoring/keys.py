@@ -4,6 +4,8 @@ kthena-compatible keys (SPEC 2.2, 2.3) are read by kthena's Go router and must n
 The `kvadmin:` keys are kvadmin's own bookkeeping beside them.
 """
 
+from collections.abc import Iterable
+
 BLOCK_KEY_PREFIX = "matrix:kv:block:"
 ENGINE_HASH_TTL_SECONDS = 86400
 
@@ -11,6 +13,12 @@ ENGINE_HASH_TTL_SECONDS = 86400
 def block_key(model: str, std_hash: int) -> str:
     """HASH: field pod id -> "{unix_seconds}|{MEDIUM}" (SPEC 2.2)."""
     return f"{BLOCK_KEY_PREFIX}{model}@{std_hash}"
+
+
+def block_keys(model: str, std_hashes: Iterable[int]) -> list[str]:
+    """`block_key` of each hash, in order: the scoring reader builds one per request block."""
+    prefix = f"{BLOCK_KEY_PREFIX}{model}@"
+    return [f"{prefix}{std_hash}" for std_hash in std_hashes]
 
 
 def engine_hash_key(engine_kind: str, pod: str, engine_hash: int | str) -> str:
@@ -64,3 +72,24 @@ def pod_media_key(pod: str) -> str:
 
 POD_MODELS_KEY = "kvadmin:pods"
 """HASH: pod -> served model name, for every pod with entries in the index."""
+
+
+POD_KINDS_KEY = "kvadmin:pod-kinds"
+"""HASH: pod -> engine kind ("vllm" or "sglang"), beside POD_MODELS_KEY: a purge needs it to
+name the pod's engine-hash mapping keys."""
+
+
+def pod_ranks_key(pod: str) -> str:
+    """SET: the data-parallel ranks of the pod whose engine_blocks HASH may hold entries."""
+    return f"kvadmin:ranks:{pod}"
+
+
+def retired_blocks_key(pod: str, rank: int, generation: int) -> str:
+    """HASH, same shape as engine_blocks_key: a stream's engine blocks retired by
+    AllBlocksCleared or a stream purge, still counted in the refcounts until drained in chunks."""
+    return f"kvadmin:eh-retired:{pod}|{rank}|{generation}"
+
+
+def retired_set_key(pod: str) -> str:
+    """SET: "{rank}|{generation}" of every retired_blocks_key of the pod not yet drained."""
+    return f"kvadmin:retired:{pod}"

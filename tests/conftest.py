@@ -44,7 +44,29 @@ def subprocess_env(django_db_setup, django_db_blocker) -> dict[str, str]:
     }
 
 
-def _stop(process: subprocess.Popen) -> None:
+def start_worker(env: dict[str, str], name: str, *extra: str) -> subprocess.Popen:
+    """A real `celery -A kvadmin worker` process against this session's Redis and database."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "kvadmin",
+            "worker",
+            "--pool=solo",
+            "--loglevel=WARNING",
+            f"--hostname={name}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def stop_process(process: subprocess.Popen) -> None:
     process.terminate()
     try:
         process.wait(timeout=15)
@@ -55,24 +77,8 @@ def _stop(process: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="session")
 def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
-    """A real Celery worker process consuming this session's broker."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "kvadmin",
-            "worker",
-            "--pool=solo",
-            "--loglevel=WARNING",
-            "--hostname=test-worker@%h",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=subprocess_env,
-    )
+    """A real Celery worker process consuming this session's broker (tasks only)."""
+    process = start_worker(subprocess_env, "test-worker", "--without-ingest")
     from kvadmin.celery import ping
 
     def answers() -> bool:
@@ -84,7 +90,7 @@ def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
 
     wait_until(answers, timeout=60, what="the celery worker to answer a ping")
     yield process
-    _stop(process)
+    stop_process(process)
 
 
 @pytest.fixture(scope="session")
@@ -121,4 +127,4 @@ def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
 
     wait_until(serving, timeout=30, what="the ASGI server to serve")
     yield url
-    _stop(process)
+    stop_process(process)

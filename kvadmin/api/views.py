@@ -1,0 +1,50 @@
+"""The JSON API for machine clients. Views stay thin: validate, call one service, answer."""
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_POST
+
+from kvadmin.api.auth import api_token_required
+from kvadmin.conf import knob
+from kvadmin.engines.models import Engine
+from kvadmin.ingest import pushed
+from kvadmin.ingest.decode import UndecodableBatch, decode_batch
+from kvadmin.ingest.tasks import apply_pushed
+from kvadmin.redis_clients import index_bytes_client
+
+MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
+
+
+def _error(status: int, message: str) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
+@api_token_required
+@require_POST
+def push_events(request: HttpRequest, pod: str) -> JsonResponse:
+    """Accept one msgpack KV event batch for `pod`; it is applied in order by a worker."""
+    if request.content_type not in MSGPACK_TYPES:
+        return _error(415, "Content-Type must be application/msgpack")
+    limit = knob("PUSH_MAX_BYTES")
+    declared = int(request.headers.get("Content-Length") or 0)
+    if declared > limit:
+        return _error(413, f"batch is {declared} bytes; the limit is {limit}")
+    if not Engine.objects.filter(pod=pod).exists():
+        return _error(404, f"no engine {pod!r} is registered")
+    try:
+        body = request.body
+    except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE
+        return _error(413, f"batch is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
+    if len(body) > limit:
+        return _error(413, f"batch is {len(body)} bytes; the limit is {limit}")
+    try:
+        batch = decode_batch(body)
+    except UndecodableBatch as error:
+        return _error(400, f"undecodable batch: {error}")
+    seq = pushed.enqueue(index_bytes_client(), pod, body)
+    apply_pushed.delay(pod)
+    return JsonResponse(
+        {"accepted": True, "seq": seq, "events": len(batch.events), "skipped": batch.skipped},
+        status=202,
+    )

@@ -1,0 +1,495 @@
+--[[
+kvadmin's index writer, one script with four commands (ARGV[1]):
+  apply   apply decoded batches of one stream, exactly once per seq
+  retire  move a stream's engine blocks aside (a stream purge)
+  drain   release up to N retired engine blocks
+  purge   delete up to N of a pod's entries, no reference counting
+apply.py builds the arguments and documents the data layout. Standardized hashes stay strings
+here: Lua numbers are doubles and would round 63-bit hashes.
+
+KEYS: refcounts, pod media, pod ranks, retired set, pod models, pod kinds.
+ARGV: command, pod, then key prefixes (matrix, mapping, engine blocks, residency, stream status,
+retired blocks), model, kind, the media preference (fallback position, count, names), then the
+command's own arguments.
+]]
+local call = redis.call
+local RC, MEDIA, RANKS, RETIRED, PODS, KINDS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local cmd, pod = ARGV[1], ARGV[2]
+local MATRIX, MAPPING, EB, RES, STATUS, RETIRED_EB =
+  ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local model, kind = ARGV[9], ARGV[10]
+
+-- Media preference: listed media rank 0, 1, ...; every other medium (and none) ranks just
+-- before the listed one at the fallback position. Equal ranks are ordered by name.
+local fallback = tonumber(ARGV[11]) - 0.5
+local top_listed = fallback > 0 -- the first listed medium beats every other one
+local n_pref = tonumber(ARGV[12])
+local pref = {}
+for i = 1, n_pref do
+  pref[ARGV[12 + i]] = i - 1
+end
+local p = 13 + n_pref
+
+local medium_ranks = {}
+local function rank_of(m)
+  local r = medium_ranks[m]
+  if r == nil then
+    r = pref[string.match(string.lower(m), '^%s*(.-)%s*$')] or fallback
+    medium_ranks[m] = r
+  end
+  return r
+end
+
+local function better(a, b)
+  local ra, rb = rank_of(a), rank_of(b)
+  if ra ~= rb then
+    return ra < rb
+  end
+  return a < b
+end
+
+local function value(ts, m)
+  if m == '' then
+    return ts
+  end
+  return ts .. '|' .. m
+end
+
+local function medium_of(v)
+  local sep = string.find(v, '|', 1, true)
+  if sep then
+    return string.sub(v, sep + 1)
+  end
+  return ''
+end
+
+-- A media list is never empty: "" is the one medium "" (no medium), "GPU," is GPU and "".
+local function split(text)
+  local out, start = {}, 1
+  while true do
+    local comma = string.find(text, ',', start, true)
+    if not comma then
+      out[#out + 1] = string.sub(text, start)
+      return out
+    end
+    out[#out + 1] = string.sub(text, start, comma - 1)
+    start = comma + 1
+  end
+end
+
+local function has(text, m)
+  return string.find(',' .. text .. ',', ',' .. m .. ',', 1, true) ~= nil
+end
+
+local media
+local function pod_media()
+  if not media then
+    media = {}
+    for _, m in ipairs(call('SMEMBERS', MEDIA)) do
+      media[m] = true
+    end
+  end
+  return media
+end
+
+local now
+
+-- Per-medium strings built once per call instead of once per block.
+local res_keys, now_values = {}, {}
+local function res_key(m)
+  local key = res_keys[m]
+  if not key then
+    key = RES .. m
+    res_keys[m] = key
+  end
+  return key
+end
+
+local function now_value(m)
+  local v = now_values[m]
+  if not v then
+    v = value(now, m)
+    now_values[m] = v
+  end
+  return v
+end
+
+-- The pod holds `std` in `m` (again): refresh the residency score and the matrix value,
+-- whose medium is the best one the pod holds. Only a medium below the top one (the first
+-- listed, unless unlisted media rank first) reads the current value to know whether a better
+-- medium is held.
+local function refresh(std, m)
+  call('ZADD', res_key(m), now, std)
+  local key, best = MATRIX .. std, m
+  if rank_of(m) ~= 0 or not top_listed then
+    local current = call('HGET', key, pod)
+    if current then
+      local held = medium_of(current)
+      if better(held, m) then
+        best = held
+      end
+    end
+  end
+  call('HSET', key, pod, now_value(best))
+end
+
+-- One holder of (pod, std, x) went away. At zero the pod no longer holds std in x: the
+-- residency goes, and when x was the value's medium the next best held one takes over, with
+-- the time of its own last store; with none left the pod's field goes.
+local function release(std, x)
+  local field = std .. '|' .. x
+  if call('HINCRBY', RC, field, -1) > 0 then
+    return
+  end
+  call('HDEL', RC, field)
+  local res = res_key(x)
+  call('ZREM', res, std)
+  local held = pod_media()
+  if call('EXISTS', res) == 0 then
+    call('SREM', MEDIA, x)
+    held[x] = nil
+  end
+  local key = MATRIX .. std
+  if rank_of(x) ~= 0 or not top_listed then
+    local current = call('HGET', key, pod)
+    if current and medium_of(current) ~= x then
+      return
+    end
+  end
+  local best, ts
+  for y in pairs(held) do
+    if y ~= x then
+      local score = call('ZSCORE', res_key(y), std)
+      if score and (not best or better(y, best)) then
+        best, ts = y, score
+      end
+    end
+  end
+  if best then
+    call('HSET', key, pod, value(ts, best))
+  else
+    call('HDEL', key, pod)
+  end
+end
+
+-- One more holder of (pod, std, m).
+local function add_holder(std, m)
+  if call('HINCRBY', RC, std .. '|' .. m, 1) == 1 then
+    local held = pod_media()
+    if not held[m] then
+      call('SADD', MEDIA, m)
+      held[m] = true
+    end
+  end
+  refresh(std, m)
+end
+
+-- The stream holds engine block `eh` (= std) in `m`. `media_text` is its current media list,
+-- nil for a new entry. Stores with tokens put their medium first (the primary tier, which a
+-- removal without a medium means); placeholders append theirs.
+local function hold(eb, eh, std, media_text, m, primary)
+  if media_text then
+    if has(media_text, m) then
+      refresh(std, m)
+      return
+    end
+    if primary then
+      media_text = m .. ',' .. media_text
+    else
+      media_text = media_text .. ',' .. m
+    end
+  else
+    media_text = m
+  end
+  call('HSET', eb, eh, std .. '|' .. media_text)
+  add_holder(std, m)
+end
+
+-- Move a stream's engine blocks aside in O(1); they keep their references until drained.
+local function retire(rank)
+  local eb = EB .. rank
+  if call('EXISTS', eb) == 0 then
+    return
+  end
+  local member, key
+  repeat
+    member = rank .. '|' .. call('HINCRBY', STATUS .. rank, 'generation', 1)
+    key = RETIRED_EB .. member
+  until call('EXISTS', key) == 0
+  call('RENAME', eb, key)
+  call('SADD', RETIRED, member)
+end
+
+if cmd == 'apply' then
+  local rank, ttl = ARGV[p], ARGV[p + 2]
+  now = ARGV[p + 1]
+  p = p + 3
+  local eb, status = EB .. rank, STATUS .. rank
+  local last = tonumber(call('HGET', status, 'last_seq') or '-1')
+  local out = { 0 }
+  local totals = {}
+  local applied = 0
+  local c
+  local names = {
+    'blocks_stored',
+    'blocks_removed',
+    'clears',
+    'unresolved_placeholders',
+    'unknown_removals',
+    'std_conflicts',
+  }
+  local argc = #ARGV
+  while p <= argc do
+    local seq, body_end = ARGV[p], p + 1 + tonumber(ARGV[p + 1])
+    p = p + 2
+    if tonumber(seq) <= last then
+      out[#out + 1] = 0
+      for _ = 1, 6 do
+        out[#out + 1] = 0
+      end
+      p = body_end + 1
+    else
+      if applied == 0 then
+        local known = call('HGET', PODS, pod)
+        if known ~= model then
+          if known and call('EXISTS', RC) == 1 then
+            return redis.error_reply('MODEL_CHANGED ' .. known)
+          end
+          call('HSET', PODS, pod, model)
+          call('HSET', KINDS, pod, kind)
+        end
+        call('SADD', RANKS, rank)
+      end
+      applied = applied + 1
+      last = tonumber(seq)
+      -- stored, removed, clears, unresolved placeholders, unknown removals, std conflicts
+      c = { 0, 0, 0, 0, 0, 0 }
+      for _ = 1, tonumber(ARGV[p]) do
+        local name = ARGV[p + 1]
+        totals[name] = (totals[name] or 0) + tonumber(ARGV[p + 2])
+        p = p + 2
+      end
+      p = p + 1
+      while p <= body_end do
+        local op = ARGV[p]
+        if op == 'C' then
+          retire(rank)
+          c[3] = c[3] + 1
+          p = p + 1
+        else
+          local m, n = ARGV[p + 1], tonumber(ARGV[p + 2])
+          p = p + 3
+          if op == 'S' then
+            for _ = 1, n do
+              local eh, std = ARGV[p], ARGV[p + 1]
+              p = p + 2
+              -- Engines announce new blocks: one call creates the entry.
+              if call('HSETNX', eb, eh, std .. '|' .. m) == 1 then
+                add_holder(std, m)
+              else
+                local old = call('HGET', eb, eh)
+                local sep = string.find(old, '|', 1, true)
+                local old_std, media_text = string.sub(old, 1, sep - 1), nil
+                if old_std == std then
+                  media_text = string.sub(old, sep + 1)
+                else
+                  for _, x in ipairs(split(string.sub(old, sep + 1))) do
+                    release(old_std, x)
+                  end
+                  c[6] = c[6] + 1
+                end
+                hold(eb, eh, std, media_text, m, true)
+              end
+              call('SET', MAPPING .. eh, std, 'EX', ttl)
+              c[1] = c[1] + 1
+            end
+          elseif op == 'P' then
+            for _ = 1, n do
+              local eh = ARGV[p]
+              p = p + 1
+              local old = call('HGET', eb, eh)
+              if old then
+                local sep = string.find(old, '|', 1, true)
+                hold(eb, eh, string.sub(old, 1, sep - 1), string.sub(old, sep + 1), m, false)
+                c[1] = c[1] + 1
+              else
+                -- Another rank of the pod may have stored it: engine hash -> content is a
+                -- function of the engine, and the placeholder says this rank holds it.
+                local std = call('GET', MAPPING .. eh)
+                if std then
+                  hold(eb, eh, std, nil, m, false)
+                  c[1] = c[1] + 1
+                else
+                  c[4] = c[4] + 1
+                end
+              end
+            end
+          else -- 'R'
+            for _ = 1, n do
+              local eh = ARGV[p]
+              p = p + 1
+              local old = call('HGET', eb, eh)
+              local list, at, std
+              if old then
+                local sep = string.find(old, '|', 1, true)
+                std, list = string.sub(old, 1, sep - 1), split(string.sub(old, sep + 1))
+                for i, y in ipairs(list) do
+                  if y == m then
+                    at = i
+                    break
+                  end
+                end
+                if not at and m == '' then
+                  at = 1
+                end
+              end
+              if at then
+                local x = table.remove(list, at)
+                if #list == 0 then
+                  call('HDEL', eb, eh)
+                  call('DEL', MAPPING .. eh)
+                else
+                  call('HSET', eb, eh, std .. '|' .. table.concat(list, ','))
+                end
+                release(std, x)
+                c[2] = c[2] + 1
+              else
+                c[5] = c[5] + 1
+              end
+            end
+          end
+        end
+      end
+      out[#out + 1] = 1
+      for i = 1, 6 do
+        out[#out + 1] = c[i]
+      end
+      for i = 1, 6 do
+        totals[names[i]] = (totals[names[i]] or 0) + c[i]
+      end
+    end
+  end
+  if applied > 0 then
+    call('HSET', status, 'last_seq', last)
+    call('HINCRBY', status, 'batches', applied)
+    for name, count in pairs(totals) do
+      if count ~= 0 then
+        call('HINCRBY', status, name, count)
+      end
+    end
+  end
+  out[1] = call('SCARD', RETIRED)
+  return out
+end
+
+if cmd == 'retire' then
+  local rank = ARGV[p]
+  retire(rank)
+  call('SREM', RANKS, rank)
+  return call('SCARD', RETIRED)
+end
+
+if cmd == 'drain' then
+  local budget = tonumber(ARGV[p])
+  for _, member in ipairs(call('SMEMBERS', RETIRED)) do
+    local key = RETIRED_EB .. member
+    local live = EB .. string.sub(member, 1, string.find(member, '|', 1, true) - 1)
+    local flat = call('HRANDFIELD', key, budget, 'WITHVALUES')
+    local fields = {}
+    for i = 1, #flat, 2 do
+      local eh, v = flat[i], flat[i + 1]
+      local sep = string.find(v, '|', 1, true)
+      local std = string.sub(v, 1, sep - 1)
+      for _, x in ipairs(split(string.sub(v, sep + 1))) do
+        release(std, x)
+      end
+      if call('HEXISTS', live, eh) == 0 then
+        call('DEL', MAPPING .. eh)
+      end
+      fields[#fields + 1] = eh
+    end
+    if #fields > 0 then
+      call('HDEL', key, unpack(fields))
+    end
+    if call('EXISTS', key) == 0 then
+      call('SREM', RETIRED, member)
+    end
+    budget = budget - #fields
+    if budget <= 0 then
+      break
+    end
+  end
+  local left = call('SCARD', RETIRED)
+  if left == 0 and call('SCARD', RANKS) == 0 and call('EXISTS', RC) == 0 then
+    call('HDEL', PODS, pod)
+    call('HDEL', KINDS, pod)
+    call('DEL', MEDIA)
+  end
+  return left
+end
+
+if cmd == 'purge' then
+  -- Stop when the pod is no longer the one we set out to purge (another purger finished and
+  -- new entries arrived since): returns {more, matrix fields removed}.
+  if (call('HGET', PODS, pod) or '') ~= model then
+    return { 0, 0 }
+  end
+  local budget = tonumber(ARGV[p])
+  local removed = 0
+  local function pop(key)
+    local fields = call('HRANDFIELD', key, budget)
+    if #fields > 0 then
+      local mapping = {}
+      for i, eh in ipairs(fields) do
+        mapping[i] = MAPPING .. eh
+      end
+      call('DEL', unpack(mapping))
+      call('HDEL', key, unpack(fields))
+      budget = budget - #fields
+    end
+    return call('EXISTS', key) == 0
+  end
+  for _, r in ipairs(call('SMEMBERS', RANKS)) do
+    if not pop(EB .. r) then
+      return { 1, removed }
+    end
+    call('SREM', RANKS, r)
+    if budget <= 0 then
+      return { 1, removed }
+    end
+  end
+  for _, member in ipairs(call('SMEMBERS', RETIRED)) do
+    if not pop(RETIRED_EB .. member) then
+      return { 1, removed }
+    end
+    call('SREM', RETIRED, member)
+    if budget <= 0 then
+      return { 1, removed }
+    end
+  end
+  for _, m in ipairs(call('SMEMBERS', MEDIA)) do
+    local key = RES .. m
+    local stds = call('ZRANGE', key, 0, budget - 1)
+    for _, std in ipairs(stds) do
+      removed = removed + call('HDEL', MATRIX .. std, pod)
+    end
+    if #stds > 0 then
+      call('ZREMRANGEBYRANK', key, 0, #stds - 1)
+    end
+    budget = budget - #stds
+    if call('EXISTS', key) == 1 then
+      return { 1, removed }
+    end
+    call('SREM', MEDIA, m)
+    if budget <= 0 then
+      return { 1, removed }
+    end
+  end
+  call('UNLINK', RC)
+  call('DEL', MEDIA, RANKS, RETIRED)
+  call('HDEL', PODS, pod)
+  call('HDEL', KINDS, pod)
+  return { 0, removed }
+end
+
+return redis.error_reply('unknown command ' .. cmd)

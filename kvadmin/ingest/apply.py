@@ -1,0 +1,438 @@
+"""Apply decoded KV-event batches of one stream to the Redis index (SPEC 2.2, 2.3, 4.2, 5.4-5.7).
+
+The index must equal the engines' true cache contents. This module turns events into script
+arguments (standardized hashing happens here, in Python) and `apply.lua` changes Redis: one
+atomic EVALSHA per run of batches, so a batch is applied exactly once even when two workers
+race (the script refuses a seq at or below the stream's `last_seq`). Runs are short (see
+`Applier`) and pipelined: Python encodes the next run while Redis applies this one. No sockets,
+no Django.
+
+Deployment: one Redis instance, or a primary with replicas. A batch touches many keys and
+kthena's `matrix:kv:block:{model}@{hash}` cannot carry a hash tag, so its keys fall in many
+Redis Cluster slots and a cluster would refuse the script.
+
+Layout (key names from `scoring.keys`; pod = "{pod_name}.{namespace}", m = medium as the
+engine spelled it, "" for none, std = decimal standardized hash):
+- `matrix:kv:block:{model}@{std}` HASH pod -> "{ts}|{best m}" ("{ts}" when best m is ""):
+  kthena's router reads it. ts = unix seconds of the pod's last store of the block.
+- `{kind}:kv:block:{pod}@{engine hash}` STRING std, EX 86400: kthena's mapping, set on each
+  store with tokens, deleted when the stream drops the engine block.
+- `kvadmin:eh:{pod}|{rank}` HASH engine hash -> "{std}|{m1},{m2}": what this stream holds.
+  The first medium is the primary tier (stored with tokens); placeholders append theirs.
+- `kvadmin:rc:{pod}` HASH "{std}|{m}" -> number of (rank, engine hash) pairs holding it.
+- `kvadmin:res:{pod}|{m}` ZSET std -> last store ts, present iff its refcount > 0.
+- `kvadmin:media:{pod}` SET of m with a residency ZSET; `kvadmin:ranks:{pod}` SET of ranks
+  with engine blocks; `kvadmin:pods` / `kvadmin:pod-kinds` HASH pod -> model / engine kind.
+- `kvadmin:eh-retired:{pod}|{rank}|{gen}` HASH (registered in `kvadmin:retired:{pod}`): a
+  stream's engine blocks moved aside by AllBlocksCleared or `purge_stream`, still counted in
+  the refcounts until drained in chunks.
+- `kvadmin:stream:{pod}|{rank}` HASH: last_seq, generation and the counters batches, events,
+  blocks_stored, blocks_removed, clears, token_mismatch, unresolved_placeholders,
+  unknown_removals, std_conflicts, skipped_{reason} (from the decoder).
+
+Decisions:
+1. The matrix value names the best medium the pod holds the block in, by a `MediaPreference`.
+   It is recomputed only when a medium appears or disappears for a (pod, std).
+2. A removal with no medium (None or "") removes the medium-less entry when there is one,
+   otherwise the primary tier: pre-medium vLLM sends GPU evictions without a medium, and an
+   offloaded copy announced with its own medium stays until its own removal.
+3. A placeholder (no tokens) resolves its engine hash through the stream's engine blocks,
+   then through the pod's mapping key: engine hash -> content is a function of the engine, so
+   another rank's mapping names the same content, and the placeholder itself says this rank
+   holds it. Unresolvable ones are counted, not errors.
+4. Tokens that do not pair with the hashes (vLLM hybrid models skip blocks) cannot be split
+   safely: the event is counted and its hashes handled like placeholders.
+5. A store whose engine hash is known with another std replaces the old entry (counted).
+6. AllBlocksCleared renames the stream's engine-blocks hash away in O(1); the rename keeps
+   the refcounts right whatever follows, and the blocks are released in bounded chunks after
+   the batch, before `apply_batches` returns. Purges are chunked the same way; nothing scans
+   the keyspace.
+7. A pod whose served model changed while it still has entries is purged first: its cached
+   blocks belong to the old model.
+"""
+
+import contextlib
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError
+
+from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
+from kvadmin.ingest.streams import StreamSpec
+from scoring import keys
+from scoring.hashing import block_hashes
+
+SCRIPT = Path(__file__).with_name("apply.lua").read_text()
+SCRIPT_COUNTERS = (
+    "blocks_stored",
+    "blocks_removed",
+    "clears",
+    "unresolved_placeholders",
+    "unknown_removals",
+    "std_conflicts",
+)
+"""Per-batch counts the script returns, in its order."""
+
+MAX_CHUNK = 5000
+"""Lua's unpack() takes about 8,000 values; chunks stay well below."""
+
+
+def _normalize(medium: str) -> str:
+    return medium.strip().lower()
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPreference:
+    """Which medium the matrix value names when a pod holds a block in several (SPEC 5.4).
+
+    `best_first` lists media best first, compared case-insensitively after trimming (SPEC 2.5).
+    Every other medium, and no medium, ranks at `fallback_position` (an index into
+    `best_first`: 0 = before all of them, len = after all). Equal ranks are ordered by name,
+    so the choice never depends on arrival order.
+    """
+
+    best_first: tuple[str, ...]
+    fallback_position: int
+
+    def __post_init__(self) -> None:
+        names = tuple(_normalize(m) for m in self.best_first)
+        if len(set(names)) != len(names):
+            raise ValueError(f"media listed twice: {self.best_first}")
+        if not 0 <= self.fallback_position <= len(names):
+            raise ValueError(f"fallback_position must be within 0..{len(names)}")
+        object.__setattr__(self, "best_first", names)
+
+    @classmethod
+    def from_weights(cls, weights: Mapping[str, float], fallback: float = 1.0) -> "MediaPreference":
+        """The order tier weights imply, so the value names the medium that scores highest:
+        heavier first, ties by name; unlisted media weigh `fallback` and rank after the listed
+        media of the same weight."""
+        ranked = sorted(
+            {_normalize(m): w for m, w in weights.items()}.items(),
+            key=lambda item: (-item[1], item[0]),
+        )
+        return cls(tuple(m for m, _ in ranked), sum(1 for _, w in ranked if w >= fallback))
+
+    def script_args(self) -> list[str]:
+        return [str(self.fallback_position), str(len(self.best_first)), *self.best_first]
+
+
+PHYSICAL_ORDER = MediaPreference(("gpu", "cpu_pinned", "cpu"), fallback_position=3)
+"""GPU memory, then pinned and plain host memory, then anything else."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    seq: int
+    applied: bool
+    """False when the seq was at or below the stream's last applied one: nothing changed."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """What this batch added to the stream's counters (empty for a duplicate)."""
+
+    @property
+    def duplicate(self) -> bool:
+        return not self.applied
+
+
+def _prefix(key: str, suffix: str) -> str:
+    """The part of a key before its variable suffix; the script appends the suffix itself,
+    so the key layout keeps one source of truth in `scoring.keys`."""
+    if not key.endswith(suffix):
+        raise AssertionError(f"{key!r} does not end with its variable part {suffix!r}")
+    return key.removesuffix(suffix)
+
+
+@lru_cache(maxsize=4096)
+def _pod_keys(pod: str, model: str, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The script's KEYS and the pod part of its ARGV (see the header of apply.lua)."""
+    script_keys = (
+        keys.refcount_key(pod),
+        keys.pod_media_key(pod),
+        keys.pod_ranks_key(pod),
+        keys.retired_set_key(pod),
+        keys.POD_MODELS_KEY,
+        keys.POD_KINDS_KEY,
+    )
+    args = (
+        pod,
+        _prefix(keys.block_key(model, 0), "0"),
+        _prefix(keys.engine_hash_key(kind, pod, "0"), "0"),
+        _prefix(keys.engine_blocks_key(pod, 0), "0"),
+        _prefix(keys.residency_key(pod, "0"), "0"),
+        _prefix(keys.stream_status_key(pod, 0), "0"),
+        _prefix(keys.retired_blocks_key(pod, 0, 0), "0|0"),
+        model,
+        kind,
+    )
+    return script_keys, args
+
+
+def _medium(medium: str | None) -> str:
+    """None and "" both mean no medium. A comma would split the engine-blocks media list, so
+    it becomes "_" (no engine spells a medium with one)."""
+    return medium.replace(",", "_") if medium else ""
+
+
+def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str, int]]:
+    """Append one batch's script arguments to `out`: seq, body length, counters, operations.
+
+    Operations: "S" m n (engine hash, std)*n for stores with tokens, "P" m n hash*n for
+    placeholders, "R" m n hash*n for removals, "C" for AllBlocksCleared. Returns the number of
+    blocks (to bound a script call) and the counters Python knows.
+    """
+    body: list[str] = []
+    blocks = mismatched = 0
+    for event in batch.events:
+        if isinstance(event, BlockStored):
+            hashes, tokens, size = event.block_hashes, event.token_ids, event.block_size
+            n = len(hashes)
+            if not n:
+                continue
+            blocks += n
+            if tokens and size > 0 and len(tokens) == n * size:
+                body += ("S", _medium(event.medium), str(n))
+                for engine_hash, std in zip(hashes, block_hashes(tokens, size, n), strict=True):
+                    body.append(engine_hash)
+                    body.append(str(std))
+            else:
+                mismatched += bool(tokens)
+                body += ("P", _medium(event.medium), str(n), *hashes)
+        elif isinstance(event, BlockRemoved):
+            if event.block_hashes:
+                blocks += len(event.block_hashes)
+                hashes = event.block_hashes
+                body += ("R", _medium(event.medium), str(len(hashes)), *hashes)
+        elif isinstance(event, AllBlocksCleared):
+            body.append("C")
+    counters = {"events": len(batch.events)}
+    if mismatched:
+        counters["token_mismatch"] = mismatched
+    for reason, count in batch.skipped.items():
+        counters[f"skipped_{reason}"] = count
+    head = [str(len(counters))]
+    for name, count in counters.items():
+        head += (name, str(count))
+    out += (str(seq), str(len(head) + len(body)))
+    out += head
+    out += body
+    return blocks, counters
+
+
+@dataclass(slots=True)
+class _Call:
+    """One script call: its arguments, and per batch its seq and the counters Python knows."""
+
+    args: list[str]
+    batches: list[tuple[int, dict[str, int]]] = field(default_factory=list)
+    retired: bool = False
+    """Its batches cleared a stream: retired engine blocks wait to be drained."""
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class Applier:
+    """Maintains the index from one stream's batches; also purges streams and pods.
+
+    Works with text or bytes clients. `blocks_per_call` bounds one script call: a script
+    blocks every other Redis client, the router's reads included, so calls stay at a few
+    milliseconds (about 15 us of Redis time per block); pipelining keeps the throughput of
+    longer calls. `chunk_size` bounds one step of a drain or purge the same way.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        preference: MediaPreference = PHYSICAL_ORDER,
+        chunk_size: int = 1000,
+        blocks_per_call: int = 256,
+    ) -> None:
+        if not 0 < chunk_size <= MAX_CHUNK:
+            raise ValueError(f"chunk_size must be within 1..{MAX_CHUNK}")
+        self.client = client
+        self.preference = preference
+        self.chunk_size = chunk_size
+        self.blocks_per_call = blocks_per_call
+        self.script = client.register_script(SCRIPT)
+
+    def apply_batch(
+        self,
+        pod: str,
+        model: str,
+        kind: str,
+        rank: int,
+        seq: int,
+        batch: EventBatch,
+        now: int | None = None,
+        preference: MediaPreference | None = None,
+    ) -> ApplyResult:
+        return self._apply(pod, model, kind, rank, [(seq, batch)], now, preference)[0]
+
+    def apply_batches(
+        self,
+        stream: StreamSpec,
+        batches: Sequence[tuple[int, EventBatch]],
+        now: int | None = None,
+        preference: MediaPreference | None = None,
+    ) -> list[ApplyResult]:
+        """Apply (seq, batch) pairs of one stream in seq order, in as few round trips as
+        `blocks_per_call` allows; seqs at or below the last applied one are skipped."""
+        pod, rank = stream.id.pod, stream.id.rank
+        return self._apply(pod, stream.model, stream.kind, rank, batches, now, preference)
+
+    def purge_stream(self, pod: str, rank: int) -> None:
+        """Remove one stream's engine blocks (a DP rank's publisher restarted or lost events);
+        the pod's other ranks keep theirs. Leaves `last_seq` to the caller."""
+        model, kind = self._pod_identity(pod)
+        self._call("retire", pod, model, kind, str(rank))
+        self._drain(pod, model, kind)
+
+    def purge_pod(self, pod: str) -> int:
+        """Remove every entry of the pod, every rank, in bounded steps; returns how many
+        matrix fields (blocks the router saw the pod own) went. Stop its ingestion first."""
+        model, kind = self._pod_identity(pod)
+        removed = 0
+        while True:
+            more, count = self._call("purge", pod, model, kind, str(self.chunk_size))
+            removed += count
+            if not more:
+                return removed
+
+    def _apply(
+        self,
+        pod: str,
+        model: str,
+        kind: str,
+        rank: int,
+        batches: Sequence[tuple[int, EventBatch]],
+        now: int | None,
+        preference: MediaPreference | None,
+    ) -> list[ApplyResult]:
+        """Send each script call before reading the previous one's reply, so Python encodes
+        (and hashes) the next run of batches while Redis applies this one."""
+        head = [
+            "apply",
+            *_pod_keys(pod, model, kind)[1],
+            *(preference or self.preference).script_args(),
+            str(rank),
+            str(int(time.time()) if now is None else now),
+            str(keys.ENGINE_HASH_TTL_SECONDS),
+        ]
+        script_keys = _pod_keys(pod, model, kind)[0]
+        results: list[ApplyResult] = []
+        sent: list[_Call] = []
+        in_flight: deque[_Call] = deque()
+        pool = self.client.connection_pool
+        connection = pool.get_connection()
+        try:
+            for call in self._calls(head, batches):
+                connection.send_command(
+                    "EVALSHA", self.script.sha, len(script_keys), *script_keys, *call.args
+                )
+                in_flight.append(call)
+                sent.append(call)
+                if len(in_flight) > 1:
+                    results += self._collect(connection, in_flight, pod, model, kind)
+            while in_flight:
+                results += self._collect(connection, in_flight, pod, model, kind)
+        except BaseException:
+            connection.disconnect()  # unread replies must not reach the next user
+            raise
+        finally:
+            pool.release(connection)
+        if any(call.retired for call in sent):
+            self._drain(pod, model, kind, preference)
+        return results
+
+    def _calls(self, head: list[str], batches: Sequence[tuple[int, EventBatch]]) -> Iterator[_Call]:
+        """Runs of batches of at most about `blocks_per_call` blocks, encoded when needed."""
+        call = _Call(list(head))
+        blocks = 0
+        for seq, batch in batches:
+            count, counters = _encode(seq, batch, call.args)
+            call.batches.append((seq, counters))
+            blocks += count
+            if blocks >= self.blocks_per_call:
+                yield call
+                call, blocks = _Call(list(head)), 0
+        if call.batches:
+            yield call
+
+    def _collect(
+        self,
+        connection: redis.Connection,
+        in_flight: deque[_Call],
+        pod: str,
+        model: str,
+        kind: str,
+    ) -> list[ApplyResult]:
+        call = in_flight.popleft()
+        try:
+            reply = connection.read_response()
+        except redis.ResponseError as error:
+            # The calls sent after this one failed the same way, changing nothing (a missing
+            # script, or a model change found before any write): read their replies, remove
+            # the cause, and run them all again one at a time.
+            again = [call, *in_flight]
+            in_flight.clear()
+            for _ in again[1:]:
+                with contextlib.suppress(redis.ResponseError):
+                    connection.read_response()
+            if str(error).startswith("MODEL_CHANGED"):
+                self.purge_pod(pod)
+            elif not isinstance(error, NoScriptError):
+                raise
+            script_keys = _pod_keys(pod, model, kind)[0]
+            results = []
+            for retry in again:
+                results += self._results(retry, self.script(keys=script_keys, args=retry.args))
+            return results
+        return self._results(call, reply)
+
+    @staticmethod
+    def _results(call: _Call, reply: list[int]) -> list[ApplyResult]:
+        call.retired = bool(reply[0])
+        results = []
+        width = 1 + len(SCRIPT_COUNTERS)
+        for i, (seq, counters) in enumerate(call.batches):
+            applied, *counts = reply[1 + i * width : 1 + (i + 1) * width]
+            if applied:
+                result = counters | dict(zip(SCRIPT_COUNTERS, counts, strict=True))
+                results.append(ApplyResult(seq, True, result))
+            else:
+                results.append(ApplyResult(seq, False))
+        return results
+
+    def _drain(
+        self, pod: str, model: str, kind: str, preference: MediaPreference | None = None
+    ) -> None:
+        while self._call("drain", pod, model, kind, str(self.chunk_size), preference):
+            pass
+
+    def _call(
+        self,
+        command: str,
+        pod: str,
+        model: str,
+        kind: str,
+        arg: str,
+        preference: MediaPreference | None = None,
+    ) -> Any:
+        script_keys, pod_args = _pod_keys(pod, model, kind)
+        args = [command, *pod_args, *(preference or self.preference).script_args(), arg]
+        return self.script(keys=script_keys, args=args)
+
+    def _pod_identity(self, pod: str) -> tuple[str, str]:
+        """The pod's model and engine kind as the index knows them ("" when it does not)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(keys.POD_MODELS_KEY, pod)
+        pipe.hget(keys.POD_KINDS_KEY, pod)
+        model, kind = pipe.execute()
+        return _text(model) or "", _text(kind) or ""

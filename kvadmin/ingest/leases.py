@@ -1,0 +1,74 @@
+"""Stream ownership: each stream is read by exactly one worker, through a renewed Redis lease.
+
+Workers announce themselves in a heartbeat ZSET; each takes at most its fair share of the
+streams, so streams spread over workers and a dead worker's streams are taken over once its
+leases expire.
+"""
+
+import math
+
+import redis
+
+from kvadmin.ingest.streams import StreamId
+from scoring.keys import stream_lease_key
+
+WORKERS_KEY = "kvadmin:ingest:workers"
+
+# Renew or release only what this worker still holds: another may own it by now.
+_RENEW = """
+local lost = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('PEXPIRE', key, ARGV[2])
+  else
+    lost[#lost + 1] = i
+  end
+end
+return lost
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class Leases:
+    def __init__(self, client: redis.Redis, worker_id: str, lease_seconds: float) -> None:
+        self.client = client
+        self.worker_id = worker_id
+        self.lease_ms = int(lease_seconds * 1000)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+
+    def heartbeat(self, now: float) -> int:
+        """Announce this worker; returns how many workers are alive."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(WORKERS_KEY, {self.worker_id: now})
+        pipe.zremrangebyscore(WORKERS_KEY, "-inf", now - self.lease_ms / 1000)
+        pipe.zcard(WORKERS_KEY)
+        return max(1, int(pipe.execute()[-1]))
+
+    def leave(self) -> None:
+        self.client.zrem(WORKERS_KEY, self.worker_id)
+
+    @staticmethod
+    def fair_share(streams: int, workers: int) -> int:
+        return math.ceil(streams / max(1, workers))
+
+    def claim(self, stream: StreamId) -> bool:
+        key = stream_lease_key(stream.pod, stream.rank)
+        return bool(self.client.set(key, self.worker_id, nx=True, px=self.lease_ms))
+
+    def renew(self, streams: list[StreamId]) -> set[StreamId]:
+        """Extend this worker's leases; returns the streams it no longer owns."""
+        if not streams:
+            return set()
+        keys = [stream_lease_key(s.pod, s.rank) for s in streams]
+        lost = self._renew(keys=keys, args=[self.worker_id, self.lease_ms])
+        return {streams[int(i) - 1] for i in lost}
+
+    def release(self, stream: StreamId) -> None:
+        self._release(keys=[stream_lease_key(stream.pod, stream.rank)], args=[self.worker_id])
+
+    def owner(self, stream: StreamId) -> str | None:
+        return self.client.get(stream_lease_key(stream.pod, stream.rank))

@@ -1,0 +1,288 @@
+"""The ingest loop: consume every owned stream's ZMQ messages and apply them to the index.
+
+A plain class with a clean stop, run by the Celery worker bootstep or by `manage.py ingest`.
+One thread polls all owned SUB sockets. Per stream it keeps the last applied seq (also in
+Redis, written atomically with each batch) and:
+
+1. on claiming a stream, connects its SUB socket and first asks the replay socket for
+   everything after the last applied seq, so batches published before this worker started,
+   or while another worker died, are not lost while the engine still buffers them;
+2. applies consecutive batches, many per Redis round trip;
+3. on a gap, replays the missing batches; what the engine no longer buffers is counted lost
+   and, when configured, the stream's entries are purged (the index can no longer be trusted);
+4. on a seq going backwards (publisher restart), purges the stream's entries and replays the
+   new run from 0.
+
+A Redis failure drops every stream; they are reclaimed with exponential backoff and resume
+from the last applied seq. Nothing is applied twice: the applier refuses seqs at or below it.
+"""
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import redis
+import zmq
+
+from kvadmin.ingest import status
+from kvadmin.ingest.apply import Applier
+from kvadmin.ingest.decode import BadFrames, UndecodableBatch, decode_batch, split_frames
+from kvadmin.ingest.events import EventBatch
+from kvadmin.ingest.leases import Leases
+from kvadmin.ingest.replay import ReplayFailed, request_replay
+from kvadmin.ingest.streams import SeqAction, StreamId, StreamSpec, classify_seq
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGES_PER_ROUND = 2000
+HOUSEKEEPING_SECONDS = 1.0
+
+
+@dataclass
+class _Stream:
+    spec: StreamSpec
+    sub: zmq.Socket
+    last_applied: int
+    last_live: int = -1
+    pending: list[tuple[int, EventBatch]] = field(default_factory=list)
+
+
+class _OncePerKind:
+    """Log a failure the first time it happens, then again only after things went well."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def failed(self, kind: str, message: str, *args: object) -> None:
+        if kind not in self._seen:
+            self._seen.add(kind)
+            log.warning(message, *args)
+
+    def recovered(self, kind: str) -> None:
+        self._seen.discard(kind)
+
+
+class IngestLoop:
+    def __init__(
+        self,
+        client: redis.Redis,
+        load_streams: Callable[[], list[StreamSpec]],
+        registry_version: Callable[[], int],
+        lease_seconds: float = 10.0,
+        purge_on_gap: bool = True,
+        worker_id: str | None = None,
+    ) -> None:
+        self.client = client
+        self.load_streams = load_streams
+        self.registry_version = registry_version
+        self.purge_on_gap = purge_on_gap
+        self.worker_id = worker_id or f"{socket.gethostname()}:{threading.get_native_id()}"
+        self.leases = Leases(client, self.worker_id, lease_seconds)
+        self.applier = Applier(client)
+        self.context = zmq.Context.instance()
+        self.poller = zmq.Poller()
+        self.owned: dict[StreamId, _Stream] = {}
+        self.by_socket: dict[zmq.Socket, _Stream] = {}
+        self.wanted: dict[StreamId, StreamSpec] = {}
+        self.seen_version: int | None = None
+        self.stop_event = threading.Event()
+        self.failures = _OncePerKind()
+
+    # Lifecycle -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def run(self) -> None:
+        backoff = 0.5
+        next_housekeeping = 0.0
+        log.info("ingest loop %s started", self.worker_id)
+        while not self.stop_event.is_set():
+            try:
+                if time.monotonic() >= next_housekeeping:
+                    self.housekeeping()
+                    next_housekeeping = time.monotonic() + HOUSEKEEPING_SECONDS
+                self.poll_once(timeout_ms=100)
+                backoff = 0.5
+                self.failures.recovered("redis")
+            except redis.RedisError as error:
+                self.failures.failed("redis", "ingest: Redis failed (%s); retrying", error)
+                self.drop_all(release=False)
+                self.stop_event.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+                next_housekeeping = 0.0
+        self.drop_all(release=True)
+        with contextlib.suppress(redis.RedisError):
+            self.leases.leave()
+        log.info("ingest loop %s stopped", self.worker_id)
+
+    # Ownership -------------------------------------------------------------------------------
+
+    def housekeeping(self) -> None:
+        version = self.registry_version()
+        if version != self.seen_version:
+            self.wanted = {spec.id: spec for spec in self.load_streams()}
+            self.seen_version = version
+        for stream_id in list(self.owned):
+            spec = self.wanted.get(stream_id)
+            if spec is None or spec != self.owned[stream_id].spec:
+                self.drop(stream_id, release=True)
+        for stream_id in self.leases.renew(list(self.owned)):
+            log.warning("ingest: lost the lease of %s", stream_id)
+            self.drop(stream_id, release=False)
+        alive = self.leases.heartbeat(time.time())
+        share = self.leases.fair_share(len(self.wanted), alive)
+        for stream_id in sorted(self.owned)[share:]:
+            self.drop(stream_id, release=True)
+        for stream_id, spec in sorted(self.wanted.items()):
+            if len(self.owned) >= share:
+                break
+            if stream_id not in self.owned and self.leases.claim(stream_id):
+                self.take(spec)
+
+    def take(self, spec: StreamSpec) -> None:
+        sub = self.context.socket(zmq.SUB)
+        sub.setsockopt(zmq.LINGER, 0)
+        sub.setsockopt(zmq.RCVHWM, 100_000)
+        sub.setsockopt(zmq.SUBSCRIBE, spec.topic)
+        sub.connect(spec.events_endpoint)
+        last_applied = status.last_seq(self.client, spec.id)
+        stream = _Stream(spec=spec, sub=sub, last_applied=last_applied)
+        self.owned[spec.id] = stream
+        self.by_socket[sub] = stream
+        self.poller.register(sub, zmq.POLLIN)
+        log.info(
+            "ingest: reading %s from %s (after seq %d)", spec.id, spec.events_endpoint, last_applied
+        )
+        self.catch_up(stream)
+        status.connected(self.client, spec.id, self.worker_id)
+
+    def drop(self, stream_id: StreamId, release: bool) -> None:
+        stream = self.owned.pop(stream_id)
+        self.by_socket.pop(stream.sub, None)
+        self.poller.unregister(stream.sub)
+        stream.sub.close()
+        if release:
+            status.disconnected(self.client, stream_id)
+            self.leases.release(stream_id)
+
+    def drop_all(self, release: bool) -> None:
+        for stream_id in list(self.owned):
+            try:
+                self.drop(stream_id, release=release)
+            except redis.RedisError:
+                self.drop(stream_id, release=False)
+
+    # Messages --------------------------------------------------------------------------------
+
+    def poll_once(self, timeout_ms: int) -> None:
+        for sub, _ in self.poller.poll(timeout_ms):
+            stream = self.by_socket[sub]
+            for _ in range(MAX_MESSAGES_PER_ROUND):
+                try:
+                    frames = sub.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self.receive(stream, frames)
+            self.flush(stream)
+
+    def receive(self, stream: _Stream, frames: list[bytes]) -> None:
+        try:
+            _topic, seq, payload = split_frames(frames)
+        except BadFrames as error:
+            status.count(self.client, stream.spec.id, "bad_frames")
+            self.failures.failed(f"frames:{stream.spec.id}", "ingest %s: %s", stream.spec.id, error)
+            return
+        action = classify_seq(seq, self._last_seen(stream), stream.last_live)
+        stream.last_live = seq
+        if action is SeqAction.DUPLICATE:
+            return
+        if action is SeqAction.RESTART:
+            self.restarted(stream)
+        if action is SeqAction.GAP:
+            status.count(self.client, stream.spec.id, "gaps")
+        if action in (SeqAction.GAP, SeqAction.RESTART):
+            self.catch_up(stream, until=seq)
+            if seq <= self._last_seen(stream):
+                return
+        self.queue(stream, seq, payload)
+
+    def _last_seen(self, stream: _Stream) -> int:
+        return stream.pending[-1][0] if stream.pending else stream.last_applied
+
+    def queue(self, stream: _Stream, seq: int, payload: bytes) -> None:
+        try:
+            batch = decode_batch(payload)
+        except UndecodableBatch as error:
+            self.failures.failed(
+                f"decode:{stream.spec.id}", "ingest %s: seq %d: %s", stream.spec.id, seq, error
+            )
+            batch = EventBatch(ts=time.time(), events=[], skipped={"undecodable": 1})
+        stream.pending.append((seq, batch))
+
+    def flush(self, stream: _Stream) -> None:
+        if not stream.pending:
+            return
+        batches, stream.pending = stream.pending, []
+        self.applier.apply_batches(stream.spec, batches, now=int(time.time()))
+        stream.last_applied = batches[-1][0]
+
+    def catch_up(self, stream: _Stream, until: int | None = None) -> None:
+        """Replay what the engine buffered after the last seen seq (before `until` if given).
+
+        The request starts AT the last seen seq: an engine that still buffers it proves the
+        stream continues; one that buffers nothing from there on has restarted since.
+        """
+        self.flush(stream)
+        spec, since = stream.spec, self._last_seen(stream)
+        if spec.replay_endpoint is None:
+            if until is not None:
+                self.lost(stream, until - since - 1)
+            return
+        try:
+            replayed = request_replay(self.context, spec.replay_endpoint, max(since, 0))
+            if since >= 0 and not replayed:
+                self.restarted(stream)
+                since = -1
+                replayed = request_replay(self.context, spec.replay_endpoint, 0)
+        except ReplayFailed as error:
+            self.failures.failed(f"replay:{spec.id}", "ingest %s: %s", spec.id, error)
+            if until is not None:
+                self.lost(stream, until - since - 1)
+            return
+        self.failures.recovered(f"replay:{spec.id}")
+        status.count(self.client, spec.id, "replays")
+        if replayed and replayed[0].seq > since + 1:
+            self.lost(stream, replayed[0].seq - since - 1)
+        for batch in replayed:
+            if batch.seq > self._last_seen(stream) and (until is None or batch.seq < until):
+                self.queue(stream, batch.seq, batch.payload)
+        self.flush(stream)
+
+    def lost(self, stream: _Stream, batches: int) -> None:
+        """Batches the engine no longer has: the stream's entries can't be trusted any more."""
+        if batches <= 0:
+            return
+        status.count(self.client, stream.spec.id, "batches_lost", batches)
+        self.failures.failed(
+            f"lost:{stream.spec.id}", "ingest %s: %d batches lost", stream.spec.id, batches
+        )
+        if self.purge_on_gap:
+            self.purge(stream)
+
+    def restarted(self, stream: _Stream) -> None:
+        status.count(self.client, stream.spec.id, "restarts")
+        log.info("ingest %s: publisher restarted", stream.spec.id)
+        stream.pending = []
+        self.purge(stream)
+        status.reset_last_seq(self.client, stream.spec.id)
+        stream.last_applied = -1
+
+    def purge(self, stream: _Stream) -> None:
+        self.flush(stream)
+        self.applier.purge_stream(stream.spec.id.pod, stream.spec.id.rank)
+        status.count(self.client, stream.spec.id, "purges")

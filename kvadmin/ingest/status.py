@@ -1,0 +1,52 @@
+"""Per-stream status in Redis, for the UI, metrics and the next owner of the stream.
+
+The applier writes `last_seq` and the apply counters atomically with each batch; the reader
+writes connection state and the fault counters below.
+"""
+
+import time
+
+import redis
+
+from kvadmin.ingest.streams import StreamId
+from scoring.keys import stream_status_key
+
+FAULT_COUNTERS = (
+    "gaps",
+    "replays",
+    "batches_lost",
+    "restarts",
+    "purges",
+    "bad_frames",
+)
+
+
+def _key(stream: StreamId) -> str:
+    return stream_status_key(stream.pod, stream.rank)
+
+
+def last_seq(client: redis.Redis, stream: StreamId) -> int:
+    value = client.hget(_key(stream), "last_seq")
+    return int(value) if value is not None else -1
+
+
+def reset_last_seq(client: redis.Redis, stream: StreamId) -> None:
+    client.hset(_key(stream), "last_seq", -1)
+
+
+def connected(client: redis.Redis, stream: StreamId, owner: str) -> None:
+    client.hset(
+        _key(stream), mapping={"owner": owner, "connected": 1, "connected_at": int(time.time())}
+    )
+
+
+def disconnected(client: redis.Redis, stream: StreamId) -> None:
+    client.hset(_key(stream), mapping={"connected": 0, "owner": ""})
+
+
+def count(client: redis.Redis, stream: StreamId, counter: str, amount: int = 1) -> None:
+    client.hincrby(_key(stream), counter, amount)
+
+
+def read(client: redis.Redis, stream: StreamId) -> dict[str, str]:
+    return client.hgetall(_key(stream))

@@ -1,0 +1,51 @@
+"""Streams: one (engine pod, data-parallel rank) publisher of KV events, and what to do
+with each sequence number it sends (SPEC 4.1)."""
+
+import enum
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class StreamId:
+    pod: str
+    rank: int
+
+    def __str__(self) -> str:
+        return f"{self.pod}|{self.rank}"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec:
+    """Everything a reader needs to consume one stream, taken from the engine registry."""
+
+    id: StreamId
+    model: str
+    kind: str
+    events_endpoint: str
+    replay_endpoint: str | None
+    topic: bytes
+    block_size: int
+
+
+class SeqAction(enum.Enum):
+    APPLY = "apply"
+    DUPLICATE = "duplicate"
+    GAP = "gap"
+    RESTART = "restart"
+
+
+def classify_seq(seq: int, last_applied: int, last_live: int) -> SeqAction:
+    """Decide what a live message's seq means.
+
+    `last_applied` is the last seq applied to the index (-1 for none); `last_live` the last seq
+    this connection's SUB socket delivered (-1 since connecting). A PUB socket delivers one
+    publisher's messages in order, so a live seq going backwards is a publisher restart; an
+    old seq that did not go backwards was already applied through replay.
+    """
+    if seq < last_live:
+        return SeqAction.RESTART
+    if seq <= last_applied:
+        return SeqAction.DUPLICATE
+    if seq == last_applied + 1:
+        return SeqAction.APPLY
+    return SeqAction.GAP

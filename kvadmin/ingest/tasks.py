@@ -1,0 +1,62 @@
+import time
+
+from celery import shared_task
+
+from kvadmin.ingest import pushed
+from kvadmin.ingest.apply import Applier
+from kvadmin.ingest.decode import UndecodableBatch, decode_batch
+from kvadmin.ingest.events import EventBatch
+from kvadmin.ingest.streams import StreamSpec
+from kvadmin.redis_clients import index_bytes_client
+
+
+def _spec(pod: str, rank: int | None) -> StreamSpec | None:
+    from kvadmin.engines.models import Engine
+
+    engine = Engine.objects.filter(pod=pod).first()
+    if engine is None:
+        return None
+    return StreamSpec(
+        id=pushed.push_stream(pod, rank),
+        model=engine.model,
+        kind=engine.kind,
+        events_endpoint="",
+        replay_endpoint=None,
+        topic=b"",
+        block_size=engine.block_size,
+    )
+
+
+@shared_task(name="kvadmin.ingest.apply_pushed", ignore_result=True)
+def apply_pushed(pod: str) -> int:
+    """Apply a pod's pushed batches in the order they were accepted; returns how many."""
+    client = index_bytes_client()
+    applier = Applier(client)
+    applied = 0
+    while True:
+        lock = client.set(pushed.lock_key(pod), b"1", nx=True, ex=pushed.LOCK_SECONDS)
+        if not lock:
+            return applied  # another task is draining this pod and will see our batches
+        try:
+            while entries := pushed.pending(client, pod):
+                for seq, payload in entries:
+                    _apply_one(applier, pod, seq, payload)
+                pushed.done(client, pod, len(entries))
+                applied += len(entries)
+        finally:
+            client.delete(pushed.lock_key(pod))
+        # A batch pushed while we released the lock would otherwise wait for the next push.
+        if not client.llen(pushed.queue_key(pod)):
+            return applied
+
+
+def _apply_one(applier: Applier, pod: str, seq: int, payload: bytes) -> None:
+    try:
+        batch = decode_batch(payload)
+    except UndecodableBatch:  # validated by the API; the engine may have vanished since
+        batch = EventBatch(ts=time.time(), events=[], skipped={"undecodable": 1})
+    spec = _spec(pod, batch.rank)
+    if spec is None:
+        return  # the engine was removed: its entries are purged, drop what it pushed
+    applier.apply_batches(spec, [(seq, batch)], now=int(time.time()))
+

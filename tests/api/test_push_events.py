@@ -1,0 +1,76 @@
+"""POST /api/v1/events/<pod>: engines push msgpack batches; a real worker applies them in order."""
+
+import pytest
+from django.test import Client, override_settings
+
+from kvadmin.api.models import ApiToken
+from kvadmin.engines.models import Engine
+from kvadmin.fleet.wire import Encoding, encode_batch
+from tests.ingest.blocks import key, removed, stored
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+POD = "vllm-0.default"
+URL = f"/api/v1/events/{POD}"
+
+
+@pytest.fixture
+def token() -> str:
+    Engine.objects.create(pod=POD, model="Qwen/Qwen3-8B", events_endpoint="tcp://127.0.0.1:1")
+    return ApiToken.issue("engine-pusher")[1]
+
+
+def _post(body: bytes, token: str | None, content_type: str = "application/msgpack"):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return Client().post(URL, body, content_type=content_type, headers=headers)
+
+
+def _batch(*events) -> bytes:
+    return encode_batch(Encoding.VLLM_MAP, list(events))
+
+
+def test_it_requires_a_token(token) -> None:
+    assert _post(_batch(stored(1)), None).status_code == 401
+    assert _post(_batch(stored(1)), "kva_wrong").status_code == 401
+
+
+def test_a_revoked_token_is_refused(token) -> None:
+    ApiToken.objects.get(name="engine-pusher").revoke()
+    assert _post(_batch(stored(1)), token).status_code == 401
+
+
+def test_it_refuses_other_content_types(token) -> None:
+    assert _post(b"{}", token, content_type="application/json").status_code == 415
+
+
+def test_an_unknown_pod_is_404(token) -> None:
+    response = Client().post(
+        "/api/v1/events/nope-0.default",
+        _batch(stored(1)),
+        content_type="application/msgpack",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 404
+
+
+def test_an_undecodable_body_is_400_and_queues_nothing(token, redis_client) -> None:
+    response = _post(b"\xc1garbage", token)
+    assert response.status_code == 400
+    assert "undecodable" in response.json()["error"]
+    assert not redis_client.exists(f"kvadmin:push:{POD}")
+
+
+@override_settings(KVADMIN={"PUSH_MAX_BYTES": 64})
+def test_an_oversized_batch_is_413(token, redis_client) -> None:
+    response = _post(_batch(stored(*range(10))), token)
+    assert response.status_code == 413
+    assert not redis_client.exists(f"kvadmin:push:{POD}")
+
+
+def test_pushed_batches_are_applied_in_order_by_a_worker(token, redis_client, celery_worker):
+    for events in ([stored(1, 2)], [removed(1)], [stored(1, medium="CPU")], [removed(2)]):
+        assert _post(_batch(*events), token).status_code == 202
+    wait_until(lambda: not redis_client.exists(f"kvadmin:push:{POD}"), what="queue drained")
+    wait_until(lambda: redis_client.hget(key(1), POD), what="block 1 applied")
+    assert redis_client.hget(key(1), POD).endswith("|CPU")
+    assert redis_client.hget(key(2), POD) is None

@@ -1,0 +1,55 @@
+"""Fixtures for ingestion: engine publishers on free ports and ingest loops reading them."""
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from kvadmin.fleet.wire import Encoding, Publisher
+from kvadmin.ingest.reader import IngestLoop
+from kvadmin.ingest.streams import StreamId, StreamSpec
+
+MODEL = "Qwen/Qwen3-8B"
+
+
+def spec_for(publisher: Publisher, pod: str = "vllm-0.default", rank: int = 0) -> StreamSpec:
+    return StreamSpec(
+        id=StreamId(pod, rank),
+        model=MODEL,
+        kind=publisher.encoding.engine,
+        events_endpoint=publisher.endpoint,
+        replay_endpoint=publisher.replay_endpoint,
+        topic=publisher.topic,
+        block_size=16,
+    )
+
+
+@pytest.fixture
+def publisher() -> Iterator[Publisher]:
+    """A vLLM (v0.26 map encoding) rank-0 publisher with a replay socket."""
+    with Publisher(encoding=Encoding.VLLM_MAP, topic=b"kv-events") as pub:
+        yield pub
+
+
+StartLoop = Callable[..., IngestLoop]
+
+
+@pytest.fixture
+def start_loop(redis_url: str) -> Iterator[StartLoop]:
+    """Run ingest loops in threads (as the worker bootstep does); all stopped after the test."""
+    running: list[tuple[IngestLoop, threading.Thread]] = []
+
+    def start(specs: list[StreamSpec], url: str = redis_url, **options) -> IngestLoop:
+        client = redis.Redis.from_url(url, decode_responses=True)
+        loop = IngestLoop(client, lambda: specs, lambda: 0, **options)
+        thread = threading.Thread(target=loop.run, daemon=True)
+        thread.start()
+        running.append((loop, thread))
+        return loop
+
+    yield start
+    for loop, thread in running:
+        loop.stop()
+        thread.join(timeout=15)
+        assert not thread.is_alive(), "the ingest loop did not stop"

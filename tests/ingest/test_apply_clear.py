@@ -1,0 +1,78 @@
+"""AllBlocksCleared (SPEC 4.2, 5.7) clears the publishing stream's whole cache: its own engine
+blocks only, released in bounded chunks, with no keyspace scan."""
+
+import pytest
+import redis
+
+from kvadmin.ingest.apply import Applier
+from kvadmin.ingest.events import AllBlocksCleared, BlockStored, Event, EventBatch
+from scoring.hashing import hash_block
+from scoring.keys import block_key, engine_blocks_key, engine_hash_key, retired_set_key
+
+TOKENS = tuple(range(16 * 35))
+STDS = [hash_block(TOKENS[i : i + 16]) for i in range(0, len(TOKENS), 16)]
+HASHES = tuple(str(1000 + i) for i in range(len(STDS)))
+
+
+def _send(applier: Applier, pod: str, rank: int, seq: int, *events: Event) -> dict[str, int]:
+    batch = EventBatch(ts=0.0, events=list(events))
+    return applier.apply_batch(pod, "M", "vllm", rank, seq, batch, now=100).counts
+
+
+def _store_all() -> BlockStored:
+    return BlockStored(HASHES, TOKENS, 16, "GPU")
+
+
+@pytest.fixture
+def applier(redis_client: redis.Redis) -> Applier:
+    """Small chunks, so 35 blocks take several drain steps."""
+    return Applier(redis_client, chunk_size=10)
+
+
+def test_a_clear_drops_the_stream_and_nothing_else(
+    applier: Applier, redis_client: redis.Redis
+) -> None:
+    _send(applier, "a.ns", 0, 0, _store_all())
+    _send(applier, "a.ns", 1, 0, BlockStored(HASHES[:1], TOKENS[:16], 16, "GPU"))
+    _send(applier, "b.ns", 0, 0, _store_all())
+
+    counts = _send(applier, "a.ns", 0, 1, AllBlocksCleared())
+
+    assert counts["clears"] == 1
+    assert redis_client.hgetall(block_key("M", STDS[0])) == {"a.ns": "100|GPU", "b.ns": "100|GPU"}
+    for std in STDS[1:]:
+        assert redis_client.hgetall(block_key("M", std)) == {"b.ns": "100|GPU"}
+    assert not redis_client.exists(engine_blocks_key("a.ns", 0))
+    assert redis_client.hlen(engine_blocks_key("a.ns", 1)) == 1
+    assert redis_client.hlen(engine_blocks_key("b.ns", 0)) == len(HASHES)
+    assert not redis_client.exists(engine_hash_key("vllm", "a.ns", HASHES[5]))
+    assert not redis_client.exists(retired_set_key("a.ns"))
+
+
+def test_blocks_stored_after_a_clear_in_the_same_batch_stay(
+    applier: Applier, redis_client: redis.Redis
+) -> None:
+    _send(applier, "a.ns", 0, 0, _store_all())
+
+    _send(
+        applier, "a.ns", 0, 1, AllBlocksCleared(), BlockStored(HASHES[:1], TOKENS[:16], 16, "GPU")
+    )
+
+    assert redis_client.hget(block_key("M", STDS[0]), "a.ns") == "100|GPU"
+    assert redis_client.get(engine_hash_key("vllm", "a.ns", HASHES[0])) == str(STDS[0])
+    assert all(not redis_client.exists(block_key("M", std)) for std in STDS[1:])
+
+
+def test_a_clear_releases_in_chunks_without_scanning(
+    applier: Applier, redis_client: redis.Redis
+) -> None:
+    _send(applier, "a.ns", 0, 0, _store_all())
+    redis_client.config_resetstat()
+
+    _send(applier, "a.ns", 0, 1, AllBlocksCleared())
+
+    stats = redis_client.info("commandstats")
+    assert "cmdstat_scan" not in stats
+    assert "cmdstat_keys" not in stats
+    assert stats["cmdstat_evalsha"]["calls"] >= 1 + len(HASHES) // 10
+    assert not redis_client.keys("matrix:*")

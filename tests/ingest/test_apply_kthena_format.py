@@ -1,0 +1,93 @@
+"""The router-facing writes are exactly kthena's (SPEC 2.2, 2.3): matrix field values, mapping
+keys and their TTL, for the realistic vLLM store of the shared conformance vectors."""
+
+import json
+
+import pytest
+import redis
+
+from kvadmin.ingest.apply import Applier
+from kvadmin.ingest.events import BlockStored, EventBatch, engine_hash_text
+from scoring.hashing import block_hashes
+from scoring.keys import block_key, engine_hash_key
+from tests.conftest import SHARED
+
+NOW = 1_700_000_000
+
+
+@pytest.fixture
+def vector() -> dict:
+    """kthena's own writes for one real vLLM block (Qwen3 chat prefix, one GPU block)."""
+    return json.loads((SHARED / "conformance" / "kthena.json").read_text())["realistic_vllm_store"]
+
+
+@pytest.fixture
+def applier(redis_client: redis.Redis) -> Applier:
+    return Applier(redis_client)
+
+
+def _store(vector: dict, medium: str | None = "GPU") -> EventBatch:
+    stored = BlockStored(
+        block_hashes=(engine_hash_text(vector["engine_hash"]),),
+        token_ids=tuple(vector["token_ids"]),
+        block_size=len(vector["token_ids"]),
+        medium=medium,
+    )
+    return EventBatch(ts=0.0, events=[stored])
+
+
+def test_it_writes_the_matrix_field_and_mapping_key_kthena_writes(
+    applier: Applier, redis_client: redis.Redis, vector: dict
+) -> None:
+    writes = vector["writes"]
+    applier.apply_batch(vector["pod"], vector["model"], vector["engine"], 0, 0, _store(vector), NOW)
+
+    assert redis_client.hgetall(writes["block_key"]) == {writes["field"]: f"{NOW}|GPU"}
+    assert redis_client.get(writes["mapping_key"]) == writes["mapping_value"]
+    assert writes["mapping_ttl"] - 5 < redis_client.ttl(writes["mapping_key"])
+    assert redis_client.ttl(writes["mapping_key"]) <= writes["mapping_ttl"]
+    assert block_key(vector["model"], vector["standardized_hash"]) == writes["block_key"]
+
+
+def test_a_store_without_medium_writes_the_legacy_value(
+    applier: Applier, redis_client: redis.Redis, vector: dict
+) -> None:
+    applier.apply_batch("p.ns", "M", "vllm", 0, 0, _store(vector, medium=None), NOW)
+
+    assert redis_client.hget(block_key("M", vector["standardized_hash"]), "p.ns") == str(NOW)
+
+
+def test_every_store_refreshes_the_timestamp(
+    applier: Applier, redis_client: redis.Redis, vector: dict
+) -> None:
+    applier.apply_batch("p.ns", "M", "vllm", 0, 0, _store(vector), NOW)
+    applier.apply_batch("p.ns", "M", "vllm", 0, 1, _store(vector), NOW + 7)
+
+    assert (
+        redis_client.hget(block_key("M", vector["standardized_hash"]), "p.ns") == f"{NOW + 7}|GPU"
+    )
+
+
+def test_sglang_signed_hashes_get_sglang_mapping_keys(
+    applier: Applier, redis_client: redis.Redis, vector: dict
+) -> None:
+    stored = BlockStored(
+        block_hashes=(engine_hash_text(-42),), token_ids=tuple(vector["token_ids"]), block_size=16
+    )
+    applier.apply_batch("s.ns", "M", "sglang", 0, 0, EventBatch(ts=0.0, events=[stored]), NOW)
+
+    mapping = engine_hash_key("sglang", "s.ns", -42)
+    assert mapping == "sglang:kv:block:s.ns@-42"
+    assert redis_client.get(mapping) == str(vector["standardized_hash"])
+
+
+def test_each_block_pairs_with_its_own_slice_of_the_tokens(
+    applier: Applier, redis_client: redis.Redis
+) -> None:
+    tokens = tuple(range(48))
+    stored = BlockStored(("1", "2", "3"), tokens, 16, "GPU")
+    applier.apply_batch("p.ns", "M", "vllm", 0, 0, EventBatch(ts=0.0, events=[stored]), NOW)
+
+    for engine_hash, std in zip(("1", "2", "3"), block_hashes(tokens), strict=True):
+        assert redis_client.get(engine_hash_key("vllm", "p.ns", engine_hash)) == str(std)
+        assert redis_client.hget(block_key("M", std), "p.ns") == f"{NOW}|GPU"

@@ -1,0 +1,49 @@
+"""Removals of engine hashes the stream does not hold change nothing and are counted; the same
+hash can be stored and removed again and again (vLLM, SPEC 4.2)."""
+
+import pytest
+import redis
+
+from kvadmin.ingest.apply import Applier
+from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
+from scoring.hashing import hash_block
+from scoring.keys import block_key, engine_hash_key
+
+TOKENS = tuple(range(16))
+KEY = block_key("M", hash_block(TOKENS))
+
+
+@pytest.fixture
+def applier(redis_client: redis.Redis) -> Applier:
+    return Applier(redis_client)
+
+
+def test_an_unknown_removal_is_counted_and_changes_nothing(
+    applier: Applier, redis_client: redis.Redis
+) -> None:
+    applier.apply_batch(
+        "p.ns", "M", "vllm", 0, 0, EventBatch(0.0, [BlockStored(("1",), TOKENS, 16, "GPU")]), 100
+    )
+
+    result = applier.apply_batch(
+        "p.ns", "M", "vllm", 1, 0, EventBatch(0.0, [BlockRemoved(("1", "2"), "GPU")]), 101
+    )
+
+    assert result.counts["unknown_removals"] == 2
+    assert result.counts["blocks_removed"] == 0
+    assert redis_client.hget(KEY, "p.ns") == "100|GPU"
+
+
+def test_a_hash_can_be_stored_and_removed_repeatedly(
+    applier: Applier, redis_client: redis.Redis
+) -> None:
+    for round_ in range(3):
+        events = [BlockStored(("1",), TOKENS, 16, "GPU"), BlockRemoved(("1",), "GPU")]
+        applier.apply_batch("p.ns", "M", "vllm", 0, round_, EventBatch(0.0, events), 100)
+        assert not redis_client.exists(KEY)
+        assert not redis_client.exists(engine_hash_key("vllm", "p.ns", "1"))
+
+    applier.apply_batch(
+        "p.ns", "M", "vllm", 0, 3, EventBatch(0.0, [BlockStored(("1",), TOKENS, 16, "GPU")]), 100
+    )
+    assert redis_client.hget(KEY, "p.ns") == "100|GPU"

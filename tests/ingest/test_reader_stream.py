@@ -1,0 +1,143 @@
+"""A reader consumes one engine's stream: live batches, replay, gaps, restarts, bad input."""
+
+import zmq
+
+from kvadmin.fleet.wire import Encoding, Publisher, all_blocks_cleared
+from kvadmin.ingest import status
+from kvadmin.ingest.streams import StreamId, StreamSpec
+from tests.ingest.blocks import key, removed, stored
+from tests.ingest.conftest import spec_for
+from tests.waiting import wait_until
+
+POD = "vllm-0.default"
+STREAM = StreamId(POD, 0)
+
+
+def _medium(redis_client, n: int) -> str | None:
+    value = redis_client.hget(key(n), POD)
+    return value.partition("|")[2] if value else None
+
+
+def _applied(redis_client, seq: int) -> bool:
+    return status.last_seq(redis_client, STREAM) >= seq
+
+
+def _caught_up(publisher, redis_client) -> None:
+    """The reader has connected and replayed what the engine had: live batches follow."""
+    wait_until(lambda: status.read(redis_client, STREAM).get("connected") == "1", what="connect")
+    publisher.wait_for_subscribers()
+
+
+def test_it_applies_live_batches(publisher, start_loop, redis_client) -> None:
+    start_loop([spec_for(publisher)])
+    _caught_up(publisher, redis_client)
+    publisher.publish([stored(1, 2)])
+    publisher.publish([removed(1)])
+    seq = publisher.publish([stored(3, medium="CPU")])
+    wait_until(lambda: _applied(redis_client, seq), what="seq applied")
+    assert redis_client.hget(key(1), POD) is None
+    assert _medium(redis_client, 2) == "GPU"
+    assert _medium(redis_client, 3) == "CPU"
+    assert status.read(redis_client, STREAM)["connected"] == "1"
+
+
+def test_it_replays_what_was_published_before_it_started(publisher, start_loop, redis_client):
+    for n in range(5):
+        publisher.publish([stored(n)])
+    start_loop([spec_for(publisher)])
+    wait_until(lambda: _applied(redis_client, 4), what="replayed seqs applied")
+    assert all(_medium(redis_client, n) == "GPU" for n in range(5))
+
+
+def test_a_gap_is_repaired_through_replay(publisher, start_loop, redis_client) -> None:
+    start_loop([spec_for(publisher)])
+    _caught_up(publisher, redis_client)
+    publisher.publish([stored(1)])
+    publisher.drop(2)
+    publisher.publish([stored(2)])
+    publisher.publish([stored(3)])
+    seq = publisher.publish([stored(4)])
+    wait_until(lambda: _applied(redis_client, seq), what="gap repaired")
+    assert all(_medium(redis_client, n) == "GPU" for n in (1, 2, 3, 4))
+    counters = status.read(redis_client, STREAM)
+    assert int(counters["gaps"]) >= 1
+    assert int(counters.get("batches_lost", 0)) == 0
+
+
+def test_a_publisher_restart_purges_its_stale_entries(publisher, start_loop, redis_client):
+    start_loop([spec_for(publisher)])
+    _caught_up(publisher, redis_client)
+    publisher.publish([stored(1)])
+    seq = publisher.publish([stored(2)])
+    wait_until(lambda: _applied(redis_client, seq), what="first run applied")
+    publisher.restart()
+    publisher.publish([stored(3)])
+    wait_until(lambda: _medium(redis_client, 3) == "GPU", what="new run applied")
+    assert redis_client.hget(key(1), POD) is None
+    assert redis_client.hget(key(2), POD) is None
+    assert int(status.read(redis_client, STREAM)["restarts"]) == 1
+
+
+def test_a_restart_while_nobody_read_is_detected_on_takeover(publisher, start_loop, redis_client):
+    publisher.publish([stored(1)])
+    publisher.publish([stored(2)])
+    loop = start_loop([spec_for(publisher)])
+    wait_until(lambda: _applied(redis_client, 1), what="first run applied")
+    loop.stop()
+    publisher.restart()
+    publisher.publish([stored(3)])
+    start_loop([spec_for(publisher)])
+    wait_until(lambda: _medium(redis_client, 3) == "GPU", what="new run applied")
+    assert redis_client.hget(key(1), POD) is None
+    assert int(status.read(redis_client, STREAM)["restarts"]) == 1
+
+
+def test_a_gap_beyond_the_replay_buffer_is_counted_and_purged(start_loop, redis_client) -> None:
+    with Publisher(encoding=Encoding.VLLM_ARRAY, buffer_steps=2) as publisher:
+        start_loop([spec_for(publisher)])
+        _caught_up(publisher, redis_client)
+        first = publisher.publish([stored(1)])
+        wait_until(lambda: _applied(redis_client, first), what="first batch applied")
+        publisher.drop(4)
+        for n in range(2, 6):
+            publisher.publish([stored(n)])
+        seq = publisher.publish([stored(9)])
+        wait_until(lambda: _applied(redis_client, seq), what="stream resumed")
+        counters = status.read(redis_client, STREAM)
+    assert int(counters["batches_lost"]) == 3  # seqs 1-3; the buffer still held 4 and 5
+    assert int(counters["purges"]) == 1
+    assert redis_client.hget(key(1), POD) is None  # purged: the index could not be trusted
+    assert _medium(redis_client, 5) == "GPU"
+    assert _medium(redis_client, 9) == "GPU"
+
+
+def test_an_undecodable_payload_is_counted_and_the_stream_goes_on(
+    publisher, start_loop, redis_client
+) -> None:
+    start_loop([spec_for(publisher)])
+    _caught_up(publisher, redis_client)
+    publisher.publish_payload(b"\xc1 not msgpack")
+    seq = publisher.publish([stored(1), all_blocks_cleared(publisher.encoding), stored(2)])
+    wait_until(lambda: _applied(redis_client, seq), what="next batch applied")
+    assert _medium(redis_client, 2) == "GPU"
+    assert redis_client.hget(key(1), POD) is None
+    assert int(status.read(redis_client, STREAM)["skipped_undecodable"]) == 1
+
+
+def test_a_message_with_wrong_frames_is_counted(start_loop, redis_client) -> None:
+    context = zmq.Context.instance()
+    pub = context.socket(zmq.XPUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.bind("tcp://127.0.0.1:*")
+    try:
+        endpoint = pub.getsockopt_string(zmq.LAST_ENDPOINT)
+        spec = StreamSpec(STREAM, "m", "vllm", endpoint, None, b"", 16)
+        start_loop([spec])
+        wait_until(lambda: pub.poll(100) and pub.recv(), what="a subscription")
+        pub.send_multipart([b"", b"only two frames"])
+        wait_until(
+            lambda: status.read(redis_client, STREAM).get("bad_frames") == "1",
+            what="bad frames counted",
+        )
+    finally:
+        pub.close()
