@@ -1,0 +1,174 @@
+"""Scoring latency from token ids to explained result: kthena's way (BaselineIndexReader)
+against kvadmin's (IndexReader), in the same run, against the same private redis-server.
+
+Run from the project root: `.venv/bin/python bench/score.py`.
+
+The index: 32 pods serving one model. The request has 2,048 tokens (128 blocks): a system prompt
+of 8 blocks that every pod holds; the conversation so far (blocks 8-111), which half the pods
+hold to various depths, early blocks in GPU memory and older ones offloaded to CPU or pinned
+memory on some pods; then the new user turn (blocks 112-127) that nobody holds yet. Two pods
+restarted after writing (stale ownership). Around it: other prompts' blocks and the engine-hash
+mapping keys, as ingestion leaves them. A second request starts a new conversation on the same
+system prompt (only 8 blocks match).
+"""
+
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kvadmin.redis_server import RedisServer  # noqa: E402
+from scoring.hashing import block_hashes  # noqa: E402
+from scoring.index import BaselineIndexReader, IndexReader, PrefixReader, score_request  # noqa: E402
+from scoring.keys import ENGINE_HASH_TTL_SECONDS, block_key, block_value, engine_hash_key  # noqa: E402
+from scoring.score import ScoreResult  # noqa: E402
+from scoring.weights import TierWeights  # noqa: E402
+
+MODEL = "Qwen/Qwen3-8B"
+PODS = [f"vllm-{i}.inference" for i in range(32)]
+SYSTEM_BLOCKS = 8
+CONVERSATION_BLOCKS = 112
+REQUEST_TOKENS = 2048
+OTHER_PROMPTS = 2000
+WARMUP = 300
+ROUNDS = 3000
+NOW = 1_760_000_000
+WEIGHTS = TierWeights.from_config({"gpu": 1.0, "cpu": 0.8, "cpu_pinned": 0.9})
+READERS: dict[str, PrefixReader] = {"baseline": BaselineIndexReader(), "kvadmin": IndexReader()}
+
+
+def build_index(client: redis.Redis, rng: random.Random) -> tuple[list[int], dict[str, int]]:
+    """Write the index; return the request's token ids and the pods' start times."""
+    tokens = [rng.randrange(151_000) for _ in range(REQUEST_TOKENS)]
+    blocks = block_hashes(tokens)
+    started_at = {pod: NOW - 86_400 for pod in PODS}
+    pipeline = client.pipeline(transaction=False)
+
+    def store(block: int, pod: str, written_at: int, medium: str | None) -> None:
+        pipeline.hset(block_key(MODEL, block), pod, block_value(written_at, medium))
+        mapping = engine_hash_key("vllm", pod, rng.getrandbits(64))
+        pipeline.set(mapping, str(block), ex=ENGINE_HASH_TTL_SECONDS)
+
+    for pod in PODS:
+        for position in range(SYSTEM_BLOCKS):
+            store(blocks[position], pod, NOW - 3600, "GPU")
+    for i, pod in enumerate(PODS[:16]):
+        depth = CONVERSATION_BLOCKS - 6 * (i % 8)  # some pods evicted the newest turns
+        offloaded_from = {0: depth, 1: 64, 2: 40, 3: 88}[i % 4]
+        medium_after = "CPU_PINNED" if i % 8 == 3 else "CPU"
+        for position in range(SYSTEM_BLOCKS, depth):
+            turn = position // 16  # one turn's blocks are stored by one event, in one second
+            medium = "GPU" if position < offloaded_from else medium_after
+            store(blocks[position], pod, NOW - 600 + 60 * turn, medium)
+    started_at[PODS[5]] = NOW - 600 + 60 * 3  # restarted mid-conversation
+    started_at[PODS[21]] = NOW  # restarted after everything it holds
+    for _ in range(OTHER_PROMPTS):
+        owners = rng.sample(PODS, rng.randint(1, 4))
+        for _ in range(rng.randint(4, 64)):
+            block = rng.getrandbits(63)
+            for pod in owners:
+                store(block, pod, NOW - rng.randrange(7200), rng.choice(("GPU", "CPU", None)))
+    pipeline.execute()
+    return tokens, started_at
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+class Runs:
+    """Per reader: the wall time of each scoring (ms), the median of each step, the result."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {name: [] for name in READERS}
+        self.steps: dict[str, list[tuple[float, float, float]]] = {name: [] for name in READERS}
+        self.results: dict[str, ScoreResult] = {}
+
+    def p(self, name: str, fraction: float) -> float:
+        return percentile(self.times[name], fraction)
+
+    def median_steps(self, name: str) -> str:
+        hash_ms, read_ms, score_ms = (
+            statistics.median(s) for s in zip(*self.steps[name], strict=True)
+        )
+        return f"{hash_ms:.3f} / {read_ms:.3f} / {score_ms:.3f}"
+
+
+def run(client: redis.Redis, tokens: list[int], started_at: dict[str, int]) -> Runs:
+    """Score the request ROUNDS times with each reader, interleaved so that both readers see the
+    same machine noise."""
+    candidates = frozenset(PODS)
+    runs = Runs()
+    for round_ in range(WARMUP + ROUNDS):
+        for name, reader in READERS.items():
+            started = time.perf_counter()
+            result = score_request(
+                client, MODEL, tokens, candidates, started_at, WEIGHTS, reader=reader
+            )
+            elapsed = (time.perf_counter() - started) * 1000
+            if round_ >= WARMUP and result.timings:
+                runs.times[name].append(elapsed)
+                timings = result.timings
+                runs.steps[name].append((timings.hash_ms, timings.read_ms, timings.score_ms))
+            runs.results[name] = result
+    assert runs.results["baseline"] == runs.results["kvadmin"], "the readers disagree"
+    return runs
+
+
+def report(title: str, runs: Runs) -> float:
+    result = runs.results["kvadmin"]
+    print(f"\n{title}: {result.n_blocks} blocks, longest match {result.longest_match},")
+    print(f"  {len(result.pods)} pods scored, stale dropped: {', '.join(result.dropped_stale)}")
+    print(f"  {'reader':10} {'p50 ms':>8} {'p99 ms':>8}   median hash / read / score ms")
+    for name in READERS:
+        p50, p99 = runs.p(name, 0.5), runs.p(name, 0.99)
+        print(f"  {name:10} {p50:8.3f} {p99:8.3f}   {runs.median_steps(name)}")
+    ratio = runs.p("baseline", 0.5) / runs.p("kvadmin", 0.5)
+    ratio99 = runs.p("baseline", 0.99) / runs.p("kvadmin", 0.99)
+    print(f"  kvadmin is {ratio:.1f}x faster at p50, {ratio99:.1f}x at p99")
+    return ratio
+
+
+def main() -> None:
+    rng = random.Random(20261129)
+    with RedisServer() as server:
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        tokens, started_at = build_index(client, rng)
+        new_conversation = tokens[: 16 * SYSTEM_BLOCKS] + [
+            rng.randrange(151_000) for _ in range(REQUEST_TOKENS - 16 * SYSTEM_BLOCKS)
+        ]
+        pings = []
+        for _ in range(1000):
+            started = time.perf_counter()
+            client.ping()
+            pings.append((time.perf_counter() - started) * 1000)
+        client.config_resetstat()
+        conversation = run(client, tokens, started_at)
+        script_ms = client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"] / 1000
+        fresh = run(client, new_conversation, started_at)
+        keys = client.dbsize()
+        client.close()
+
+    print(f"index: {keys} keys, {len(PODS)} pods, model {MODEL}")
+    print(f"{ROUNDS} scorings per reader and request, token ids to explained result")
+    ratio = report("conversation so far (the target case)", conversation)
+    p50 = conversation.p("kvadmin", 0.5)
+    report("new conversation, same system prompt", fresh)
+    print(
+        f"\nfloor of this machine: PING round trip p50 {percentile(pings, 0.5):.3f} ms; "
+        f"mean server time of the walk script {script_ms:.3f} ms"
+    )
+    print(
+        f"target: kvadmin p50 < 0.5 ms: {'met' if p50 < 0.5 else 'NOT met'} ({p50:.3f} ms); "
+        f">= 3x baseline: {'met' if ratio >= 3 else 'NOT met'} ({ratio:.1f}x)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+-- The prefix walk of SPEC 2.4 (steps 1 and 2) inside Redis; its Python twin is
+-- scoring.score.walk_prefix, and both must give the same PrefixWalk on every index.
+--
+-- KEYS: the request's block keys, in block order.
+-- ARGV: "1" when only the listed pods are candidates, "0" when every pod is; then pairs
+--       (pod id, unix second of its last start as decimal text, "" if unknown) listing the
+--       candidates, or with "0" the pods whose start is known.
+-- Reply: {c, s, p, the c non-candidate owners of the first block, the s stale-dropped pods,
+--         then for each of the p pods holding the first block: pod, r, r pairs (medium, blocks)},
+--         the pairs being the runs of media of its matched blocks (false for no medium).
+--
+-- Why it is fast: after the first block only the pods still matching are read (HMGET); a block
+-- whose values all repeat the previous block's is only counted; a value is parsed only when it
+-- changes; the walk ends at the first block that leaves no pod matching, so the blocks after the
+-- matched prefix are never read; and only runs of media cross the wire.
+
+local find, sub, match, tonumber, unpack = string.find, string.sub, string.match, tonumber, unpack
+local HMGET_CHUNK = 1000 -- unpack() is bounded by Lua's C stack
+
+local restricted = ARGV[1] == '1'
+local is_candidate, started, started_text = {}, {}, {}
+for i = 2, #ARGV, 2 do
+  local pod, start = ARGV[i], ARGV[i + 1]
+  is_candidate[pod] = true
+  if start ~= '' then
+    started[pod], started_text[pod] = tonumber(start), start
+  end
+end
+
+-- A decimal integer as (negative, digits without leading zeros), nil if text is not one.
+local function canonical(text)
+  local sign, digits = match(text, '^([+-]?)([0-9]+)$')
+  if not digits then
+    return nil
+  end
+  digits = match(digits, '^0*([0-9].*)$')
+  return sign == '-' and digits ~= '0', digits
+end
+
+-- Compare digit strings of equal length, 15 digits at a time (exact as doubles).
+local function compare_digits(a, b)
+  for i = 1, #a, 15 do
+    local x, y = tonumber(sub(a, i, i + 14)), tonumber(sub(b, i, i + 14))
+    if x ~= y then
+      return x < y and -1 or 1
+    end
+  end
+  return 0
+end
+
+local function compare_magnitude(a, b)
+  if #a ~= #b then
+    return #a < #b and -1 or 1
+  end
+  return compare_digits(a, b)
+end
+
+local INT64_MAX, INT64_MIN_MAGNITUDE = '9223372036854775807', '9223372036854775808'
+
+-- Go's strconv.ParseInt(text, 10, 64) as (negative, digits); nil where it fails.
+local function go_int64(text)
+  local negative, digits = canonical(text)
+  if not digits then
+    return nil
+  end
+  if compare_magnitude(digits, negative and INT64_MIN_MAGNITUDE or INT64_MAX) > 0 then
+    return nil
+  end
+  return negative, digits
+end
+
+-- Written at or before the pod's last start (scoring.values.is_stale).
+local function is_stale(pod, timestamp)
+  local start = started[pod]
+  if not start then
+    return false
+  end
+  if #timestamp <= 15 and match(timestamp, '^[0-9]+$') then
+    -- Exact as a double; comparing with the rounded start keeps the order exact too.
+    return tonumber(timestamp) <= start
+  end
+  local negative, digits = go_int64(timestamp)
+  if not digits then
+    return false
+  end
+  local start_negative, start_digits = canonical(started_text[pod])
+  if negative ~= start_negative then
+    return negative
+  end
+  local order = compare_magnitude(digits, start_digits)
+  if negative then
+    return order >= 0
+  end
+  return order <= 0
+end
+
+-- "ts|MEDIUM" as (ts, medium); the first "|" splits, false is no medium ("ts" or "ts|").
+local function split(value)
+  local bar = find(value, '|', 1, true)
+  if not bar then
+    return value, false
+  end
+  local medium = sub(value, bar + 1)
+  return sub(value, 1, bar - 1), medium ~= '' and medium
+end
+
+local function hmget(key, pods, n)
+  if n <= HMGET_CHUNK then
+    return redis.call('HMGET', key, unpack(pods, 1, n))
+  end
+  local values = {}
+  for first = 1, n, HMGET_CHUNK do
+    local chunk = redis.call('HMGET', key, unpack(pods, first, math.min(n, first + HMGET_CHUNK - 1)))
+    for j = 1, #chunk do
+      values[first + j - 1] = chunk[j]
+    end
+  end
+  return values
+end
+
+-- Pods holding the first block get ids 1..n_scored; per id, the runs of media of its matched
+-- blocks (the last run still open, its length in `open_run`). The pods still matching are
+-- `active_ids`/`active_names`, and `last` holds their values at the previous block, by position.
+local non_candidates, stale = {}, {}
+local names, run_media, run_blocks, open_run = {}, {}, {}, {}
+local active_ids, active_names, last, n_active = {}, {}, {}, 0
+
+local first = redis.call('HGETALL', KEYS[1])
+for i = 1, #first, 2 do
+  local pod, value = first[i], first[i + 1]
+  if restricted and not is_candidate[pod] then
+    non_candidates[#non_candidates + 1] = pod
+  else
+    local timestamp, medium = split(value)
+    if is_stale(pod, timestamp) then
+      stale[#stale + 1] = pod
+    else
+      n_active = n_active + 1
+      names[n_active], run_media[n_active], run_blocks[n_active] = pod, { medium }, {}
+      open_run[n_active] = 1
+      active_ids[n_active], active_names[n_active], last[n_active] = n_active, pod, value
+    end
+  end
+end
+local n_scored = n_active
+
+-- Blocks stored by the same events carry the same values, so most blocks repeat the previous
+-- one for every active pod: such a block is only counted in `repeats` (fresh again, same media),
+-- and the count is added to the open runs before the next block that differs.
+local repeats = 0
+
+local function add_repeats()
+  for j = 1, n_active do
+    local id = active_ids[j]
+    open_run[id] = open_run[id] + repeats
+  end
+  repeats = 0
+end
+
+for b = 2, #KEYS do
+  if n_active == 0 then
+    break
+  end
+  local values = hmget(KEYS[b], active_names, n_active)
+  local same = true
+  for j = 1, n_active do
+    if values[j] ~= last[j] then
+      same = false
+      break
+    end
+  end
+  if same then
+    repeats = repeats + 1
+  else
+    add_repeats()
+    local kept = 0
+    for j = 1, n_active do
+      local value, id, pod = values[j], active_ids[j], active_names[j]
+      local matches = value and true
+      if value and value ~= last[j] then
+        local timestamp, medium = split(value)
+        if is_stale(pod, timestamp) then
+          stale[#stale + 1] = pod
+          matches = false
+        else
+          local media = run_media[id]
+          if media[#media] ~= medium then
+            local blocks = run_blocks[id]
+            blocks[#blocks + 1] = open_run[id]
+            media[#media + 1], open_run[id] = medium, 0
+          end
+        end
+      end
+      if matches then
+        open_run[id] = open_run[id] + 1
+        kept = kept + 1
+        active_ids[kept], active_names[kept], last[kept] = id, pod, value
+      end
+    end
+    n_active = kept
+  end
+end
+add_repeats()
+
+local reply = { #non_candidates, #stale, n_scored }
+for _, pod in ipairs(non_candidates) do
+  reply[#reply + 1] = pod
+end
+for _, pod in ipairs(stale) do
+  reply[#reply + 1] = pod
+end
+for id = 1, n_scored do
+  local media, blocks = run_media[id], run_blocks[id]
+  blocks[#blocks + 1] = open_run[id]
+  reply[#reply + 1] = names[id]
+  reply[#reply + 1] = #media
+  for r = 1, #media do
+    reply[#reply + 1] = media[r]
+    reply[#reply + 1] = blocks[r]
+  end
+end
+return reply
