@@ -4,7 +4,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 # Redis: REDIS_URL when set, otherwise an embedded redis-server started by the Procfile.
-PROCESSES := $(if $(REDIS_URL),,redis) worker beat web
+# The simulated fleet with traffic unless KVADMIN_DEMO is off.
+PROCESSES := $(if $(REDIS_URL),,redis) worker beat web \
+	$(if $(filter 0 false no off,$(KVADMIN_DEMO)),,fleet)
 
 .PHONY: run test setup lint bench clean
 

@@ -1,0 +1,105 @@
+"""Run a simulated fleet of vLLM/SGLang pods, optionally registered and with traffic."""
+
+import logging
+import signal
+import threading
+from argparse import ArgumentParser
+
+import redis
+from django.core.management.base import BaseCommand, CommandError
+
+from kvadmin.api.models import ApiToken
+from kvadmin.engines.models import Engine
+from kvadmin.engines.removal import remove_engine
+from kvadmin.fleet.fleet import Fleet, plan_fleet
+from kvadmin.fleet.scoring_router import ScoringApiRouter
+from kvadmin.fleet.traffic import RandomRouter, Router, TrafficGenerator
+from kvadmin.fleet.workload import Workload
+
+logger = logging.getLogger(__name__)
+SIMULATOR_TOKEN = "simulator"
+
+
+class Command(BaseCommand):
+    help = "Start N simulated engine pods (ZMQ events + HTTP), optionally with traffic."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--pods", type=int, default=4)
+        parser.add_argument("--kind", default="vllm", help="vllm, sglang, or vllm,sglang (mixed)")
+        parser.add_argument("--model", default="Qwen/Qwen3-8B")
+        parser.add_argument("--base-port", type=int, default=5557)
+        parser.add_argument("--http-port", type=int, default=8100)
+        parser.add_argument("--dp-size", type=int, default=1)
+        parser.add_argument("--gpu-blocks", type=int, default=512)
+        parser.add_argument("--cpu-blocks", type=int, default=1024)
+        parser.add_argument("--disk-blocks", type=int, default=2048)
+        parser.add_argument("--register", action="store_true", help="register the pods as engines")
+        parser.add_argument("--traffic", type=float, default=0.0, help="requests per second")
+        parser.add_argument("--routing", choices=["kvadmin", "random"], default="kvadmin")
+        parser.add_argument("--api", default="http://127.0.0.1:8000", help="kvadmin's base URL")
+        parser.add_argument("--seed", type=int, default=0)
+
+    def handle(self, *args, **options) -> None:
+        kinds = [k.strip() for k in options["kind"].split(",") if k.strip()]
+        try:
+            configs = plan_fleet(
+                options["pods"],
+                kinds,
+                options["base_port"],
+                options["http_port"],
+                dp_size=options["dp_size"],
+                model=options["model"],
+                gpu_blocks=options["gpu_blocks"],
+                cpu_blocks=options["cpu_blocks"],
+                disk_blocks=options["disk_blocks"],
+            )
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+
+        with Fleet(configs) as fleet:
+            registered = self._register(configs) if options["register"] else []
+            for config in configs:
+                self.stdout.write(
+                    f"{config.name}: events {config.events_endpoint}, "
+                    f"replay {config.replay_endpoint}, http {config.http_url}"
+                )
+            try:
+                if options["traffic"] > 0:
+                    router = self._router(options)
+                    traffic = TrafficGenerator(
+                        fleet.endpoints(), router, Workload(options["model"], seed=options["seed"])
+                    )
+                    summary = traffic.run(rate=options["traffic"], stop=stop)
+                    traffic.close()
+                    self.stdout.write(summary.format())
+                else:
+                    stop.wait()
+            finally:
+                self._unregister(registered)
+
+    def _register(self, configs) -> list[str]:
+        registered = []
+        for config in configs:
+            fields = config.engine_fields()
+            Engine.objects.update_or_create(pod=fields.pop("pod"), defaults=fields)
+            registered.append(config.name)
+        return registered
+
+    def _unregister(self, pods: list[str]) -> None:
+        ApiToken.objects.filter(name=SIMULATOR_TOKEN).delete()
+        for pod in pods:
+            try:
+                remove_engine(pod)
+            except redis.RedisError as error:
+                # Stopping together with Redis: garbage collection purges unregistered pods.
+                logger.warning("%s unregistered; its index entries stay for now: %s", pod, error)
+
+    def _router(self, options) -> Router:
+        if options["routing"] == "random":
+            return RandomRouter(options["seed"])
+        ApiToken.objects.filter(name=SIMULATOR_TOKEN).delete()
+        _, token = ApiToken.issue(SIMULATOR_TOKEN)
+        return ScoringApiRouter(options["api"], token)
