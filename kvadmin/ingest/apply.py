@@ -54,7 +54,7 @@ Decisions:
 import contextlib
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -67,6 +67,7 @@ from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, E
 from kvadmin.ingest.streams import StreamSpec
 from scoring import keys
 from scoring.hashing import block_hashes
+from scoring.weights import MEDIA, TierWeights
 
 SCRIPT = Path(__file__).with_name("apply.lua").read_text()
 SCRIPT_COUNTERS = (
@@ -109,22 +110,26 @@ class MediaPreference:
         object.__setattr__(self, "best_first", names)
 
     @classmethod
-    def from_weights(cls, weights: Mapping[str, float], fallback: float = 1.0) -> "MediaPreference":
-        """The order tier weights imply, so the value names the medium that scores highest:
-        heavier first, ties by name; unlisted media weigh `fallback` and rank after the listed
-        media of the same weight."""
-        ranked = sorted(
-            {_normalize(m): w for m, w in weights.items()}.items(),
-            key=lambda item: (-item[1], item[0]),
+    def from_tier_weights(cls, weights: TierWeights) -> "MediaPreference":
+        """The order of `TierWeights.medium_rank`: the heaviest medium first, ties by the fixed
+        tier order. Media that rank like an unknown one (the fallback weight and no fixed
+        order) are left out of the list: the script orders those by name, as medium_rank does.
+        """
+        unknown = weights.medium_rank("?")[:2]
+        named = {m.name.lower() for m in MEDIA if m.tier_order is not None} | set(weights.weights)
+        listed = sorted(
+            (m for m in named if weights.medium_rank(m)[:2] != unknown), key=weights.medium_rank
         )
-        return cls(tuple(m for m, _ in ranked), sum(1 for _, w in ranked if w >= fallback))
+        position = sum(1 for m in listed if weights.medium_rank(m)[:2] < unknown)
+        return cls(tuple(listed), position)
 
     def script_args(self) -> list[str]:
         return [str(self.fallback_position), str(len(self.best_first)), *self.best_first]
 
 
-PHYSICAL_ORDER = MediaPreference(("gpu", "cpu_pinned", "cpu"), fallback_position=3)
-"""GPU memory, then pinned and plain host memory, then anything else."""
+DEFAULT_PREFERENCE = MediaPreference.from_tier_weights(TierWeights())
+"""With kthena's default weights: GPU, then DISK and any other medium at the 1.0 fallback, then
+CPU_PINNED and CPU at 0.8."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +255,7 @@ class Applier:
     def __init__(
         self,
         client: redis.Redis,
-        preference: MediaPreference = PHYSICAL_ORDER,
+        preference: MediaPreference = DEFAULT_PREFERENCE,
         chunk_size: int = 1000,
         blocks_per_call: int = 256,
     ) -> None:

@@ -2,14 +2,29 @@
 
 import pytest
 
-from kvadmin.ingest.apply import MediaPreference
+from kvadmin.ingest.apply import DEFAULT_PREFERENCE, MediaPreference
+from scoring.weights import TierWeights
 
 
-def test_kthena_default_weights_put_unlisted_media_beside_gpu() -> None:
-    preference = MediaPreference.from_weights({"gpu": 1.0, "cpu": 0.8, "cpu_pinned": 0.8})
+def test_the_default_follows_kthenas_default_weights() -> None:
+    """GPU (1.0), then DISK and unknown media at the 1.0 fallback, then the 0.8 host tiers."""
+    assert DEFAULT_PREFERENCE.best_first == ("gpu", "disk", "cpu_pinned", "cpu")
+    assert DEFAULT_PREFERENCE.fallback_position == 2
 
-    assert preference.best_first == ("gpu", "cpu", "cpu_pinned")
-    assert preference.fallback_position == 1
+
+def test_it_orders_media_as_tier_weights_rank_them() -> None:
+    weights = TierWeights({"gpu": 0.5, "cpu": 0.9, "fs": 0.7}, fallback=0.6)
+    preference = MediaPreference.from_tier_weights(weights)
+    media = ["gpu", "cpu", "fs", "cpu_pinned", "disk"]
+    assert list(preference.best_first) == sorted(media, key=weights.medium_rank)
+    # Unknown media weigh 0.6: below fs (0.7), above gpu (0.5).
+    assert preference.best_first[preference.fallback_position :][0] == "gpu"
+
+
+def test_a_low_fallback_ranks_unlisted_media_last() -> None:
+    weights = TierWeights({"gpu": 1.0, "cpu": 0.8}, fallback=0.1)
+    preference = MediaPreference.from_tier_weights(weights)
+    assert preference.fallback_position == len(preference.best_first)
 
 
 def test_names_are_compared_trimmed_and_lower_case() -> None:
@@ -17,12 +32,6 @@ def test_names_are_compared_trimmed_and_lower_case() -> None:
 
     assert preference.best_first == ("gpu", "cpu")
     assert preference.script_args() == ["2", "2", "gpu", "cpu"]
-
-
-def test_a_low_fallback_ranks_unlisted_media_last() -> None:
-    assert (
-        MediaPreference.from_weights({"gpu": 1.0, "cpu": 0.8}, fallback=0.1).fallback_position == 2
-    )
 
 
 def test_it_rejects_a_medium_listed_twice() -> None:

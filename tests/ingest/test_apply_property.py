@@ -24,6 +24,7 @@ from scoring.keys import (
     residency_key,
     stream_status_key,
 )
+from scoring.weights import TierWeights
 
 PODS = ("a.ns", "b.ns")
 RANKS = (0, 1)
@@ -32,11 +33,12 @@ STDS = [hash_block(tokens) for tokens in CONTENTS]
 # Engine hash -> content: 0 and 3 share content (same tokens under another prefix); the last
 # pair gives engine hash 0 other content, which no engine does but the index must survive.
 PAIRS = [(str(e), e % 3) for e in range(6)] + [("0", 1)]
-ORDER = {"gpu": 0, "cpu_pinned": 1, "cpu": 2}  # kvadmin.ingest.apply.PHYSICAL_ORDER
+DEFAULT_WEIGHTS = TierWeights()
 
 
 def _best(media: set[str]) -> str:
-    return min(media, key=lambda m: (ORDER.get(m.strip().lower(), 2.5), m))
+    """The medium that scores highest under kthena's default weights (the applier's default)."""
+    return min(media, key=lambda m: DEFAULT_WEIGHTS.medium_rank(m or None))
 
 
 Stream = tuple[str, int]

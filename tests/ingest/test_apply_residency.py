@@ -8,6 +8,7 @@ from kvadmin.ingest.apply import Applier, MediaPreference
 from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
 from scoring.hashing import hash_block
 from scoring.keys import block_key, pod_media_key, residency_key
+from scoring.weights import TierWeights
 
 POD = "vllm-0.default"
 TOKENS = tuple(range(16))
@@ -109,7 +110,7 @@ def test_the_preference_can_follow_tier_weights(
     applier: Applier, redis_client: redis.Redis
 ) -> None:
     """With kthena's weights an unlisted DISK weighs the 1.0 fallback: it scores above CPU."""
-    preference = MediaPreference.from_weights({"gpu": 1.0, "cpu": 0.8}, fallback=1.0)
+    preference = MediaPreference.from_tier_weights(TierWeights({"gpu": 1.0, "cpu": 0.8}))
     for seq, medium in enumerate(("CPU", "DISK")):
         batch = EventBatch(ts=0.0, events=[BlockStored((str(seq),), TOKENS, 16, medium)])
         applier.apply_batch(POD, "M", "vllm", 0, seq, batch, now=100, preference=preference)
