@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "kvadmin.routing",
     "kvadmin.weights",
     "kvadmin.residency",
+    "kvadmin.metrics",
 ]
 
 MIDDLEWARE = [
@@ -113,8 +114,11 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": _database(os.environ.get("DATABASE_URL"))}
-# File-based test database, so server and worker subprocesses in tests see the same data.
-DATABASES["default"].setdefault("TEST", {"NAME": VAR_DIR / "test-kvadmin.sqlite3"})
+# File-based test database, so server and worker subprocesses in tests see the same data; the
+# test session names its own file so that concurrent sessions never share one.
+DATABASES["default"].setdefault(
+    "TEST", {"NAME": os.environ.get("KVADMIN_TEST_DB", VAR_DIR / "test-kvadmin.sqlite3")}
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -146,6 +150,24 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BEAT_SCHEDULE: dict = {}
+# Operations: garbage collection (runs when KVADMIN_GC_INTERVAL_SECONDS passed) and the
+# dashboard's live tiles.
+CELERY_BEAT_SCHEDULE["ingest-collect-garbage"] = {
+    "task": "kvadmin.ingest.collect_garbage",
+    "schedule": 60.0,
+    "options": {"expires": 60.0},
+}
+CELERY_BEAT_SCHEDULE["dashboard-publish-tiles"] = {
+    "task": "kvadmin.dashboard.publish_tiles",
+    "schedule": 2.0,
+    "options": {"expires": 2.0},
+}
+# Residency browser: blocks per medium per pod for the /pods/ charts and live table.
+CELERY_BEAT_SCHEDULE["residency-sample-pods"] = {
+    "task": "kvadmin.residency.tasks.sample_pods",
+    "schedule": 5.0,
+    "options": {"expires": 5.0},
+}
 
 CHANNEL_LAYERS = {
     "default": {

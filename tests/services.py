@@ -5,12 +5,14 @@ Never the developer's or CI's running Redis: a new server on a free port, gone a
 """
 
 import os
+import tempfile
 
 import pytest
 
 from kvadmin.redis_server import RedisServer
 
 _server: RedisServer | None = None
+_scratch = tempfile.TemporaryDirectory(prefix="kvadmin-tests-")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -20,11 +22,13 @@ def pytest_load_initial_conftests(early_config, parser, args) -> None:
     os.environ["REDIS_URL"] = _server.url
     os.environ.pop("CELERY_BROKER_URL", None)
     os.environ["KVADMIN_DEMO"] = "0"
+    os.environ["KVADMIN_TEST_DB"] = os.path.join(_scratch.name, "test.sqlite3")
 
 
 def pytest_unconfigure(config) -> None:
     if _server is not None:
         _server.stop()
+    _scratch.cleanup()
 
 
 def redis_server() -> RedisServer:

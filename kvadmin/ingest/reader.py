@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from hashlib import blake2b
 
 import redis
 import zmq
@@ -33,13 +34,18 @@ from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.decode import BadFrames, UndecodableBatch, decode_batch, split_frames
 from kvadmin.ingest.events import EventBatch
 from kvadmin.ingest.leases import Leases
-from kvadmin.ingest.replay import ReplayFailed, request_replay
+from kvadmin.ingest.replay import Replayed, ReplayFailed, request_replay
 from kvadmin.ingest.streams import SeqAction, StreamId, StreamSpec, classify_seq
+from kvadmin.metrics import recorder
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGES_PER_ROUND = 2000
 HOUSEKEEPING_SECONDS = 1.0
+QUIET_PROBE_SECONDS = 2.0
+"""A stream quiet for this long is asked for what it published since: PUB drops the messages
+of a subscriber that is still joining or too slow, and when nothing follows a lost tail no
+gap ever shows. It also notices a quiet publisher's restart."""
 
 
 @dataclass
@@ -49,21 +55,28 @@ class _Stream:
     last_applied: int
     last_live: int = -1
     pending: list[tuple[int, EventBatch]] = field(default_factory=list)
+    last_payload: bytes = b""
+    quiet_since: float = field(default_factory=time.monotonic)
+
+
+def payload_digest(payload: bytes) -> str:
+    return blake2b(payload, digest_size=8).hexdigest()
 
 
 class _OncePerKind:
     """Log a failure the first time it happens, then again only after things went well."""
 
     def __init__(self) -> None:
-        self._seen: set[str] = set()
+        self.seen: set[str] = set()
 
     def failed(self, kind: str, message: str, *args: object) -> None:
-        if kind not in self._seen:
-            self._seen.add(kind)
-            log.warning(message, *args)
+        if kind not in self.seen:
+            self.seen.add(kind)
+            if message:
+                log.warning(message, *args)
 
     def recovered(self, kind: str) -> None:
-        self._seen.discard(kind)
+        self.seen.discard(kind)
 
 
 class IngestLoop:
@@ -109,16 +122,30 @@ class IngestLoop:
                 self.poll_once(timeout_ms=100)
                 backoff = 0.5
                 self.failures.recovered("redis")
-            except redis.RedisError as error:
+                self.failures.recovered("bug")
+            except (redis.ConnectionError, redis.TimeoutError) as error:
                 self.failures.failed("redis", "ingest: Redis failed (%s); retrying", error)
-                self.drop_all(release=False)
-                self.stop_event.wait(backoff)
+                self.recover(backoff)
+                backoff = min(backoff * 2, 10.0)
+                next_housekeeping = 0.0
+            except Exception:
+                # A bug or a database outage must not end ingestion in this worker for good.
+                if "bug" not in self.failures.seen:
+                    log.exception("ingest: unexpected failure; dropping streams and retrying")
+                self.failures.failed("bug", "")
+                self.recover(backoff)
                 backoff = min(backoff * 2, 10.0)
                 next_housekeeping = 0.0
         self.drop_all(release=True)
         with contextlib.suppress(redis.RedisError):
             self.leases.leave()
         log.info("ingest loop %s stopped", self.worker_id)
+
+    def recover(self, backoff: float) -> None:
+        """Let go of every stream (their leases lapse unless Redis returns first) and wait."""
+        self.drop_all(release=False)
+        self.seen_version = None
+        self.stop_event.wait(backoff)
 
     # Ownership -------------------------------------------------------------------------------
 
@@ -143,6 +170,11 @@ class IngestLoop:
                 break
             if stream_id not in self.owned and self.leases.claim(stream_id):
                 self.take(spec)
+        now = time.monotonic()
+        for stream in self.owned.values():
+            if now - stream.quiet_since >= QUIET_PROBE_SECONDS:
+                self.catch_up(stream)
+                stream.quiet_since = now
 
     def take(self, spec: StreamSpec) -> None:
         sub = self.context.socket(zmq.SUB)
@@ -151,6 +183,8 @@ class IngestLoop:
         sub.setsockopt(zmq.SUBSCRIBE, spec.topic)
         sub.connect(spec.events_endpoint)
         last_applied = status.last_seq(self.client, spec.id)
+        if last_applied < 0:  # a first connection: nothing of this run is applied yet
+            status.started(self.client, spec.id)
         stream = _Stream(spec=spec, sub=sub, last_applied=last_applied)
         self.owned[spec.id] = stream
         self.by_socket[sub] = stream
@@ -162,26 +196,27 @@ class IngestLoop:
         status.connected(self.client, spec.id, self.worker_id)
 
     def drop(self, stream_id: StreamId, release: bool) -> None:
+        """Stop reading a stream; with `release`, hand its lease back at once (best effort:
+        with Redis away the lease simply lapses)."""
         stream = self.owned.pop(stream_id)
         self.by_socket.pop(stream.sub, None)
         self.poller.unregister(stream.sub)
         stream.sub.close()
         if release:
-            status.disconnected(self.client, stream_id)
-            self.leases.release(stream_id)
+            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+                status.disconnected(self.client, stream_id)
+                self.leases.release(stream_id)
 
     def drop_all(self, release: bool) -> None:
         for stream_id in list(self.owned):
-            try:
-                self.drop(stream_id, release=release)
-            except redis.RedisError:
-                self.drop(stream_id, release=False)
+            self.drop(stream_id, release=release)
 
     # Messages --------------------------------------------------------------------------------
 
     def poll_once(self, timeout_ms: int) -> None:
         for sub, _ in self.poller.poll(timeout_ms):
             stream = self.by_socket[sub]
+            stream.quiet_since = time.monotonic()
             for _ in range(MAX_MESSAGES_PER_ROUND):
                 try:
                     frames = sub.recv_multipart(zmq.NOBLOCK)
@@ -223,19 +258,24 @@ class IngestLoop:
             )
             batch = EventBatch(ts=time.time(), events=[], skipped={"undecodable": 1})
         stream.pending.append((seq, batch))
+        stream.last_payload = payload
 
     def flush(self, stream: _Stream) -> None:
         if not stream.pending:
             return
         batches, stream.pending = stream.pending, []
+        started = time.perf_counter()
         self.applier.apply_batches(stream.spec, batches, now=int(time.time()))
+        recorder.record_apply(self.client, stream.spec.id, batches, time.perf_counter() - started)
         stream.last_applied = batches[-1][0]
+        status.applied_digest(self.client, stream.spec.id, payload_digest(stream.last_payload))
 
     def catch_up(self, stream: _Stream, until: int | None = None) -> None:
         """Replay what the engine buffered after the last seen seq (before `until` if given).
 
-        The request starts AT the last seen seq: an engine that still buffers it proves the
-        stream continues; one that buffers nothing from there on has restarted since.
+        The request starts AT the last seen seq: an engine that still buffers that batch, with
+        the payload that was applied, proves the stream continues; one that buffers nothing
+        from there on, or another batch under that seq, has restarted since.
         """
         self.flush(stream)
         spec, since = stream.spec, self._last_seen(stream)
@@ -245,7 +285,7 @@ class IngestLoop:
             return
         try:
             replayed = request_replay(self.context, spec.replay_endpoint, max(since, 0))
-            if since >= 0 and not replayed:
+            if since >= 0 and not self._continues(stream, since, replayed):
                 self.restarted(stream)
                 since = -1
                 replayed = request_replay(self.context, spec.replay_endpoint, 0)
@@ -255,13 +295,26 @@ class IngestLoop:
                 self.lost(stream, until - since - 1)
             return
         self.failures.recovered(f"replay:{spec.id}")
-        status.count(self.client, spec.id, "replays")
         if replayed and replayed[0].seq > since + 1:
             self.lost(stream, replayed[0].seq - since - 1)
-        for batch in replayed:
-            if batch.seq > self._last_seen(stream) and (until is None or batch.seq < until):
-                self.queue(stream, batch.seq, batch.payload)
+        missed = [
+            batch
+            for batch in replayed
+            if batch.seq > self._last_seen(stream) and (until is None or batch.seq < until)
+        ]
+        if missed or until is not None:
+            status.count(self.client, spec.id, "replays")
+        for batch in missed:
+            self.queue(stream, batch.seq, batch.payload)
         self.flush(stream)
+
+    def _continues(self, stream: _Stream, since: int, replayed: list[Replayed]) -> bool:
+        if not replayed:
+            return False
+        if replayed[0].seq != since:
+            return True  # `since` left the buffer: lost batches, counted by the caller
+        applied = status.last_digest(self.client, stream.spec.id)
+        return applied is None or applied == payload_digest(replayed[0].payload)
 
     def lost(self, stream: _Stream, batches: int) -> None:
         """Batches the engine no longer has: the stream's entries can't be trusted any more."""
@@ -276,6 +329,7 @@ class IngestLoop:
 
     def restarted(self, stream: _Stream) -> None:
         status.count(self.client, stream.spec.id, "restarts")
+        status.started(self.client, stream.spec.id)
         log.info("ingest %s: publisher restarted", stream.spec.id)
         stream.pending = []
         self.purge(stream)

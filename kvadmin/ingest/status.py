@@ -34,10 +34,28 @@ def reset_last_seq(client: redis.Redis, stream: StreamId) -> None:
     client.hset(_key(stream), "last_seq", -1)
 
 
+def applied_digest(client: redis.Redis, stream: StreamId, digest: str) -> None:
+    """A digest of the last applied payload: after a takeover, the engine's replay of that
+    seq must carry the same payload, or the publisher restarted meanwhile."""
+    client.hset(_key(stream), "last_digest", digest)
+
+
+def last_digest(client: redis.Redis, stream: StreamId) -> str | None:
+    return client.hget(_key(stream), "last_digest")
+
+
 def connected(client: redis.Redis, stream: StreamId, owner: str) -> None:
     client.hset(
         _key(stream), mapping={"owner": owner, "connected": 1, "connected_at": int(time.time())}
     )
+
+
+def started(client: redis.Redis, stream: StreamId) -> None:
+    """The publisher starts a new run: ownership written at or before `started_at` belongs to
+    an earlier run, and scoring drops it (SPEC 2.4 step 1). The second before now: entries of
+    the new run are written from now on (same-second writes count as before the start), and
+    the caller purges the earlier run's entries itself."""
+    client.hset(_key(stream), "started_at", int(time.time()) - 1)
 
 
 def disconnected(client: redis.Redis, stream: StreamId) -> None:

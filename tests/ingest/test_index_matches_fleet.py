@@ -1,0 +1,190 @@
+"""The key invariant: after random traffic with evictions, offloads, gaps, publisher restarts
+and a worker killed with SIGKILL, the Redis index equals what the engines really hold.
+
+Simulated vLLM and SGLang pods (one with two data-parallel ranks) publish over real ZMQ; two
+real Celery worker processes consume them through leases; the comparison covers residency per
+medium and kthena's matrix values (owner, best medium, value format).
+"""
+
+import os
+import random
+import re
+import signal
+import socket
+
+import pytest
+
+from kvadmin.engines.models import Engine
+from kvadmin.fleet.fleet import Fleet
+from kvadmin.fleet.pod import PodConfig
+from kvadmin.ingest import status
+from kvadmin.ingest.streams import StreamId
+from scoring.keys import POD_MODELS_KEY, pod_media_key, residency_key, stream_lease_key
+from scoring.weights import TierWeights
+from tests.conftest import start_worker
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+MODEL = "Qwen/Qwen3-8B"
+VALUE = re.compile(r"^\d+\|[A-Z_]+$")
+
+
+def _free_ports(count: int) -> int:
+    """A base port with `count` free ports after it (data-parallel ranks use base + r)."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + count < 65535 and all(_free(base + i) for i in range(count)):
+            return base
+    raise RuntimeError("no free port range")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _config(name: str, kind: str, dp_size: int = 1, **tiers: int) -> PodConfig:
+    return PodConfig(
+        name=name,
+        kind=kind,
+        model=MODEL,
+        events_port=_free_ports(dp_size),
+        replay_port=_free_ports(dp_size),
+        http_port=_free_ports(1),
+        dp_size=dp_size,
+        gpu_blocks=40,
+        **tiers,
+    )
+
+
+def _index(redis_client, pod: str) -> set[tuple[int, str]]:
+    media = redis_client.smembers(pod_media_key(pod))
+    return {
+        (int(std), medium)
+        for medium in media
+        for std in redis_client.zrange(residency_key(pod, medium), 0, -1)
+    }
+
+
+def _matrix(redis_client) -> dict[tuple[str, int], str]:
+    values = {}
+    for key in redis_client.scan_iter("matrix:kv:block:*"):
+        std = int(key.rpartition("@")[2])
+        for pod, value in redis_client.hgetall(key).items():
+            values[(pod, std)] = value
+    return values
+
+
+def _expected_matrix(truth: dict[str, set[tuple[int, str]]]) -> dict[tuple[str, int], str]:
+    weights = TierWeights()
+    media: dict[tuple[str, int], set[str]] = {}
+    for pod, held in truth.items():
+        for std, medium in held:
+            media.setdefault((pod, std), set()).add(medium)
+    return {key: weights.best_medium(held) for key, held in media.items()}
+
+
+def _matches(redis_client, fleet: Fleet) -> bool:
+    truth = fleet.contents()
+    if any(_index(redis_client, pod) != held for pod, held in truth.items()):
+        return False
+    matrix = _matrix(redis_client)
+    expected = _expected_matrix(truth)
+    return matrix.keys() == expected.keys() and all(
+        VALUE.match(value) and value.partition("|")[2] == expected[key]
+        for key, value in matrix.items()
+    )
+
+
+def _caught_up(redis_client, fleet: Fleet) -> None:
+    """Every stream has applied everything its publisher sent so far."""
+    fleet.flush()
+    streams = [
+        (StreamId(pod.name, rank), publisher.next_seq - 1)
+        for pod in fleet.pods
+        for rank, publisher in enumerate(pod.publishers)
+    ]
+    wait_until(
+        lambda: all(status.last_seq(redis_client, s) == seq for s, seq in streams),
+        timeout=30,
+        what=f"every stream to catch up: {streams} "
+        + str([status.read(redis_client, s) for s, _ in streams]),
+    )
+
+
+RNG = random.Random(7)
+PREFIXES = [[RNG.randrange(1, 150_000) for _ in range(16 * RNG.randint(2, 6))] for _ in range(8)]
+
+
+def _traffic(fleet: Fleet, rng: random.Random, requests: int) -> None:
+    """Shared system prompts (2-6 blocks) with per-request suffixes, on every pod in turn."""
+    for n in range(requests):
+        suffix = [rng.randrange(1, 150_000) for _ in range(16 * rng.randint(1, 4))]
+        fleet.pods[n % len(fleet.pods)].serve(rng.choice(PREFIXES) + suffix)
+
+
+def test_the_index_equals_the_fleets_caches(subprocess_env, redis_client) -> None:
+    configs = [
+        _config("vllm-0.default", "vllm", cpu_blocks=40),
+        _config("vllm-1.default", "vllm", dp_size=2, cpu_blocks=24),
+        _config("sglang-0.default", "sglang", cpu_blocks=24, disk_blocks=40),
+    ]
+    env = subprocess_env | {"KVADMIN_LEASE_SECONDS": "3"}
+    workers = {name: start_worker(env, name) for name in ("a", "b")}
+    rng = random.Random(7)
+    try:
+        with Fleet(configs) as fleet:
+            for config in configs:
+                Engine.objects.create(**config.engine_fields())
+            streams = [(c.name, r) for c in configs for r in range(c.dp_size)]
+            wait_until(
+                lambda: all(redis_client.get(stream_lease_key(p, r)) for p, r in streams),
+                timeout=30,
+                what="every stream owned",
+            )
+            fleet.wait_for_subscribers()
+            _traffic(fleet, rng, 40)
+            _caught_up(redis_client, fleet)
+
+            fleet.pod("vllm-0.default").drop(count=3)  # a gap, repaired by replay
+            _traffic(fleet, rng, 30)
+            _caught_up(redis_client, fleet)
+
+            fleet.pod("sglang-0.default").restart()  # seq reset, cache gone unannounced
+            _traffic(fleet, rng, 30)
+            _caught_up(redis_client, fleet)
+
+            owner = redis_client.get(stream_lease_key("vllm-1.default", 1)).partition("@")[0]
+            survivor = "b" if owner == "a" else "a"
+            os.kill(workers[owner].pid, signal.SIGKILL)
+            workers[owner].wait()
+            _traffic(fleet, rng, 60)  # published while the stream has no reader
+            _caught_up(redis_client, fleet)
+            assert redis_client.get(stream_lease_key("vllm-1.default", 1)).startswith(survivor)
+
+            fleet.pod("vllm-1.default").restart(rank=0)
+            _traffic(fleet, rng, 60)
+            _caught_up(redis_client, fleet)
+            wait_until(
+                lambda: _matches(redis_client, fleet),
+                timeout=30,
+                what="the index to equal the fleet's caches",
+            )
+            assert set(redis_client.hkeys(POD_MODELS_KEY)) <= {c.name for c in configs}
+            assert sum(len(held) for held in fleet.contents().values()) > 100
+        # The faults really happened and were handled as such.
+        assert int(status.read(redis_client, StreamId("vllm-0.default", 0))["gaps"]) >= 1
+        assert status.read(redis_client, StreamId("sglang-0.default", 0)).get("restarts") == "1"
+        assert status.read(redis_client, StreamId("vllm-1.default", 0)).get("restarts") == "1"
+        assert workers[owner].returncode == -signal.SIGKILL
+    finally:
+        for process in workers.values():
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=15)
