@@ -1,0 +1,61 @@
+"""A saved version as kthena's router reads it (SPEC 2.5), and as JSON for automation.
+
+The YAML is the fragment of the router ConfigMap's `routerConfiguration` that carries the
+`kvcache-aware` plugin arguments; an operator merges it into `kthena-router-config`. kthena
+fixes the fallback at 1.0, so another fallback is exported with a warning: the router would
+score unknown media differently from kvadmin.
+"""
+
+from typing import Any
+
+import yaml
+
+from kvadmin.conf import knob
+from kvadmin.weights.models import TierWeightsVersion
+
+PLUGIN = "kvcache-aware"
+
+
+def kthena_args(version: TierWeightsVersion) -> dict[str, Any]:
+    """`scheduler.pluginConfig[name=kvcache-aware].args`: tierWeights with lower-case names,
+    the defaults included."""
+    weights = version.weight_config.tier_weights()
+    return {
+        "blockSizeToHash": knob("BLOCK_SIZE"),
+        "maxBlocksToMatch": knob("MAX_BLOCKS"),
+        "tierWeights": weights.as_kthena_config(),
+    }
+
+
+def kthena_yaml(version: TierWeightsVersion) -> str:
+    fragment = {"scheduler": {"pluginConfig": [{"name": PLUGIN, "args": kthena_args(version)}]}}
+    header = [
+        f"# kvadmin tier weights version {version.version}: the {PLUGIN} plugin arguments",
+        "# for routerConfiguration in the kthena-router-config ConfigMap.",
+    ]
+    fallback = version.weight_config.fallback
+    if fallback != 1.0:
+        header.append(
+            f"# WARNING: kvadmin's fallback is {fallback:g}; kthena always weighs unknown "
+            "media 1.0."
+        )
+    body = yaml.safe_dump(fragment, sort_keys=False, default_flow_style=False)
+    return "\n".join(header) + "\n" + body
+
+
+def weights_json(version: TierWeightsVersion) -> dict[str, Any]:
+    """The version for scripts: what is configured, what scoring applies, and its origin."""
+    config = version.weight_config
+    weights = config.tier_weights()
+    return {
+        "version": version.version,
+        "created_at": version.created_at.isoformat() if version.created_at else None,
+        "author": version.author,
+        "reason": version.reason,
+        "configured": dict(config.weights),
+        "notes": dict(config.notes),
+        "fallback": config.fallback,
+        "tierWeights": weights.as_kthena_config(),
+        "kthenaCompatible": weights.kthena_compatible,
+        "kthena": {"name": PLUGIN, "args": kthena_args(version)},
+    }

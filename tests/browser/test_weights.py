@@ -1,0 +1,124 @@
+"""An editor changes a tier weight in a real browser: a bad value is refused beside its field,
+a good one is saved as a new version, shown in the history and used by the next score. A
+viewer finds no way to edit."""
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from kvadmin.api.models import ApiToken
+from kvadmin.engines.models import Engine
+from kvadmin.weights.active import forget_cached_weights
+from kvadmin.weights.config import SPEC_DEFAULTS
+from kvadmin.weights.models import TierWeightsVersion
+from tests.browser.conftest import log_in
+from tests.weights.index import MODEL, cache_blocks
+from tests.weights.recorded import record
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "pw-weights-12345"
+POD = "sglang-0.default"
+
+
+@pytest.fixture
+def weights_setup(redis_client, django_user_model):
+    """Erin may edit, Victor may look; version 1 holds kthena's defaults; the pod caches the
+    first two blocks of a request in CPU memory."""
+    forget_cached_weights()
+    TierWeightsVersion.objects.get_or_create(
+        version=1, defaults={"author": "kvadmin", "config": SPEC_DEFAULTS.to_json()}
+    )
+    erin = django_user_model.objects.create_user("erin", password=PASSWORD)
+    erin.user_permissions.add(Permission.objects.get(codename="change_tierweightsversion"))
+    django_user_model.objects.create_user("victor", password=PASSWORD)
+    Engine.objects.create(
+        pod=POD, model=MODEL, kind="sglang", events_endpoint="tcp://127.0.0.1:30001"
+    )
+    cache_blocks(redis_client, POD, ["CPU", "CPU"])
+    yield
+    forget_cached_weights()
+
+
+@pytest.fixture
+def api_token(db) -> str:
+    """A gateway's token for POST /api/v1/score."""
+    return ApiToken.issue("weights-browser-test")[1]
+
+
+def score(page, base_url: str, token: str) -> dict:
+    """POST /api/v1/score in the server process for a request of the two cached blocks."""
+    response = page.request.post(
+        f"{base_url}/api/v1/score",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"model": MODEL, "token_ids": list(range(32))},
+    )
+    assert response.ok, response.text()
+    return response.json()
+
+
+def test_an_editor_saves_a_weight_that_the_next_score_uses(
+    page, asgi_server, weights_setup, api_token
+) -> None:
+    assert score(page, asgi_server, api_token)["scores"][0]["score"] == 80, "two CPU blocks at 0.8"
+    log_in(page, asgi_server, "erin", PASSWORD)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Weights").click()
+    cpu = page.get_by_label("Weight of cpu", exact=True)
+
+    cpu.fill("1.5")
+    page.get_by_role("button", name="Save").click()
+    error = page.get_by_role("alert").filter(has_text="cpu:")
+    assert error.inner_text() == "cpu: must be between 0 and 1, got 1.5"
+    assert page.url == f"{asgi_server}/weights/", "htmx swapped the errors in (is /static/ served?)"
+    assert TierWeightsVersion.objects.count() == 1
+
+    page.get_by_label("Weight of cpu", exact=True).fill("0.5")
+    page.get_by_label("Reason").fill("CPU tier is slow")
+    page.get_by_role("button", name="Save").click()
+    assert page.get_by_role("status").inner_text() == "Saved version 2."
+    entry = page.locator("#version-2")
+    assert "erin" in entry.inner_text() and "CPU tier is slow" in entry.inner_text()
+    assert entry.get_by_role("listitem").inner_text() == "cpu 0.8 → 0.5"
+    assert page.locator("#active-version").inner_text() == "2"
+    assert page.get_by_role("alert").count() == 0
+
+    decision = score(page, asgi_server, api_token)
+    assert decision["weights_version"] == 2
+    assert decision["weights"] == {"CPU": 0.5}
+    assert decision["scores"][0]["score"] == 50
+
+
+def test_a_viewer_finds_no_way_to_edit(page, asgi_server, weights_setup) -> None:
+    log_in(page, asgi_server, "victor", PASSWORD)
+    page.goto(f"{asgi_server}/weights/")
+    main = page.get_by_role("main")
+    assert main.get_by_role("cell", name="cpu", exact=True).is_visible()
+    assert main.locator("input, textarea, select").count() == 0
+    buttons = main.get_by_role("button")
+    assert [buttons.nth(i).inner_text() for i in range(buttons.count())] == ["Copy YAML"]
+    assert main.get_by_text("You can look but not change").is_visible()
+
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    response = page.request.post(
+        f"{asgi_server}/weights/save/",
+        headers={"X-CSRFToken": csrf, "Referer": f"{asgi_server}/weights/"},
+        form={"row": "a", "name-a": "cpu", "weight-a": "0.1", "fallback": "1"},
+    )
+    assert response.status == 403
+    assert TierWeightsVersion.objects.count() == 1
+
+
+def test_an_editor_previews_an_added_medium_without_saving(
+    page, asgi_server, weights_setup, redis_client
+) -> None:
+    record(redis_client)
+    log_in(page, asgi_server, "erin", PASSWORD)
+    page.goto(f"{asgi_server}/weights/")
+    page.get_by_label("Weight of cpu", exact=True).fill("0.5")
+    page.get_by_role("button", name="Add medium").click()
+    page.get_by_label("Name of the new medium").fill("disk")
+    page.get_by_label("Weight of the new medium").fill("0.2")
+    page.get_by_role("button", name="Preview").click()
+    assert page.locator("#whatif-changed").inner_text() == "2"
+    assert "2 of 3 would choose a different pod" in page.locator("#whatif").inner_text()
+    assert TierWeightsVersion.objects.count() == 1
+    assert page.locator("#active-version").inner_text() == "1"

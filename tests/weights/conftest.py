@@ -1,0 +1,55 @@
+"""Fixtures for tier weights: an editor, a viewer, and a process that forgets cached weights."""
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from django.contrib.auth.models import Permission, User
+
+from kvadmin.redis_clients import index_client
+from kvadmin.redis_server import free_port
+from kvadmin.weights.active import forget_cached_weights
+from kvadmin.weights.config import SPEC_DEFAULTS
+from kvadmin.weights.models import TierWeightsVersion
+
+
+@pytest.fixture
+def fresh_weights(redis_client: redis.Redis) -> Iterator[redis.Redis]:
+    """An empty index database and no weights cached in this process."""
+    forget_cached_weights()
+    yield redis_client
+    forget_cached_weights()
+
+
+@pytest.fixture
+def editor(django_user_model: type[User]) -> User:
+    """Erin may change tier weights. (No password: tests log in with force_login.)"""
+    user = django_user_model.objects.create_user("erin")
+    user.user_permissions.add(Permission.objects.get(codename="change_tierweightsversion"))
+    return user
+
+
+@pytest.fixture
+def viewer(django_user_model: type[User]) -> User:
+    """Victor is logged in but may only look."""
+    return django_user_model.objects.create_user("victor")
+
+
+@pytest.fixture
+def version_one(db) -> TierWeightsVersion:
+    """Version 1 as migration 0002 seeds it: transactional tests empty the tables after each
+    test, so the ones that run later must put it back."""
+    version, _ = TierWeightsVersion.objects.get_or_create(
+        version=1,
+        defaults={"author": "kvadmin", "config": SPEC_DEFAULTS.to_json()},
+    )
+    return version
+
+
+@pytest.fixture
+def redis_down(settings) -> Iterator[None]:
+    """The index Redis stops answering: a port nothing listens on."""
+    index_client.cache_clear()
+    settings.INDEX_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+    yield
+    index_client.cache_clear()

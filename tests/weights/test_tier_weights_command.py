@@ -1,0 +1,111 @@
+"""`manage.py tier_weights` shows and changes the weights with the page's rules: a bad entry
+is named, nothing is saved, and the exit status is non-zero."""
+
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from kvadmin.weights.active import VERSION_KEY
+from kvadmin.weights.models import TierWeightsVersion
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command("tier_weights", *args, stdout=out)
+    return out.getvalue()
+
+
+def refused(*args: str) -> str:
+    versions = TierWeightsVersion.objects.count()
+    with pytest.raises(CommandError) as raised:
+        run(*args)
+    assert TierWeightsVersion.objects.count() == versions, "a refused change saved a version"
+    return str(raised.value)
+
+
+def test_set_merges_over_the_current_weights(fresh_weights) -> None:
+    assert run("set", "gpu=1", "cpu=0.7", "--reason", "nightly tune") == "saved version 2\n"
+    saved = TierWeightsVersion.objects.get(version=2)
+    assert saved.config["weights"] == {"cpu": 0.7, "cpu_pinned": 0.8, "gpu": 1.0}
+    assert saved.reason == "nightly tune"
+    assert saved.author.endswith("(cli)")
+
+
+def test_set_matches_names_ignoring_case(fresh_weights) -> None:
+    run("set", "CPU=0.6", "Disk=0.2", "--fallback", "0.9")
+    saved = TierWeightsVersion.objects.get(version=2)
+    assert saved.config["weights"] == {"cpu": 0.6, "cpu_pinned": 0.8, "disk": 0.2, "gpu": 1.0}
+    assert saved.config["fallback"] == 0.9
+
+
+def test_set_names_every_bad_entry(fresh_weights) -> None:
+    message = refused("set", "gpu=1.5", "cpu=nan", "=0.5", "disk")
+    assert "'gpu': must be between 0 and 1, got 1.5" in message
+    assert "'cpu': must be a number between 0 and 1, got NaN" in message
+    assert "'': the name is empty" in message
+    assert "'disk': expected MEDIUM=WEIGHT" in message
+
+
+def test_set_refuses_the_same_medium_twice_in_different_case(fresh_weights) -> None:
+    message = refused("set", "disk=0.5", "DISK=0.4")
+    assert "'disk': the same medium as 'DISK'" in message
+
+
+def test_set_refuses_a_bad_fallback(fresh_weights) -> None:
+    assert "fallback: must be between 0 and 1, got -0.1" in refused("set", "--fallback=-0.1")
+
+
+def test_set_can_remove_a_medium(fresh_weights) -> None:
+    run("set", "--remove", "CPU_PINNED")
+    assert TierWeightsVersion.objects.get(version=2).config["weights"] == {"cpu": 0.8, "gpu": 1.0}
+    assert "'disk': not configured" in refused("set", "--remove", "disk")
+
+
+def test_setting_the_same_weights_saves_nothing(fresh_weights) -> None:
+    assert "version 1 already has these weights" in refused("set", "gpu=1")
+
+
+def test_show_lists_the_effective_weights(fresh_weights) -> None:
+    run("set", "disk=0.25")
+    out = run("show")
+    assert "version 2" in out
+    assert "disk             0.25   configured" in out
+    assert "(fallback)       1      every other medium" in out
+
+
+def test_history_and_restore(fresh_weights) -> None:
+    run("set", "gpu=0.5", "--reason", "experiment")
+    assert run("restore", "1") == "restored version 1 as version 3\n"
+    history = run("history")
+    assert "gpu 1 → 0.5" in history and "gpu 0.5 → 1" in history
+    with pytest.raises(CommandError, match="there is no version 9"):
+        run("restore", "9")
+
+
+def test_a_refusal_exits_non_zero_from_the_shell(subprocess_env) -> None:
+    result = subprocess.run(
+        [sys.executable, "manage.py", "tier_weights", "set", "gpu=1.5", "fs=-1"],
+        cwd=ROOT,
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "'gpu': must be between 0 and 1, got 1.5" in result.stderr
+    assert "'fs': must be between 0 and 1, got -1.0" in result.stderr
+
+
+def test_publish_repairs_an_announcement_redis_lost(fresh_weights) -> None:
+    assert run("publish") == "published version 1\n"
+    assert fresh_weights.get(VERSION_KEY) == "1"
+    fresh_weights.set(VERSION_KEY, 7)  # e.g. Redis kept a number from before a database restore
+    assert run("publish") == "Redis already names version 1 or a newer one\n"
+    assert run("publish", "--force") == "published version 1\n"
+    assert fresh_weights.get(VERSION_KEY) == "1"

@@ -1,0 +1,98 @@
+"""Each save appends exactly one version; a restore appends a copy; nothing is ever edited."""
+
+import pytest
+
+from kvadmin.weights.active import active_weights
+from kvadmin.weights.config import SPEC_DEFAULTS, WeightConfig
+from kvadmin.weights.models import TierWeightsVersion
+from kvadmin.weights.versions import (
+    NothingChanged,
+    StaleDraft,
+    current_version,
+    history,
+    restore_version,
+    save_version,
+)
+
+pytestmark = pytest.mark.django_db
+
+LOWER_CPU = WeightConfig.validated({"gpu": 1.0, "cpu": 0.5, "cpu_pinned": 0.8})
+
+
+def test_the_migration_seeds_version_one_with_kthenas_defaults() -> None:
+    seeded = TierWeightsVersion.objects.get(version=1)
+    assert seeded.weight_config == SPEC_DEFAULTS
+    assert current_version() == seeded
+
+
+def test_a_save_appends_one_version_with_author_and_reason() -> None:
+    saved = save_version(LOWER_CPU, author="erin", reason="CPU tier is slow", base_version=1)
+    assert saved.version == 2
+    assert (saved.author, saved.reason) == ("erin", "CPU tier is slow")
+    assert TierWeightsVersion.objects.count() == 2
+    assert current_version().weight_config == LOWER_CPU
+
+
+def test_saving_the_same_weights_adds_nothing() -> None:
+    with pytest.raises(NothingChanged):
+        save_version(SPEC_DEFAULTS, author="erin")
+    assert TierWeightsVersion.objects.count() == 1
+
+
+def test_a_draft_made_from_an_older_version_is_refused() -> None:
+    save_version(LOWER_CPU, author="erin", base_version=1)
+    with pytest.raises(StaleDraft, match="version 2 was saved by erin"):
+        save_version(WeightConfig.validated({"disk": 0.1}), author="bob", base_version=1)
+    assert TierWeightsVersion.objects.count() == 2
+
+
+def test_restoring_appends_a_copy_of_the_old_version() -> None:
+    save_version(LOWER_CPU, author="erin")
+    restored = restore_version(1, author="bob")
+    assert restored.version == 3
+    assert restored.restored_from == 1
+    assert restored.weight_config == SPEC_DEFAULTS
+    assert list(TierWeightsVersion.objects.values_list("version", flat=True)) == [3, 2, 1]
+
+
+def test_restoring_the_current_weights_adds_nothing() -> None:
+    with pytest.raises(NothingChanged):
+        restore_version(1, author="bob")
+
+
+def test_the_history_shows_what_each_version_changed() -> None:
+    save_version(LOWER_CPU, author="erin")
+    restore_version(1, author="bob")
+    entries = history()
+    assert [entry.version.version for entry in entries] == [3, 2, 1]
+    assert [str(change) for change in entries[0].changes] == ["cpu 0.5 → 0.8"]
+    assert [str(change) for change in entries[1].changes] == ["cpu 0.8 → 0.5"]
+    assert entries[2].changes == []
+
+
+def test_a_save_is_published_when_the_transaction_commits(
+    fresh_weights, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        saved = save_version(LOWER_CPU, author="erin")
+    active = active_weights()
+    assert active.version == saved.version
+    assert active.weights.weight_for("CPU") == 0.5
+
+
+def test_with_no_saved_version_the_defaults_apply_as_version_zero() -> None:
+    TierWeightsVersion.objects.all().delete()
+    assert current_version().version == 0
+    assert current_version().weight_config == SPEC_DEFAULTS
+    assert save_version(LOWER_CPU, author="erin", base_version=0).version == 1
+
+
+def test_a_version_redis_refuses_is_saved_and_reported(
+    fresh_weights, redis_down, django_capture_on_commit_callbacks, caplog
+) -> None:
+    """Redis down at the moment of the save: the version exists, scoring keeps the old one
+    and the log says how to repair."""
+    with django_capture_on_commit_callbacks(execute=True):
+        saved = save_version(LOWER_CPU, author="erin")
+    assert current_version() == saved
+    assert "tier weights version 2 saved but not published" in caplog.text

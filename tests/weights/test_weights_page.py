@@ -1,0 +1,75 @@
+"""The page lists the configured media and every medium the index holds blocks in, saying
+where each weight comes from; editors get the form, with the version scoring uses."""
+
+import pytest
+
+from kvadmin.weights.config import WeightConfig
+from kvadmin.weights.versions import save_version
+from tests.weights.index import cache_blocks
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def editing(client, editor, fresh_weights):
+    client.force_login(editor)
+    return client
+
+
+def main(response) -> str:
+    assert response.status_code == 200
+    return response.content.decode().split("<main>", 1)[1]
+
+
+def test_it_marks_media_seen_but_not_configured_as_weighing_the_fallback(
+    editing, fresh_weights
+) -> None:
+    cache_blocks(fresh_weights, "sglang-0.default", ["GPU", "DISK", "CPU_PINNED"])
+    cache_blocks(fresh_weights, "sglang-1.default", ["DISK", None])
+    html = main(editing.get("/weights/"))
+    disk = html.split("<td>disk</td>", 1)[1].split("</tr>", 1)[0]
+    assert "weighs the fallback; seen as DISK" in disk
+    assert "2 pods" in disk
+    no_medium = html.split("<td>(no medium)</td>", 1)[1].split("</tr>", 1)[0]
+    assert "weighs the fallback" in no_medium and "Configure" not in no_medium
+    gpu = html.split('value="gpu"', 1)[1].split("</tr>", 1)[0]
+    assert "1 pod" in gpu
+
+
+def test_a_configure_button_prefills_a_row_for_a_seen_medium(editing, fresh_weights) -> None:
+    cache_blocks(fresh_weights, "sglang-0.default", ["DISK"])
+    html = main(editing.get("/weights/"))
+    assert 'hx-get="/weights/row/?name=disk&weight=1"' in html
+    row = editing.get("/weights/row/?name=disk&weight=1", HTTP_HX_REQUEST="true")
+    assert 'value="disk"' in row.content.decode()
+
+
+def test_an_unconfigured_default_is_shown_as_kthenas(editing) -> None:
+    save_version(WeightConfig.validated({"gpu": 1.0}), author="erin")
+    html = main(editing.get("/weights/"))
+    cpu = html.split("<td>cpu</td>", 1)[1].split("</tr>", 1)[0]
+    assert "<td>0.8</td>" in cpu and "kthena default" in cpu
+
+
+def test_editors_get_the_form_with_the_current_version(editing) -> None:
+    html = main(editing.get("/weights/"))
+    assert 'name="base_version" value="1"' in html
+    for medium, weight in (("gpu", "1"), ("cpu", "0.8"), ("cpu_pinned", "0.8")):
+        assert f'value="{medium}"' in html
+        assert f'value="{weight}"' in html
+    assert 'id="active-version">1<' in html
+
+
+def test_the_history_lists_every_version_with_its_diff(editing) -> None:
+    save_version(WeightConfig.validated({"gpu": 0.9}), author="erin", reason="try it")
+    html = main(editing.get("/weights/"))
+    history = html.split('id="history-title"', 1)[1]
+    assert "Version 2" in history and "erin" in history and "“try it”" in history
+    assert "gpu 1 → 0.9" in history
+    assert "Restore version 1" in history and "Restore version 2" not in history
+
+
+def test_the_page_still_shows_the_weights_when_the_index_is_down(editing, redis_down) -> None:
+    html = main(editing.get("/weights/"))
+    assert "The index is unavailable: media seen in it are not shown." in html
+    assert 'value="cpu_pinned"' in html

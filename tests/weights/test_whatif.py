@@ -1,0 +1,66 @@
+"""What-if replays recorded decisions under draft weights and changes nothing."""
+
+import time
+
+from kvadmin.routing.decisions import DECISIONS_KEY, encode
+from kvadmin.weights.whatif import PodTraffic, preview
+from scoring.weights import TierWeights
+from tests.weights.recorded import DECISIONS, DRAFT, RECORDED_VERSION, record
+
+
+def bucket_counts(result) -> dict[str, int]:
+    return {bucket.label: bucket.count for bucket in result.score_changes if bucket.count}
+
+
+def test_it_finds_the_decisions_the_draft_would_change(fresh_weights) -> None:
+    record(fresh_weights)
+    result = preview(DRAFT, 1000)
+    assert (result.replayed, result.changed) == (3, 2)
+    assert result.traffic == [PodTraffic("p3", 0, 1), PodTraffic("p1", 2, 1)]
+    assert bucket_counts(result) == {
+        "−50 or less": 1,
+        "−49 to −20": 1,
+        "−19 to −5": 1,
+        "unchanged": 3,
+    }
+    assert result.versions == (RECORDED_VERSION,)
+
+
+def test_the_recorded_weights_change_nothing(fresh_weights) -> None:
+    record(fresh_weights)
+    result = preview(TierWeights(), 1000)
+    assert (result.replayed, result.changed, result.traffic) == (3, 0, [])
+    assert bucket_counts(result) == {"unchanged": 6}
+
+
+def test_it_replays_only_the_latest_decisions(fresh_weights) -> None:
+    record(fresh_weights)
+    result = preview(DRAFT, 1)  # C, the newest
+    assert (result.replayed, result.changed) == (1, 1)
+    assert result.traffic == [PodTraffic("p3", 0, 1), PodTraffic("p2", 1, 0)]
+
+
+def test_it_never_writes(fresh_weights) -> None:
+    record(fresh_weights)
+    before = fresh_weights.xrange(DECISIONS_KEY)
+    preview(DRAFT, 1000)
+    assert fresh_weights.xrange(DECISIONS_KEY) == before
+    assert fresh_weights.dbsize() == 1
+
+
+def test_with_no_decisions_there_is_nothing_to_replay(fresh_weights) -> None:
+    result = preview(DRAFT, 1000)
+    assert (result.replayed, result.changed, result.changed_percent) == (0, 0, 0.0)
+
+
+def test_a_thousand_decisions_replay_within_a_second(fresh_weights) -> None:
+    """The preview runs in the request: 1,000 decisions must stay well inside a page load."""
+    pipeline = fresh_weights.pipeline()
+    for index in range(1000):
+        pipeline.xadd(DECISIONS_KEY, {"d": encode(DECISIONS[index % 3])})
+    pipeline.execute()
+    started = time.perf_counter()
+    result = preview(DRAFT, 1000)
+    elapsed = time.perf_counter() - started
+    assert (result.replayed, result.changed) == (1000, 667)
+    assert elapsed < 1.0, f"1000 decisions took {elapsed:.3f}s"
