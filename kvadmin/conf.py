@@ -21,6 +21,26 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "PUSH_MAX_BYTES": 2 * 1024 * 1024,
     "BLOCK_SIZE": 16,
     "MAX_BLOCKS": 128,
+    # Garbage collection drops ownership not refreshed by a store for this long (kthena: 24 h),
+    # in a run at most every GC_INTERVAL_SECONDS.
+    "GC_MAX_AGE_SECONDS": 86400,
+    "GC_INTERVAL_SECONDS": 600.0,
+    # /metrics answers these client addresses or networks (comma-separated) without a token.
+    "METRICS_ALLOW": "",
+    # A stream whose last applied batch was published longer ago than this is "lagging".
+    "STREAM_LAG_SECONDS": 5.0,
+    # Scoring API: the longest token_ids (or tokenized prompt) accepted; engine /tokenize
+    # calls (seconds each, as kthena) and how many prompts' token ids are kept (LRU).
+    "SCORE_MAX_TOKENS": 262_144,
+    "TOKENIZE_TIMEOUT": 5.0,
+    "TOKENIZE_CACHE_SIZE": 1024,
+    # The decision log: record every decision, in a stream of about this many entries.
+    "DECISIONS_RECORD": True,
+    "DECISIONS_MAX": 10_000,
+    # Each process re-reads the published tier-weights version at most this often (seconds).
+    "WEIGHTS_REFRESH_SECONDS": 0.5,
+    # What-if previews replay this many of the latest recorded decisions by default.
+    "WHATIF_DECISIONS": 1000,
 }
 
 

@@ -1,9 +1,13 @@
 --[[
-kvadmin's index writer, one script with four commands (ARGV[1]):
+kvadmin's index writer, one script with six commands (ARGV[1]):
   apply   apply decoded batches of one stream, exactly once per seq
   retire  move a stream's engine blocks aside (a stream purge)
   drain   release up to N retired engine blocks
   purge   delete up to N of a pod's entries, no reference counting
+  expire  garbage collection: drop the media of up to about N of a stream's engine blocks
+          whose residency is older than a cutoff (an HSCAN step)
+  sweep   garbage collection: release up to N residency entries older than a cutoff that no
+          engine block holds any more
 apply.py builds the arguments and documents the data layout. Standardized hashes stay strings
 here: Lua numbers are doubles and would round 63-bit hashes.
 
@@ -135,11 +139,12 @@ end
 
 -- One holder of (pod, std, x) went away. At zero the pod no longer holds std in x: the
 -- residency goes, and when x was the value's medium the next best held one takes over, with
--- the time of its own last store; with none left the pod's field goes.
+-- the time of its own last store; with none left the pod's field goes. Returns nil while
+-- other holders remain, 1 when the pod's matrix field went, 0 otherwise.
 local function release(std, x)
   local field = std .. '|' .. x
   if call('HINCRBY', RC, field, -1) > 0 then
-    return
+    return nil
   end
   call('HDEL', RC, field)
   local res = res_key(x)
@@ -153,7 +158,7 @@ local function release(std, x)
   if rank_of(x) ~= 0 or not top_listed then
     local current = call('HGET', key, pod)
     if current and medium_of(current) ~= x then
-      return
+      return 0
     end
   end
   local best, ts
@@ -167,8 +172,19 @@ local function release(std, x)
   end
   if best then
     call('HSET', key, pod, value(ts, best))
+    return 0
+  end
+  return call('HDEL', key, pod)
+end
+
+-- The stream still holds engine block `eh` (= std) in the media of `list`; with none left
+-- the entry and its mapping key go. The caller releases the media that left the list.
+local function keep(eb, eh, std, list)
+  if #list == 0 then
+    call('HDEL', eb, eh)
+    call('DEL', MAPPING .. eh)
   else
-    call('HDEL', key, pod)
+    call('HSET', eb, eh, std .. '|' .. table.concat(list, ','))
   end
 end
 
@@ -345,12 +361,7 @@ if cmd == 'apply' then
               end
               if at then
                 local x = table.remove(list, at)
-                if #list == 0 then
-                  call('HDEL', eb, eh)
-                  call('DEL', MAPPING .. eh)
-                else
-                  call('HSET', eb, eh, std .. '|' .. table.concat(list, ','))
-                end
+                keep(eb, eh, std, list)
                 release(std, x)
                 c[2] = c[2] + 1
               else
@@ -490,6 +501,70 @@ if cmd == 'purge' then
   call('HDEL', PODS, pod)
   call('HDEL', KINDS, pod)
   return { 0, removed }
+end
+
+-- Garbage collection (gc.py): ownership whose last store is older than a cutoff goes, exactly
+-- as if the engine had sent the removals, so refcounts, residency, engine blocks, mapping keys
+-- and the matrix value's best medium stay consistent. Both return {progress, residency
+-- entries removed, matrix fields removed, engine blocks looked at}.
+
+if cmd == 'expire' then
+  -- One HSCAN step over a stream's engine blocks: a medium goes when the pod's residency of
+  -- the block there is older than the cutoff (the last store of the block in that medium by
+  -- any rank is that old, so every holder of it is). Progress is the next cursor, "0" at the
+  -- end. Blocks stored since the cutoff are newer, so the step is safe to interleave.
+  local rank, cursor, cutoff, count = ARGV[p], ARGV[p + 1], tonumber(ARGV[p + 2]), ARGV[p + 3]
+  local eb = EB .. rank
+  local scan = call('HSCAN', eb, cursor, 'COUNT', count)
+  local flat = scan[2]
+  local owned, fields = 0, 0
+  for i = 1, #flat, 2 do
+    local eh, v = flat[i], flat[i + 1]
+    local sep = string.find(v, '|', 1, true)
+    local std = string.sub(v, 1, sep - 1)
+    local kept, gone = {}, {}
+    for _, x in ipairs(split(string.sub(v, sep + 1))) do
+      local score = call('ZSCORE', res_key(x), std)
+      if score and tonumber(score) >= cutoff then
+        kept[#kept + 1] = x
+      else
+        gone[#gone + 1] = x
+      end
+    end
+    if #gone > 0 then
+      keep(eb, eh, std, kept)
+      for _, x in ipairs(gone) do
+        local went = release(std, x)
+        if went then
+          owned = owned + 1
+          fields = fields + went
+        end
+      end
+    end
+  end
+  return { scan[1], owned, fields, #flat / 2 }
+end
+
+if cmd == 'sweep' then
+  -- Residency older than the cutoff that survived `expire` has no holder left (a holder
+  -- would have been released there): release it as its last holder. Retired engine blocks
+  -- still hold references until drained, so nothing happens while any are left (progress
+  -- -1: drain first). Progress is 1 while more may be left.
+  if call('SCARD', RETIRED) > 0 then
+    return { -1, 0, 0, 0 }
+  end
+  local m, cutoff, count = ARGV[p], ARGV[p + 1], tonumber(ARGV[p + 2])
+  local stds = call('ZRANGEBYSCORE', res_key(m), '-inf', '(' .. cutoff, 'LIMIT', 0, count)
+  local fields = 0
+  for _, std in ipairs(stds) do
+    call('HSET', RC, std .. '|' .. m, 1)
+    fields = fields + release(std, m)
+  end
+  local more = 0
+  if #stds == count then
+    more = 1
+  end
+  return { more, #stds, fields, 0 }
 end
 
 return redis.error_reply('unknown command ' .. cmd)

@@ -145,6 +145,19 @@ class ApplyResult:
         return not self.applied
 
 
+@dataclass(frozen=True, slots=True)
+class ExpireStep:
+    """What one garbage-collection step did (see `Applier.expire_step`)."""
+
+    progress: str
+    ownerships: int
+    """(std, medium) residency entries of the pod that went."""
+    fields: int
+    """Matrix fields (blocks the router saw the pod own) that went."""
+    scanned: int
+    """Engine blocks looked at."""
+
+
 def _prefix(key: str, suffix: str) -> str:
     """The part of a key before its variable suffix; the script appends the suffix itself,
     so the key layout keeps one source of truth in `scoring.keys`."""
@@ -310,6 +323,34 @@ class Applier:
             if not more:
                 return removed
 
+    def drain_pod(self, pod: str) -> None:
+        """Release every retired engine block of the pod (left by a worker that died between
+        a clear or stream purge and its drain), in bounded steps."""
+        model, kind = self._pod_identity(pod)
+        self._drain(pod, model, kind)
+
+    def expire_step(self, pod: str, rank: int, cursor: str, cutoff: int) -> ExpireStep:
+        """One bounded garbage-collection step over a stream's engine blocks (an HSCAN step
+        of about `chunk_size` entries): media whose residency is older than `cutoff` (unix
+        seconds) are dropped as removals would drop them. Start at cursor "0"; the returned
+        cursor is "0" again when the scan is complete."""
+        model, kind = self._pod_identity(pod)
+        reply = self._call(
+            "expire", pod, model, kind, str(rank), more=[cursor, str(cutoff), str(self.chunk_size)]
+        )
+        return ExpireStep(_text(reply[0]) or "0", int(reply[1]), int(reply[2]), int(reply[3]))
+
+    def sweep_step(self, pod: str, medium: str, cutoff: int) -> ExpireStep:
+        """One bounded step releasing up to `chunk_size` residency entries of the pod in
+        `medium` older than `cutoff` that no engine block holds (normally none after
+        `expire_step` went over every rank). `progress` is "1" while more may be left, "0"
+        when done and "-1" when retired engine blocks must be drained first."""
+        model, kind = self._pod_identity(pod)
+        reply = self._call(
+            "sweep", pod, model, kind, medium, more=[str(cutoff), str(self.chunk_size)]
+        )
+        return ExpireStep(str(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]))
+
     def _apply(
         self,
         pod: str,
@@ -429,9 +470,11 @@ class Applier:
         kind: str,
         arg: str,
         preference: MediaPreference | None = None,
+        more: Sequence[str] = (),
     ) -> Any:
         script_keys, pod_args = _pod_keys(pod, model, kind)
         args = [command, *pod_args, *(preference or self.preference).script_args(), arg]
+        args += more
         return self.script(keys=script_keys, args=args)
 
     def _pod_identity(self, pod: str) -> tuple[str, str]:

@@ -2,12 +2,13 @@ import time
 
 from celery import shared_task
 
-from kvadmin.ingest import pushed
+from kvadmin.conf import knob
+from kvadmin.ingest import gc, pushed
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.decode import UndecodableBatch, decode_batch
 from kvadmin.ingest.events import EventBatch
 from kvadmin.ingest.streams import StreamSpec
-from kvadmin.redis_clients import index_bytes_client
+from kvadmin.redis_clients import index_bytes_client, index_client
 
 
 def _spec(pod: str, rank: int | None) -> StreamSpec | None:
@@ -60,3 +61,23 @@ def _apply_one(applier: Applier, pod: str, seq: int, payload: bytes) -> None:
         return  # the engine was removed: its entries are purged, drop what it pushed
     applier.apply_batches(spec, [(seq, batch)], now=int(time.time()))
 
+
+@shared_task(name="kvadmin.ingest.collect_garbage", ignore_result=True)
+def collect_garbage(force: bool = False) -> None:
+    """Beat sends this every minute; a run happens once GC_INTERVAL_SECONDS have passed since
+    the last one started (at once with `force`), unless another process is running one."""
+    from kvadmin.engines.models import Engine
+    from kvadmin.weights.active import active_media_preference
+
+    client = index_client()
+    if not force and not gc.due(client, knob("GC_INTERVAL_SECONDS")):
+        return
+    try:
+        gc.collect_garbage(
+            client,
+            knob("GC_MAX_AGE_SECONDS"),
+            registered=lambda: set(Engine.objects.values_list("pod", flat=True)),
+            preference=active_media_preference(),
+        )
+    except gc.AnotherRunIsActive:
+        return

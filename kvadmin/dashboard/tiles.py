@@ -1,0 +1,266 @@
+"""What the dashboard shows, read from Redis (and the engine registry) in a few round trips.
+
+Rates need two points in time. The beat task (`tasks.publish_tiles`, every ~2 s) appends a
+sample of the fleet's running totals to a short Redis list; a rate is the difference between
+now and the oldest sample of the last RATE_WINDOW seconds. The sample list lives in Redis, not
+in a process, so any worker can take the next sample and any web replica can render the page.
+A stream is "degraded" while its fault counters grew within the last FAULT_WINDOW seconds.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import redis
+from django.urls import NoReverseMatch, reverse
+
+from kvadmin.conf import knob
+from kvadmin.ingest import gc
+from kvadmin.metrics import families
+from kvadmin.metrics.fleet import FleetState, Health, read_fleet, registered_engines
+from kvadmin.metrics.recorder import hits_key
+from scoring.weights import TierWeights
+
+SAMPLES_KEY = "kvadmin:dashboard:samples"
+"""LIST of JSON samples, newest first: {"t", "events", "blocks", "decisions", "faults"}."""
+SAMPLES_KEPT = 90
+RATE_WINDOW = 10.0
+FAULT_WINDOW = 60.0
+CHART_MINUTES = 60
+DETAIL_PAGES = {"pods": "/pods/", "blocks": "/blocks/", "feed": "/feed/", "weights": "/weights/"}
+ENGINE_ROWS = 12
+"""Engines listed on the tile, worst health first; the rest are counted."""
+
+_SEVERITY = {
+    Health.DISCONNECTED: 0,
+    Health.DEGRADED: 1,
+    Health.LAGGING: 2,
+    Health.OK: 3,
+}
+_MEDIUM_ORDER = TierWeights()
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStatus:
+    pod: str
+    model: str
+    kind: str
+    enabled: bool
+    health: str
+    """The worst of its streams' health; "disabled" for a disabled engine."""
+    streams: list[tuple[int, str]]
+    """(rank, health) per consumed stream."""
+    blocks: int
+
+
+@dataclass(frozen=True, slots=True)
+class HitChart:
+    """uPlot's layout: minute timestamps, then the share of requested blocks the chosen pod
+    held, overall and per medium (None for minutes without decisions)."""
+
+    times: list[int]
+    total: list[float | None]
+    media: dict[str, list[float | None]]
+
+    def as_json(self) -> str:
+        return json.dumps(
+            {"times": self.times, "total": self.total, "media": list(self.media.items())},
+            separators=(",", ":"),
+        )
+
+
+@dataclass(slots=True)
+class Tiles:
+    taken_at: float
+    engines: list[EngineStatus]
+    more_engines: int
+    health_counts: dict[str, int]
+    media: list[tuple[str, int, float]]
+    """(medium, blocks, percent of the largest) across the fleet, largest first."""
+    total_blocks: int
+    streams: int
+    connected: int
+    workers: int
+    events_per_s: float | None
+    blocks_per_s: float | None
+    decisions_per_s: float | None
+    decisions_hour: int
+    hit_ratio_hour: float | None
+    hit_ratio_by_medium: list[tuple[str, float]]
+    chart: HitChart
+    gc_last: gc.GcReport | None
+    gc_totals: dict[str, int]
+    gc_age: float | None = None
+    gc_next_in: float | None = None
+    links: dict[str, str] = field(default_factory=dict)
+
+
+def dashboard_tiles(client: redis.Redis, record_sample: bool = False) -> Tiles:
+    """Everything on the dashboard; with `record_sample`, also remember this moment's totals
+    for the next rates (the beat task does, page views do not)."""
+    now = time.time()
+    fleet = read_fleet(client, registered_engines(), knob("LEASE_SECONDS"), now)
+    pipe = client.pipeline(transaction=False)
+    pipe.lrange(SAMPLES_KEY, 0, -1)
+    pipe.hvals(families.DECISIONS.key)
+    minute = int(now // 60)
+    minutes = list(range(minute - CHART_MINUTES + 1, minute + 1))
+    for m in minutes:
+        pipe.hgetall(hits_key(m))
+    samples_raw, decisions_raw, *per_minute = pipe.execute()
+    samples = [json.loads(raw) for raw in samples_raw]
+    current = _sample(fleet, sum(int(v) for v in decisions_raw), now)
+    if record_sample:
+        pipe.lpush(SAMPLES_KEY, json.dumps(current, separators=(",", ":")))
+        pipe.ltrim(SAMPLES_KEY, 0, SAMPLES_KEPT - 1)
+        pipe.execute()
+
+    recent_faults = _fault_growth(current, samples)
+    tiles = Tiles(
+        taken_at=now,
+        **_engines(fleet, recent_faults, now),
+        **_media(fleet),
+        streams=sum(1 for s in fleet.streams if s.consumed),
+        connected=sum(1 for s in fleet.streams if s.consumed and s.connected),
+        workers=fleet.workers,
+        events_per_s=_rate(current, samples, "events"),
+        blocks_per_s=_rate(current, samples, "blocks"),
+        decisions_per_s=_rate(current, samples, "decisions"),
+        **_hits(minutes, per_minute),
+        gc_last=gc.last_run(client),
+        gc_totals=gc.totals(client),
+    )
+    if tiles.gc_last is not None:
+        tiles.gc_age = max(0.0, now - tiles.gc_last.finished_at)
+        due_at = tiles.gc_last.started_at + knob("GC_INTERVAL_SECONDS")
+        tiles.gc_next_in = max(0.0, due_at - now)
+    tiles.links = _links()
+    return tiles
+
+
+def _links() -> dict[str, str]:
+    """Detail pages by url name, or their planned path while their app does not route them."""
+    links = {}
+    for name, path in DETAIL_PAGES.items():
+        try:
+            links[name] = reverse(name)
+        except NoReverseMatch:
+            links[name] = path
+    return links
+
+
+def _sample(fleet: FleetState, decisions: int, now: float) -> dict:
+    return {
+        "t": now,
+        "events": fleet.totals("events"),
+        "blocks": fleet.totals("blocks_stored", "blocks_removed"),
+        "decisions": decisions,
+        "faults": {str(s.id): s.faults for s in fleet.streams},
+    }
+
+
+def _baseline(samples: list[dict], now: float, window: float) -> dict | None:
+    """The oldest sample within `window` seconds (at least half a second old)."""
+    found = None
+    for sample in samples:
+        age = now - sample["t"]
+        if 0.5 <= age <= window:
+            found = sample
+    return found
+
+
+def _rate(current: dict, samples: list[dict], name: str) -> float | None:
+    base = _baseline(samples, current["t"], RATE_WINDOW)
+    if base is None:
+        return None
+    return max(0, current[name] - base[name]) / (current["t"] - base["t"])
+
+
+def _fault_growth(current: dict, samples: list[dict]) -> dict[str, int]:
+    base = _baseline(samples, current["t"], FAULT_WINDOW)
+    if base is None:
+        return {}
+    before = base["faults"]
+    return {sid: n - before.get(sid, n) for sid, n in current["faults"].items()}
+
+
+def _engines(fleet: FleetState, recent_faults: dict[str, int], now: float) -> dict:
+    lag = knob("STREAM_LAG_SECONDS")
+    by_pod: dict[str, list[tuple[int, str]]] = {}
+    for stream in fleet.streams:
+        if stream.consumed:
+            health = stream.health(recent_faults.get(str(stream.id), 0), lag, now)
+            by_pod.setdefault(stream.id.pod, []).append((stream.id.rank, health.value))
+    blocks: dict[str, int] = {}
+    for (pod, _), count in fleet.blocks.items():
+        blocks[pod] = blocks.get(pod, 0) + count
+    engines = []
+    for engine in fleet.engines:
+        streams = by_pod.get(engine.pod, [])
+        health = (
+            min((Health(h) for _, h in streams), key=_SEVERITY.__getitem__).value
+            if engine.enabled and streams
+            else "disabled"
+        )
+        engines.append(
+            EngineStatus(
+                engine.pod,
+                engine.model,
+                engine.kind,
+                engine.enabled,
+                health,
+                streams,
+                blocks.get(engine.pod, 0),
+            )
+        )
+    counts = {h.value: 0 for h in Health}
+    for engine in engines:
+        if engine.enabled:
+            counts[engine.health] += 1
+    engines.sort(key=lambda e: (_SEVERITY.get(Health(e.health), 9) if e.enabled else 9, e.pod))
+    return {
+        "engines": engines[:ENGINE_ROWS],
+        "more_engines": max(0, len(engines) - ENGINE_ROWS),
+        "health_counts": counts,
+    }
+
+
+def _media(fleet: FleetState) -> dict:
+    totals = fleet.blocks_by_medium()
+    largest = max(totals.values(), default=0) or 1
+    media = sorted(totals.items(), key=lambda item: _MEDIUM_ORDER.medium_rank(item[0] or None))
+    return {
+        "media": [(medium, count, 100 * count / largest) for medium, count in media],
+        "total_blocks": sum(totals.values()),
+    }
+
+
+def _hits(minutes: list[int], per_minute: list[dict]) -> dict:
+    """The chart, and the last hour's totals: decisions, and the share of requested blocks
+    the chosen pods already held, overall and per medium."""
+    media = sorted(
+        {f.removeprefix("m:") for row in per_minute for f in row if f.startswith("m:")},
+        key=lambda m: _MEDIUM_ORDER.medium_rank(m or None),
+    )
+    total: list[float | None] = []
+    series: dict[str, list[float | None]] = {m: [] for m in media}
+    blocks_hour = matched_hour = decisions_hour = 0
+    matched_by_medium = dict.fromkeys(media, 0)
+    for row in per_minute:
+        blocks = int(row.get("blocks", 0))
+        decisions_hour += int(row.get("decisions", 0))
+        matched = {m: int(row.get(f"m:{m}", 0)) for m in media}
+        blocks_hour += blocks
+        matched_hour += sum(matched.values())
+        for m, count in matched.items():
+            matched_by_medium[m] += count
+            series[m].append(count / blocks if blocks else None)
+        total.append(sum(matched.values()) / blocks if blocks else None)
+    return {
+        "decisions_hour": decisions_hour,
+        "hit_ratio_hour": matched_hour / blocks_hour if blocks_hour else None,
+        "hit_ratio_by_medium": [
+            (m, matched_by_medium[m] / blocks_hour) for m in media if blocks_hour
+        ],
+        "chart": HitChart([m * 60 for m in minutes], total, series),
+    }

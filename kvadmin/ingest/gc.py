@@ -1,0 +1,208 @@
+"""Garbage collection of the index: ownership no store has refreshed for `max_age` seconds
+goes, across the whole index in every run, and pods no longer registered are purged.
+
+Engines announce removals, but a removal can be lost for good (a dead engine, batches lost
+beyond the replay buffer with purging off, a pod renamed). kthena's sidecar collects such
+leftovers by scanning 100 matrix keys an hour; here every run covers every pod:
+
+1. Pods in `kvadmin:pods` that the engine registry no longer lists are purged (the pods hash
+   is read before the registry, so a pod registered meanwhile is never mistaken for removed).
+2. For each remaining pod: retired engine blocks a dead worker left undrained are released;
+   then every rank's engine blocks are scanned in HSCAN steps and each medium whose residency
+   (the pod's last store of the block in that medium) is older than the cutoff is dropped
+   exactly as a removal event drops it (`apply.lua` "expire": refcounts, residency, engine
+   blocks, mapping keys, the matrix value's best medium); finally residency entries older
+   than the cutoff that no engine block holds are released ("sweep", normally nothing).
+3. The report (last run, running totals) goes to Redis for the dashboard and /metrics.
+
+Every step is one script call bounded by the applier's `chunk_size` entries, so other
+clients (the router's reads, ingestion) interleave. One run at a time, by a Redis lock.
+"""
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import redis
+
+from kvadmin.ingest.apply import DEFAULT_PREFERENCE, Applier, ExpireStep, MediaPreference
+from scoring import keys
+
+LAST_RUN_KEY = "kvadmin:gc:last"
+"""HASH: the last run's report (GcReport fields)."""
+TOTALS_KEY = "kvadmin:gc:totals"
+"""HASH: runs and the removal counts of every run added up."""
+LOCK_KEY = "kvadmin:gc:lock"
+LOCK_SECONDS = 120
+"""Renewed after every step: a run holding it longer than this has died."""
+
+TOTALLED = ("ownerships", "blocks", "orphans", "pods_purged", "purged_blocks")
+
+
+class AnotherRunIsActive(Exception):
+    """Another process got there first."""
+
+
+@dataclass(slots=True)
+class GcReport:
+    started_at: float
+    finished_at: float = 0.0
+    cutoff: int = 0
+    pods: int = 0
+    """Pods collected."""
+    scanned: int = 0
+    """Engine blocks looked at."""
+    ownerships: int = 0
+    """(pod, block, medium) residency entries removed as stale."""
+    blocks: int = 0
+    """Matrix fields (a pod owning a block, as the router sees it) removed."""
+    orphans: int = 0
+    """Stale residency entries no engine block held (counted in `ownerships` too)."""
+    pods_purged: int = 0
+    purged_blocks: int = 0
+    """Matrix fields removed by purging unregistered pods."""
+    steps: int = 0
+    longest_step_ms: float = 0.0
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.finished_at - self.started_at)
+
+    @classmethod
+    def from_redis(cls, stored: dict[str, str]) -> "GcReport":
+        types = {f.name: f.type for f in fields(cls)}
+        values = {}
+        for name, text in stored.items():
+            if name in types:
+                values[name] = float(text) if types[name] in (float, "float") else int(text)
+        return cls(**values)
+
+
+def collect_garbage(
+    client: redis.Redis,
+    max_age: float,
+    registered: Callable[[], set[str]],
+    now: float | None = None,
+    chunk_size: int = 250,
+    preference: MediaPreference | None = None,
+) -> GcReport:
+    """One complete run; raises AnotherRunIsActive when another one holds the lock.
+
+    `registered` lists the engine registry's pods; `preference` orders media as the applier
+    writing the index does (the active tier weights), for the matrix values that change.
+    Steps of `chunk_size` engine blocks take about 3 ms of Redis time each."""
+    lock = client.lock(LOCK_KEY, timeout=LOCK_SECONDS, blocking=False, thread_local=False)
+    if not lock.acquire(token=uuid.uuid4().hex):
+        raise AnotherRunIsActive()
+    try:
+        began = time.monotonic()
+        report = GcReport(started_at=time.time() if now is None else now)
+        report.cutoff = int(report.started_at - max_age)
+        applier = Applier(client, preference or DEFAULT_PREFERENCE, chunk_size=chunk_size)
+        _Run(client, applier, report, lock.reacquire).run(registered)
+        report.finished_at = report.started_at + (time.monotonic() - began)
+        _store(client, report)
+        return report
+    finally:
+        lock.release()
+
+
+def due(client: redis.Redis, interval: float, now: float | None = None) -> bool:
+    """Whether `interval` seconds passed since the last run started (or none ran yet)."""
+    started = client.hget(LAST_RUN_KEY, "started_at")
+    now = time.time() if now is None else now
+    return started is None or now - float(started) >= interval
+
+
+def last_run(client: redis.Redis) -> GcReport | None:
+    stored = _text_dict(client.hgetall(LAST_RUN_KEY))
+    return GcReport.from_redis(stored) if stored else None
+
+
+def totals(client: redis.Redis) -> dict[str, int]:
+    stored = _text_dict(client.hgetall(TOTALS_KEY))
+    return {name: int(stored.get(name, 0)) for name in ("runs", *TOTALLED)}
+
+
+class _Run:
+    def __init__(
+        self, client: redis.Redis, applier: Applier, report: GcReport, renew: Callable[[], Any]
+    ) -> None:
+        self.client = client
+        self.applier = applier
+        self.report = report
+        self.renew = renew
+
+    def run(self, registered: Callable[[], set[str]]) -> None:
+        pods = sorted(_text_dict(self.client.hgetall(keys.POD_MODELS_KEY)))
+        known = registered()
+        for pod in pods:
+            if pod in known:
+                self.collect_pod(pod)
+            else:
+                self.purge_pod(pod)
+
+    def purge_pod(self, pod: str) -> None:
+        self.report.purged_blocks += self.timed(self.applier.purge_pod, pod)
+        self.report.pods_purged += 1
+
+    def collect_pod(self, pod: str) -> None:
+        cutoff = self.report.cutoff
+        self.report.pods += 1
+        self.timed(self.applier.drain_pod, pod)
+        for rank in sorted(int(r) for r in _texts(self.client.smembers(keys.pod_ranks_key(pod)))):
+            cursor = "0"
+            while True:
+                step = self.timed(self.applier.expire_step, pod, rank, cursor, cutoff)
+                self.count(step)
+                cursor = step.progress
+                if cursor == "0":
+                    break
+        for medium in sorted(_texts(self.client.smembers(keys.pod_media_key(pod)))):
+            while True:
+                step = self.timed(self.applier.sweep_step, pod, medium, cutoff)
+                if step.progress == "-1":
+                    self.timed(self.applier.drain_pod, pod)
+                    continue
+                self.count(step)
+                self.report.orphans += step.ownerships
+                if step.progress == "0":
+                    break
+
+    def count(self, step: ExpireStep) -> None:
+        self.report.scanned += step.scanned
+        self.report.ownerships += step.ownerships
+        self.report.blocks += step.fields
+
+    def timed[T](self, step: Callable[..., T], *args: Any) -> T:
+        """Run one bounded step, keep the longest step time, and renew the lock."""
+        started = time.perf_counter()
+        result = step(*args)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        self.report.steps += 1
+        self.report.longest_step_ms = max(self.report.longest_step_ms, elapsed_ms)
+        self.renew()
+        return result
+
+
+def _store(client: redis.Redis, report: GcReport) -> None:
+    pipe = client.pipeline(transaction=False)
+    pipe.delete(LAST_RUN_KEY)
+    pipe.hset(LAST_RUN_KEY, mapping={k: repr(v) for k, v in asdict(report).items()})
+    pipe.hincrby(TOTALS_KEY, "runs", 1)
+    for name in TOTALLED:
+        pipe.hincrby(TOTALS_KEY, name, getattr(report, name))
+    pipe.execute()
+
+
+def _texts(values: set) -> list[str]:
+    return [v.decode() if isinstance(v, bytes) else v for v in values]
+
+
+def _text_dict(values: dict) -> dict[str, str]:
+    return {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+        for k, v in values.items()
+    }

@@ -1,0 +1,45 @@
+"""Who may read /metrics: a client address in KVADMIN_METRICS_ALLOW, or an API token.
+
+Addresses and networks are comma-separated (`10.0.0.0/8,127.0.0.1`). The address is the
+connection's peer (REMOTE_ADDR): behind a proxy, use a token or allow the proxy's address.
+"""
+
+import ipaddress
+import logging
+from functools import cache
+
+from django.http import HttpRequest
+
+from kvadmin.api.auth import authenticate
+from kvadmin.conf import knob
+
+log = logging.getLogger(__name__)
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@cache
+def allowed_networks(setting: str) -> tuple[Network, ...]:
+    networks = []
+    for item in setting.split(","):
+        if not item.strip():
+            continue
+        try:
+            networks.append(ipaddress.ip_network(item.strip(), strict=False))
+        except ValueError:
+            log.warning("KVADMIN_METRICS_ALLOW: %r is not an address or network; ignored", item)
+    return tuple(networks)
+
+
+def address_allowed(address: str) -> bool:
+    try:
+        peer = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(peer in network for network in allowed_networks(knob("METRICS_ALLOW")))
+
+
+def may_read_metrics(request: HttpRequest) -> bool:
+    if address_allowed(request.META.get("REMOTE_ADDR", "")):
+        return True
+    return authenticate(request) is not None

@@ -1,0 +1,145 @@
+"""The metric families kvadmin keeps in Redis, and how each one's samples are stored.
+
+Every process that measures something (the web process scoring requests, worker processes
+applying KV events) adds to these Redis hashes; the web process exposes them at /metrics by
+reading Redis at scrape time (`collector.py`). Redis is the only shared state, so the numbers
+are the same whichever process or replica is scraped, with no per-process files
+(prometheus_client's PROMETHEUS_MULTIPROC_DIR) and nothing lost when a worker restarts.
+
+Storage, one HASH per family at `kvadmin:metrics:{name}`; a field starts with the family's
+label values joined by US (\\x1f):
+- counter: field = labels, value = total (HINCRBY / HINCRBYFLOAT);
+- gauge: field = labels, value = last value (HSET);
+- histogram: field = labels RS (\\x1e) bucket index (non-cumulative count of observations in
+  that bucket; index len(buckets) is +Inf), and labels RS "sum" (HINCRBYFLOAT). The count is
+  the sum of the buckets, so an observation costs two commands.
+
+Names reuse kthena's router metrics (`kthena_router_kvcache_aware_*`) where the meaning is the
+same, with the `kvadmin_` prefix instead of `kthena_router_`.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+LABEL_SEPARATOR = "\x1f"
+BUCKET_SEPARATOR = "\x1e"
+
+MATCH_RATIO_BUCKETS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
+"""kthena's `kvcache_aware_match_ratio` buckets: le="0.0" counts the misses."""
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+"""kthena's `kvcache_aware_redis_duration_seconds` / `tokenize_duration_seconds` buckets."""
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    name: str
+    """The exposed name; counters end in `_total`."""
+    kind: Literal["counter", "gauge", "histogram"]
+    help: str
+    labels: tuple[str, ...]
+    buckets: tuple[float, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"kvadmin:metrics:{self.name}"
+
+
+# Ingestion: written by the reader after each run of batches it applies. The lag and the time
+# of the last apply go to the stream's status hash (fields lag_seconds, last_event_at), beside
+# its other counters; the families below name them for the exposition.
+APPLY_DURATION = Family(
+    "kvadmin_ingest_apply_duration_seconds",
+    "histogram",
+    "Time to apply one run of a stream's batches to the index (one or more Redis script calls)",
+    ("pod",),
+    LATENCY_BUCKETS,
+)
+STREAM_LAG = Family(
+    "kvadmin_ingest_stream_lag_seconds",
+    "gauge",
+    "Seconds between the engine publishing a stream's last applied batch and applying it",
+    ("pod", "rank"),
+)
+LAST_APPLY = Family(
+    "kvadmin_ingest_last_apply_timestamp_seconds",
+    "gauge",
+    "Unix time of the last batch applied from the stream",
+    ("pod", "rank"),
+)
+
+# Scoring: written by the scoring service for each decision.
+MATCH_RATIO = Family(
+    "kvadmin_kvcache_aware_match_ratio",
+    "histogram",
+    "Fraction of the prompt's blocks the best-matching candidate pod already held, per "
+    "decision (0 = miss)",
+    ("model",),
+    MATCH_RATIO_BUCKETS,
+)
+TOKENIZE_DURATION = Family(
+    "kvadmin_kvcache_aware_tokenize_duration_seconds",
+    "histogram",
+    "Time spent tokenizing the prompt through an engine's /tokenize",
+    ("model",),
+    LATENCY_BUCKETS,
+)
+INDEX_DURATION = Family(
+    "kvadmin_kvcache_aware_redis_duration_seconds",
+    "histogram",
+    "Time spent in the one-round-trip Redis index read of a decision",
+    ("model",),
+    LATENCY_BUCKETS,
+)
+SCORING_DURATION = Family(
+    "kvadmin_scoring_duration_seconds",
+    "histogram",
+    "Time to answer one scoring request, tokenization included",
+    ("model",),
+    LATENCY_BUCKETS,
+)
+DECISIONS = Family(
+    "kvadmin_decisions_total",
+    "counter",
+    "Scoring decisions by chosen pod (pod is empty when no candidate could be chosen)",
+    ("model", "pod"),
+)
+REQUESTED_BLOCKS = Family(
+    "kvadmin_requested_blocks_total",
+    "counter",
+    "Prompt blocks of the scored requests",
+    ("model",),
+)
+MATCHED_BLOCKS = Family(
+    "kvadmin_matched_blocks_total",
+    "counter",
+    "Prompt blocks the chosen pod already held, by the medium it held them in",
+    ("model", "medium"),
+)
+SCORING_ERRORS = Family(
+    "kvadmin_kvcache_aware_errors_total",
+    "counter",
+    "Scoring requests aborted by an error, by failing stage (tokenize or redis)",
+    ("model", "stage"),
+)
+
+RECORDED = (
+    APPLY_DURATION,
+    MATCH_RATIO,
+    TOKENIZE_DURATION,
+    INDEX_DURATION,
+    SCORING_DURATION,
+    DECISIONS,
+    REQUESTED_BLOCKS,
+    MATCHED_BLOCKS,
+    SCORING_ERRORS,
+)
+"""Every family with its own Redis hash, in exposition order."""
+
+
+def label_field(values: tuple[str, ...]) -> str:
+    return LABEL_SEPARATOR.join(v.replace(LABEL_SEPARATOR, "_") for v in values)
+
+
+def label_values(field: str) -> list[str]:
+    return field.split(LABEL_SEPARATOR)

@@ -1,0 +1,106 @@
+"""Readiness: can this web process do its job right now? For Kubernetes' readinessProbe.
+
+1. Redis (the index) answers a PING within a second.
+2. The database answers a query.
+3. When engines are registered (enabled), at least one ingest worker is alive (its heartbeat is
+   younger than a lease) and holds some stream's lease: otherwise the index silently goes
+   stale and scores mislead the router.
+
+Each check reports how long it took. The Redis client is made from settings at call time,
+with one-second timeouts and no retries, so a probe answers quickly when Redis is away.
+"""
+
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import connection
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from kvadmin.conf import knob
+from kvadmin.ingest.leases import WORKERS_KEY
+from scoring.keys import stream_lease_key
+
+PROBE_TIMEOUT_SECONDS = 1.0
+
+
+@dataclass(slots=True)
+class Check:
+    ok: bool
+    ms: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "ms": round(self.ms, 2), **self.details}
+
+
+@lru_cache(maxsize=8)
+def _probe_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_timeout=PROBE_TIMEOUT_SECONDS,
+        socket_connect_timeout=PROBE_TIMEOUT_SECONDS,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def readiness() -> tuple[bool, dict[str, dict[str, Any]]]:
+    client = _probe_client(settings.INDEX_REDIS_URL)
+    checks = {"redis": _timed(_redis, client), "database": _timed(_database)}
+    if checks["redis"].ok and checks["database"].ok:
+        checks["ingest"] = _timed(_ingest, client)
+    else:
+        checks["ingest"] = Check(False, details={"error": "needs Redis and the database"})
+    ready = all(check.ok for check in checks.values())
+    return ready, {name: check.as_dict() for name, check in checks.items()}
+
+
+def _timed(probe: Any, *args: Any) -> Check:
+    started = time.perf_counter()
+    try:
+        check = probe(*args)
+    except Exception as error:  # a probe reports every failure instead of raising
+        check = Check(False, details={"error": f"{type(error).__name__}: {error}"})
+    check.ms = (time.perf_counter() - started) * 1000
+    return check
+
+
+def _redis(client: redis.Redis) -> Check:
+    client.ping()
+    return Check(True)
+
+
+def _database() -> Check:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return Check(True)
+
+
+def _ingest(client: redis.Redis) -> Check:
+    from kvadmin.engines.models import Engine
+
+    streams = [
+        stream_lease_key(pod, rank)
+        for pod, dp_size in Engine.objects.filter(enabled=True).values_list("pod", "dp_size")
+        for rank in range(dp_size)
+    ]
+    if not streams:
+        return Check(True, details={"streams": 0})
+    pipe = client.pipeline(transaction=False)
+    pipe.zcount(WORKERS_KEY, time.time() - knob("LEASE_SECONDS"), "+inf")
+    for key in streams:
+        pipe.exists(key)
+    workers, *leased = pipe.execute()
+    held = sum(leased)
+    details = {"streams": len(streams), "leased": held, "workers": workers}
+    if not workers:
+        details["error"] = "no live ingest worker"
+    elif not held:
+        details["error"] = "no worker holds a stream lease"
+    return Check(bool(workers and held), details=details)

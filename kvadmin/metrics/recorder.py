@@ -1,0 +1,155 @@
+"""Recording measurements into the Redis metric families (`families.py`), from any process.
+
+The code that measures calls one function per event:
+
+- the ingest reader, after applying a run of batches:
+  `recorder.record_apply(self.client, stream.spec.id, batches, seconds)`
+- the decision log, per decision, inside the pipeline of its XADD (no extra round trip):
+  `recorder.record_decision(pipe, decision)`
+- the scoring service, when tokenization or the index read fails:
+  `recorder.record_scoring_error(client, model, "tokenize")`
+
+Given a pipeline, the commands join it (no extra round trip; the caller executes it). Given a
+client, they are sent at once in one round trip and a Redis failure is logged, never raised:
+metrics must not fail the work they measure.
+"""
+
+import bisect
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Protocol
+
+import redis
+from redis.client import Pipeline
+
+from kvadmin.ingest.events import EventBatch
+from kvadmin.ingest.streams import StreamId
+from kvadmin.metrics import families as f
+from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_field
+from scoring.keys import stream_status_key
+
+log = logging.getLogger(__name__)
+
+HITS_KEY_PREFIX = "kvadmin:metrics:hits:"
+"""HASH per minute: decisions, blocks (requested), hits (decisions with a match) and
+"m:{medium}" (blocks the chosen pod held in medium): the dashboard's hit-ratio chart."""
+HITS_TTL_SECONDS = 2 * 3600
+
+Target = redis.Redis | Pipeline
+
+
+class _Scored(Protocol):
+    pod: str
+    media: Mapping[str, int]
+
+
+class DecisionLike(Protocol):
+    """What `record_decision` reads of a `kvadmin.routing.decisions.Decision`."""
+
+    ts: float
+    model: str
+    input: str
+    n_blocks: int
+    longest_match: int
+    chosen: str | None
+    scores: Sequence[_Scored]
+    timings_ms: Mapping[str, float]
+
+
+def hits_key(minute: int) -> str:
+    """`minute` is unix seconds // 60."""
+    return f"{HITS_KEY_PREFIX}{minute}"
+
+
+def observe(pipe: Pipeline, family: Family, labels: tuple[str, ...], value: float) -> None:
+    """One observation of a histogram family: its bucket and its sum."""
+    field = label_field(labels)
+    bucket = bisect.bisect_left(family.buckets, value)
+    pipe.hincrby(family.key, f"{field}{BUCKET_SEPARATOR}{bucket}", 1)
+    pipe.hincrbyfloat(family.key, f"{field}{BUCKET_SEPARATOR}sum", value)
+
+
+def inc(pipe: Pipeline, family: Family, labels: tuple[str, ...], amount: int = 1) -> None:
+    pipe.hincrby(family.key, label_field(labels), amount)
+
+
+def record_apply(
+    target: Target,
+    stream: StreamId,
+    batches: Sequence[tuple[int, EventBatch]],
+    seconds: float,
+    now: float | None = None,
+) -> None:
+    """A run of a stream's batches was applied in `seconds`: the apply-latency histogram; in
+    the stream's status hash, when (`last_event_at`, unix seconds) and how far behind its
+    engine (`lag_seconds`, from the last batch's publish time when it has one)."""
+    now = time.time() if now is None else now
+    applied: dict[str, str | int] = {"last_event_at": int(now)}
+    published = batches[-1][1].ts if batches else 0.0
+    if published > 0:
+        applied["lag_seconds"] = f"{max(0.0, now - published):.3f}"
+    with _pipeline(target) as pipe:
+        observe(pipe, f.APPLY_DURATION, (stream.pod,), seconds)
+        pipe.hset(stream_status_key(stream.pod, stream.rank), mapping=applied)
+
+
+def record_decision(target: Target, decision: DecisionLike) -> None:
+    """One scoring decision: latencies (tokenize only when text was tokenized), kthena's match
+    ratio (the best candidate's matched fraction of the prompt's blocks), the decision per
+    chosen pod, and the blocks the chosen pod held per medium (also per minute, for the
+    dashboard's hit-ratio chart)."""
+    model, timings = decision.model, decision.timings_ms
+    chosen = next((s for s in decision.scores if s.pod == decision.chosen), None)
+    media = chosen.media if chosen is not None else {}
+    ratio = decision.longest_match / decision.n_blocks if decision.n_blocks else 0.0
+    minute_key = hits_key(int(decision.ts // 60))
+    with _pipeline(target) as pipe:
+        observe(pipe, f.MATCH_RATIO, (model,), ratio)
+        if decision.input != "token_ids" and "tokenize" in timings:
+            observe(pipe, f.TOKENIZE_DURATION, (model,), timings["tokenize"] / 1000)
+        if "index" in timings:
+            observe(pipe, f.INDEX_DURATION, (model,), timings["index"] / 1000)
+        if "total" in timings:
+            observe(pipe, f.SCORING_DURATION, (model,), timings["total"] / 1000)
+        inc(pipe, f.DECISIONS, (model, decision.chosen or ""))
+        inc(pipe, f.REQUESTED_BLOCKS, (model,), decision.n_blocks)
+        pipe.hincrby(minute_key, "decisions", 1)
+        pipe.hincrby(minute_key, "blocks", decision.n_blocks)
+        if any(media.values()):
+            pipe.hincrby(minute_key, "hits", 1)
+        for medium, count in media.items():
+            if count:
+                inc(pipe, f.MATCHED_BLOCKS, (model, medium), count)
+                pipe.hincrby(minute_key, f"m:{medium}", count)
+        pipe.expire(minute_key, HITS_TTL_SECONDS)
+
+
+def record_scoring_error(target: Target, model: str, stage: str) -> None:
+    """A decision could not be made: `stage` is "tokenize" or "redis", as kthena labels it."""
+    with _pipeline(target) as pipe:
+        inc(pipe, f.SCORING_ERRORS, (model, stage))
+
+
+_failing = False
+
+
+@contextmanager
+def _pipeline(target: Target) -> Iterator[Pipeline]:
+    """The caller's pipeline as is, or a new one executed on exit (a failure logged once until
+    recording works again)."""
+    global _failing
+    if isinstance(target, Pipeline):
+        yield target
+        return
+    pipe = target.pipeline(transaction=False)
+    yield pipe
+    try:
+        pipe.execute()
+    except redis.RedisError as error:
+        if not _failing:
+            log.warning("metrics: could not record in Redis (%s)", error)
+        _failing = True
+        return
+    _failing = False

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from kvadmin.metrics import views
+
+urlpatterns = [
+    path("metrics", views.metrics, name="metrics"),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+]

@@ -1,0 +1,59 @@
+"""Operations endpoints: Prometheus metrics and Kubernetes probes. No session login: probes
+and scrapers are machines (metrics need a token or an allowed address)."""
+
+import logging
+
+import redis
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from kvadmin.metrics.access import may_read_metrics
+from kvadmin.metrics.collector import build_registry
+from kvadmin.metrics.health import readiness
+
+log = logging.getLogger(__name__)
+REGISTRY = build_registry()
+
+
+@login_not_required
+@require_safe
+@never_cache
+def metrics(request: HttpRequest) -> HttpResponse:
+    if not may_read_metrics(request):
+        response = HttpResponse(
+            "metrics need an API token (Authorization: Bearer <token>) or an address in "
+            "KVADMIN_METRICS_ALLOW\n",
+            status=401,
+            content_type="text/plain",
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="kvadmin"'
+        return response
+    try:
+        body = generate_latest(REGISTRY)
+    except redis.RedisError as error:
+        log.warning("metrics: Redis unavailable (%s)", error)
+        return HttpResponse(f"Redis unavailable: {error}\n", status=503, content_type="text/plain")
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+@login_not_required
+@require_safe
+@never_cache
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: the process answers HTTP. Depends on nothing else, on purpose: a Redis outage
+    must not make Kubernetes restart every web pod."""
+    return JsonResponse({"status": "ok"})
+
+
+@login_not_required
+@require_safe
+@never_cache
+def readyz(request: HttpRequest) -> JsonResponse:
+    ready, checks = readiness()
+    return JsonResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status=200 if ready else 503,
+    )

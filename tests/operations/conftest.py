@@ -1,0 +1,42 @@
+"""Operations tests reuse ingestion's publisher and ingest-loop fixtures and scrape /metrics
+the way Prometheus does."""
+
+from collections.abc import Callable
+
+import pytest
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from kvadmin.api.models import ApiToken
+from tests.ingest.conftest import publisher, start_loop  # noqa: F401  (shared fixtures)
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+Scrape = Callable[[], Samples]
+
+
+def parse(text: str) -> Samples:
+    """sample name + labels -> value, e.g. ("kvadmin_ingest_batches_total", {pod, rank})."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+@pytest.fixture
+def scrape(db) -> Scrape:
+    """GET /metrics with a Prometheus scraper's API token; the parsed samples."""
+    _, token = ApiToken.issue("prometheus")
+    client = Client()
+
+    def get() -> Samples:
+        response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}")
+        assert response.status_code == 200, response.content
+        assert response["Content-Type"].startswith("text/plain; version=")
+        return parse(response.content.decode())
+
+    return get

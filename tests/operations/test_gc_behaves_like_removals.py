@@ -1,0 +1,104 @@
+"""Garbage collection drops stale ownership exactly as the engine's removal events would have:
+what the engine sends afterwards (removals of collected blocks, stores of them again) keeps
+refcounts, residency and the matrix value right; per-rank and per-medium ownership that was
+refreshed stays."""
+
+import redis
+
+from kvadmin.ingest import gc
+from kvadmin.ingest.apply import Applier
+from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
+from scoring.keys import block_key, engine_blocks_key, engine_hash_key, refcount_key, residency_key
+from tests.ingest.blocks import std, tokens
+
+POD, MODEL = "vllm-0.ns", "M"
+OLD, NOW, MAX_AGE = 1_000, 1_000_000, 86_400
+
+
+class Engine:
+    """One DP pod's two streams, sending events at a given time."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.applier = Applier(client)
+        self.seqs = {0: -1, 1: -1}
+
+    def send(self, rank: int, at: int, *events) -> None:
+        self.seqs[rank] += 1
+        batch = EventBatch(ts=float(at), events=list(events))
+        self.applier.apply_batch(POD, MODEL, "vllm", rank, self.seqs[rank], batch, now=at)
+
+
+class DiesBeforeDraining(Applier):
+    """A worker that dies right after applying a clear, before it drains the retired blocks."""
+
+    def _drain(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def stored(n: int, medium: str = "GPU", engine_hash: int | None = None) -> BlockStored:
+    return BlockStored((str(engine_hash or 100 + n),), tokens(n), 16, medium)
+
+
+def offloaded(n: int, medium: str = "CPU") -> BlockStored:
+    return BlockStored((str(100 + n),), (), 0, medium)
+
+
+def _collect(client: redis.Redis) -> gc.GcReport:
+    return gc.collect_garbage(client, MAX_AGE, registered=lambda: {POD}, now=NOW)
+
+
+def test_a_collected_block_can_be_removed_and_stored_again(redis_client) -> None:
+    engine = Engine(redis_client)
+    engine.send(0, OLD, stored(1))
+    _collect(redis_client)
+
+    engine.send(0, NOW, BlockRemoved(("101",), "GPU"))
+    assert redis_client.hgetall(refcount_key(POD)) == {}
+    engine.send(0, NOW, stored(1))
+
+    assert redis_client.hgetall(refcount_key(POD)) == {f"{std(1)}|GPU": "1"}
+    assert redis_client.hget(block_key(MODEL, std(1)), POD) == f"{NOW}|GPU"
+    engine.send(0, NOW, BlockRemoved(("101",), "GPU"))
+    assert redis_client.exists(block_key(MODEL, std(1)), residency_key(POD, "GPU")) == 0
+
+
+def test_a_stale_gpu_copy_goes_and_the_fresh_cpu_copy_takes_over(redis_client) -> None:
+    engine = Engine(redis_client)
+    engine.send(0, OLD, stored(1))
+    engine.send(0, NOW - 10, offloaded(1))
+
+    report = _collect(redis_client)
+
+    assert (report.ownerships, report.blocks) == (1, 0)
+    assert redis_client.hget(block_key(MODEL, std(1)), POD) == f"{NOW - 10}|CPU"
+    assert redis_client.hget(engine_blocks_key(POD, 0), "101") == f"{std(1)}|CPU"
+    assert redis_client.get(engine_hash_key("vllm", POD, 101)) == str(std(1))
+    assert redis_client.zscore(residency_key(POD, "GPU"), str(std(1))) is None
+
+
+def test_a_block_another_rank_stored_again_stays(redis_client) -> None:
+    """Residency is the pod's last store of the block in that medium, by any rank."""
+    engine = Engine(redis_client)
+    engine.send(0, OLD, stored(1))
+    engine.send(1, NOW - 10, stored(1, engine_hash=555))
+
+    report = _collect(redis_client)
+
+    assert report.ownerships == 0
+    assert redis_client.hget(refcount_key(POD), f"{std(1)}|GPU") == "2"
+    assert redis_client.hget(block_key(MODEL, std(1)), POD) == f"{NOW - 10}|GPU"
+
+
+def test_blocks_a_dead_worker_left_retired_are_released_first(redis_client) -> None:
+    """A clear whose drain never ran (the worker died) still holds references: the collector
+    drains them, then collects."""
+    engine = Engine(redis_client)
+    engine.send(0, OLD, stored(1), stored(2))
+    engine.applier = DiesBeforeDraining(redis_client)
+    engine.send(0, NOW - 10, AllBlocksCleared())
+    assert redis_client.hlen(refcount_key(POD)) == 2
+
+    _collect(redis_client)
+
+    assert redis_client.hgetall(refcount_key(POD)) == {}
+    assert redis_client.exists(block_key(MODEL, std(1)), block_key(MODEL, std(2))) == 0

@@ -1,0 +1,60 @@
+"""Pods the engine registry no longer lists (removed while Redis was away, say) are purged by
+garbage collection; registered pods keep their fresh entries."""
+
+import time
+
+import redis
+
+from kvadmin.ingest import gc
+from kvadmin.ingest.apply import Applier
+from kvadmin.ingest.events import BlockStored, EventBatch
+from scoring.keys import POD_MODELS_KEY, block_key, residency_key
+from tests.ingest.blocks import std, tokens
+
+MODEL = "M"
+
+
+def _store(applier: Applier, pod: str, *blocks: int) -> None:
+    token_ids = tuple(t for n in blocks for t in tokens(n))
+    event = BlockStored(tuple(str(100 + n) for n in blocks), token_ids, 16, "GPU")
+    applier.apply_batch(pod, MODEL, "vllm", 0, 0, EventBatch(ts=0.0, events=[event]))
+
+
+def test_an_unregistered_pod_is_purged(redis_client: redis.Redis) -> None:
+    applier = Applier(redis_client)
+    _store(applier, "kept.ns", 1, 2)
+    _store(applier, "gone.ns", 1, 2, 3)
+
+    report = gc.collect_garbage(redis_client, 86400, registered=lambda: {"kept.ns"})
+
+    assert (report.pods_purged, report.purged_blocks) == (1, 3)
+    assert redis_client.hkeys(POD_MODELS_KEY) == ["kept.ns"]
+    assert redis_client.hgetall(block_key(MODEL, std(1))).keys() == {"kept.ns"}
+    assert redis_client.exists(block_key(MODEL, std(3))) == 0
+    assert redis_client.exists(residency_key("gone.ns", "GPU")) == 0
+    assert (report.ownerships, report.blocks) == (0, 0), "kept.ns's entries are fresh"
+
+
+def test_a_second_collector_finds_the_run_taken(redis_client: redis.Redis) -> None:
+    """Another process got there first: one run at a time."""
+    lock = redis_client.lock(gc.LOCK_KEY, timeout=30)
+    assert lock.acquire(blocking=False)
+    try:
+        try:
+            gc.collect_garbage(redis_client, 86400, registered=set)
+        except gc.AnotherRunIsActive:
+            pass
+        else:
+            raise AssertionError("ran while another run held the lock")
+    finally:
+        lock.release()
+    assert gc.last_run(redis_client) is None
+
+
+def test_a_run_is_due_after_the_interval(redis_client: redis.Redis) -> None:
+    assert gc.due(redis_client, 600)
+    report = gc.collect_garbage(redis_client, 86400, registered=set)
+
+    assert not gc.due(redis_client, 600, now=report.started_at + 599)
+    assert gc.due(redis_client, 600, now=report.started_at + 600)
+    assert time.time() - 5 < report.started_at <= report.finished_at

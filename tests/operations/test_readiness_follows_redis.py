@@ -1,0 +1,45 @@
+"""Readiness fails fast while Redis is down and recovers by itself when Redis is back: probed
+against a Redis server of this test's own, never the session's."""
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.test import Client, override_settings
+
+from kvadmin.redis_server import RedisServer
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A redis-server on a free port, that the test stops and starts again."""
+    server = RedisServer().start()
+    with override_settings(INDEX_REDIS_URL=server.url):
+        yield server
+    server.stop()
+
+
+def _ready(client: Client) -> tuple[int, dict]:
+    response = client.get("/readyz")
+    return response.status_code, json.loads(response.content)
+
+
+def test_readiness_fails_while_redis_is_down_and_recovers(own_redis, client: Client) -> None:
+    assert _ready(client)[0] == 200
+
+    own_redis.stop()
+    started = time.monotonic()
+    code, body = _ready(client)
+
+    assert code == 503
+    assert time.monotonic() - started < 2, "a probe must answer within its timeout"
+    assert body["checks"]["redis"]["ok"] is False
+    assert "Connection" in body["checks"]["redis"]["error"]
+    assert body["checks"]["database"]["ok"] is True
+
+    own_redis.start()
+    wait_until(lambda: _ready(client)[0] == 200, timeout=10, what="readiness to recover")
