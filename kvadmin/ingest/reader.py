@@ -30,7 +30,7 @@ import redis
 import zmq
 
 from kvadmin.ingest import status
-from kvadmin.ingest.apply import Applier
+from kvadmin.ingest.apply import DEFAULT_PREFERENCE, Applier, MediaPreference
 from kvadmin.ingest.decode import BadFrames, UndecodableBatch, decode_batch, split_frames
 from kvadmin.ingest.events import EventBatch
 from kvadmin.ingest.leases import Leases
@@ -88,11 +88,13 @@ class IngestLoop:
         lease_seconds: float = 10.0,
         purge_on_gap: bool = True,
         worker_id: str | None = None,
+        preference: Callable[[], MediaPreference] = lambda: DEFAULT_PREFERENCE,
     ) -> None:
         self.client = client
         self.load_streams = load_streams
         self.registry_version = registry_version
         self.purge_on_gap = purge_on_gap
+        self.preference = preference
         self.worker_id = worker_id or f"{socket.gethostname()}:{threading.get_native_id()}"
         self.leases = Leases(client, self.worker_id, lease_seconds)
         self.applier = Applier(client)
@@ -265,7 +267,9 @@ class IngestLoop:
             return
         batches, stream.pending = stream.pending, []
         started = time.perf_counter()
-        self.applier.apply_batches(stream.spec, batches, now=int(time.time()))
+        self.applier.apply_batches(
+            stream.spec, batches, now=int(time.time()), preference=self.preference()
+        )
         recorder.record_apply(self.client, stream.spec.id, batches, time.perf_counter() - started)
         stream.last_applied = batches[-1][0]
         status.applied_digest(self.client, stream.spec.id, payload_digest(stream.last_payload))

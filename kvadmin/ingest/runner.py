@@ -14,6 +14,7 @@ log = logging.getLogger(__name__)
 
 def build_loop(worker_id: str | None = None) -> IngestLoop:
     from kvadmin.engines.registry import load_streams, registry_version
+    from kvadmin.weights.active import active_media_preference
 
     return IngestLoop(
         client=index_client(),
@@ -22,6 +23,7 @@ def build_loop(worker_id: str | None = None) -> IngestLoop:
         lease_seconds=knob("LEASE_SECONDS"),
         purge_on_gap=knob("PURGE_ON_GAP"),
         worker_id=worker_id,
+        preference=active_media_preference,
     )
 
 

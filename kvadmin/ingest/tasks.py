@@ -8,7 +8,9 @@ from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.decode import UndecodableBatch, decode_batch
 from kvadmin.ingest.events import EventBatch
 from kvadmin.ingest.streams import StreamSpec
+from kvadmin.metrics import recorder
 from kvadmin.redis_clients import index_bytes_client, index_client
+from kvadmin.weights.active import active_media_preference
 
 
 def _spec(pod: str, rank: int | None) -> StreamSpec | None:
@@ -59,7 +61,11 @@ def _apply_one(applier: Applier, pod: str, seq: int, payload: bytes) -> None:
     spec = _spec(pod, batch.rank)
     if spec is None:
         return  # the engine was removed: its entries are purged, drop what it pushed
-    applier.apply_batches(spec, [(seq, batch)], now=int(time.time()))
+    started = time.perf_counter()
+    applier.apply_batches(
+        spec, [(seq, batch)], now=int(time.time()), preference=active_media_preference()
+    )
+    recorder.record_apply(applier.client, spec.id, [(seq, batch)], time.perf_counter() - started)
 
 
 @shared_task(name="kvadmin.ingest.collect_garbage", ignore_result=True)
@@ -67,7 +73,6 @@ def collect_garbage(force: bool = False) -> None:
     """Beat sends this every minute; a run happens once GC_INTERVAL_SECONDS have passed since
     the last one started (at once with `force`), unless another process is running one."""
     from kvadmin.engines.models import Engine
-    from kvadmin.weights.active import active_media_preference
 
     client = index_client()
     if not force and not gc.due(client, knob("GC_INTERVAL_SECONDS")):
