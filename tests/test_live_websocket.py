@@ -29,7 +29,7 @@ async def _receive_published(url: str, cookie: str, origin: str) -> str:
     async with websockets.connect(url, additional_headers=headers) as socket:
         # Publishing may race the group join; publish until a frame arrives.
         for _ in range(50):
-            await asyncio.to_thread(publish_html, "feed", "<tr id='hello'>hi</tr>")
+            await asyncio.to_thread(publish_html, "dashboard", "<tr id='hello'>hi</tr>")
             try:
                 return await asyncio.wait_for(socket.recv(), timeout=0.2)
             except TimeoutError:
@@ -39,7 +39,7 @@ async def _receive_published(url: str, cookie: str, origin: str) -> str:
 
 def test_a_group_message_reaches_a_logged_in_socket(asgi_server, session_cookie) -> None:
     frame = async_to_sync(_receive_published)(
-        _ws_url(asgi_server, "feed"), session_cookie, asgi_server
+        _ws_url(asgi_server, "dashboard"), session_cookie, asgi_server
     )
     assert frame == "<tr id='hello'>hi</tr>"
 

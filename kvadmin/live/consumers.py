@@ -21,7 +21,17 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.close(code=4403)
             return
         await self.channel_layer.group_add(group_name(self.topic), self.channel_name)
+        await self.joined()
         await self.accept()
+        await self.opened()
+
+    async def joined(self) -> None:
+        """Hook for pages with more to follow than the group: subscribe here, before the socket
+        opens, so nothing sent after the browser sees it open is missed. May raise
+        DenyConnection."""
+
+    async def opened(self) -> None:
+        """Hook: the socket is open; send the first frame."""
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "topic", None) in TOPICS:

@@ -1,0 +1,1 @@
+"""Routing: scoring requests (`service.score`), the decision log and the live feed."""

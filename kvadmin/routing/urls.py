@@ -1,3 +1,12 @@
-from django.urls import path  # noqa: F401
+from django.urls import path, re_path
 
-urlpatterns: list = []
+from kvadmin.routing import views
+
+urlpatterns = [
+    path("feed/", views.feed, name="feed"),
+    re_path(
+        r"^feed/decisions/(?P<log_id>[0-9]+-[0-9]+)/$",
+        views.decision_explanation,
+        name="feed-decision",
+    ),
+]

@@ -1,0 +1,258 @@
+"""Ingest benchmark (issue 4): stored blocks per second, kvadmin against kthena's sidecar.
+
+1. Records a realistic stream: 8 simulated vLLM engines (GPU tier with LRU eviction, CPU
+   offload through placeholders) serve shared-prefix prompts that store 1 to 8 new blocks.
+2. kvadmin end to end: the recorded batches go out over real ZMQ PUB sockets as fast as they
+   can; ONE ingest process (the loop a Celery worker runs) applies them; the clock stops when
+   every stream's last seq is visible in Redis.
+3. The same recorded stream, decoded and applied in this process: kvadmin's applier and the
+   kthena-style baseline (per event one MULTI pipeline of SET, EXPIRE, HSET per block; one GET
+   per removed hash), each on an empty index.
+4. Lag: a steady 20,000 blocks/s through the ingest process; a reader polls the streams' last
+   seq every millisecond and takes, per batch, the time from publishing to visible.
+
+Run: .venv/bin/python bench/ingest.py [--requests N]
+"""
+
+import argparse
+import multiprocessing
+import os
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from statistics import quantiles
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import redis  # noqa: E402
+
+from kvadmin.fleet.cache import CacheModel, lower_tiers_for  # noqa: E402
+from kvadmin.fleet.wire import Encoding, Publisher, encode_batch  # noqa: E402
+from kvadmin.ingest.apply import Applier  # noqa: E402
+from kvadmin.ingest.baseline import KthenaBaseline  # noqa: E402
+from kvadmin.ingest.decode import decode_batch  # noqa: E402
+from kvadmin.ingest.events import BlockStored, Event  # noqa: E402
+from kvadmin.ingest.streams import StreamId, StreamSpec  # noqa: E402
+from kvadmin.redis_server import RedisServer  # noqa: E402
+from scoring.keys import stream_status_key  # noqa: E402
+
+ENGINES = 8
+MODEL = "Qwen/Qwen3-8B"
+ENCODING = Encoding.VLLM_MAP
+LAG_BLOCKS_PER_SECOND = 20_000
+LAG_SECONDS = 5.0
+
+
+def record(requests_per_engine: int, seed: int = 1) -> list[list[list[Event]]]:
+    """Per engine, the event lists of its batches (one batch per served prompt)."""
+    rng = random.Random(seed)
+    prefixes = [
+        [rng.randrange(1, 150_000) for _ in range(16 * rng.randint(2, 16))] for _ in range(32)
+    ]
+    streams = []
+    for _ in range(ENGINES):
+        cache = CacheModel("vllm", 4096, lower_tiers_for("vllm", cpu_blocks=8192))
+        batches = []
+        for _ in range(requests_per_engine):
+            new = [rng.randrange(1, 150_000) for _ in range(16 * rng.randint(1, 8))]
+            events = cache.serve(rng.choice(prefixes) + new + [1]).events
+            if events:
+                batches.append(events)
+        streams.append(batches)
+    return streams
+
+
+def stored_blocks(streams: list[list[list[Event]]]) -> int:
+    return sum(
+        len(event.block_hashes)
+        for batches in streams
+        for events in batches
+        for event in events
+        if isinstance(event, BlockStored)
+    )
+
+
+def spec(n: int, publisher: Publisher) -> StreamSpec:
+    return StreamSpec(
+        StreamId(f"vllm-{n}.bench", 0), MODEL, "vllm", publisher.endpoint,
+        publisher.replay_endpoint, b"", 16,
+    )  # fmt: skip
+
+
+def run_loop(redis_url: str, specs: list[StreamSpec], stop: "multiprocessing.Event") -> None:
+    """The ingest process: one IngestLoop, as in a Celery worker, until `stop` is set."""
+    from kvadmin.ingest.reader import IngestLoop
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    loop = IngestLoop(client, lambda: specs, lambda: 0, worker_id="bench")
+    thread = threading.Thread(target=loop.run)
+    thread.start()
+    stop.wait()
+    loop.stop()
+    thread.join()
+
+
+class IngestProcess:
+    def __init__(self, redis_url: str, specs: list[StreamSpec]) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.stop = context.Event()
+        self.process = context.Process(target=run_loop, args=(redis_url, specs, self.stop))
+        self.process.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.process.join(timeout=30)
+
+
+def last_seqs(client: redis.Redis, specs: list[StreamSpec]) -> list[int]:
+    pipe = client.pipeline(transaction=False)
+    for s in specs:
+        pipe.hget(stream_status_key(s.id.pod, s.id.rank), "last_seq")
+    return [int(v) if v is not None else -1 for v in pipe.execute()]
+
+
+def wait_connected(client: redis.Redis, specs: list[StreamSpec], publishers) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        pipe = client.pipeline(transaction=False)
+        for s in specs:
+            pipe.hget(stream_status_key(s.id.pod, s.id.rank), "connected")
+        if all(v == "1" for v in pipe.execute()):
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit("the ingest process did not connect")
+        time.sleep(0.01)
+    for publisher in publishers:
+        publisher.wait_for_subscribers()
+
+
+def end_to_end(url: str, streams: list[list[list[Event]]]) -> float:
+    """kvadmin through ZMQ and the ingest process; returns seconds until all is visible."""
+    payloads = [[encode_batch(ENCODING, events, ts=1.0) for events in s] for s in streams]
+    publishers = [Publisher(encoding=ENCODING, buffer_steps=1_000_000) for _ in streams]
+    specs = [spec(n, p) for n, p in enumerate(publishers)]
+    client = redis.Redis.from_url(url, decode_responses=True)
+    ingest = IngestProcess(url, specs)
+    try:
+        wait_connected(client, specs, publishers)
+        finals = [len(p) - 1 for p in payloads]
+        started = time.perf_counter()
+        for i in range(max(len(p) for p in payloads)):
+            for publisher, batches in zip(publishers, payloads, strict=True):
+                if i < len(batches):
+                    publisher.publish_payload(batches[i])
+        while last_seqs(client, specs) != finals:
+            time.sleep(0.001)
+        return time.perf_counter() - started
+    finally:
+        ingest.close()
+        for publisher in publishers:
+            publisher.close()
+
+
+def in_process(url: str, streams: list[list[list[Event]]], baseline: bool) -> float:
+    """Decode and apply the recorded stream in this process; returns seconds."""
+    payloads = [[encode_batch(ENCODING, events, ts=1.0) for events in s] for s in streams]
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    started = time.perf_counter()
+    if baseline:
+        applier = KthenaBaseline(client)
+        for n, batches in enumerate(payloads):
+            for payload in batches:
+                applier.apply_batch(f"vllm-{n}.bench", MODEL, "vllm", decode_batch(payload), 1)
+    else:
+        applier = Applier(client)
+        for n, batches in enumerate(payloads):
+            stream = StreamSpec(StreamId(f"vllm-{n}.bench", 0), MODEL, "vllm", "", None, b"", 16)
+            for at in range(0, len(batches), 200):
+                chunk = [(at + i, decode_batch(p)) for i, p in enumerate(batches[at : at + 200])]
+                applier.apply_batches(stream, chunk, now=1)
+    return time.perf_counter() - started
+
+
+def lag(url: str, streams: list[list[list[Event]]]) -> list[float]:
+    """Publish at a steady LAG_BLOCKS_PER_SECOND; per batch, seconds from publish to visible."""
+    client = redis.Redis.from_url(url, decode_responses=True)
+    client.flushdb()
+    publishers = [Publisher(encoding=ENCODING) for _ in streams]
+    specs = [spec(n, p) for n, p in enumerate(publishers)]
+    ingest = IngestProcess(url, specs)
+    published: list[dict[int, float]] = [{} for _ in streams]
+    lags: list[float] = []
+    done = threading.Event()
+
+    def observe() -> None:
+        seen = [-1] * len(specs)
+        while not done.is_set():
+            now = time.perf_counter()
+            for n, seq in enumerate(last_seqs(client, specs)):
+                for s in range(seen[n] + 1, seq + 1):
+                    lags.append(now - published[n][s])
+                seen[n] = max(seen[n], seq)
+            time.sleep(0.001)
+
+    try:
+        wait_connected(client, specs, publishers)
+        watcher = threading.Thread(target=observe)
+        watcher.start()
+        order = [(n, events) for i in range(10**9) for n, s in enumerate(streams) if i < len(s)
+                 for events in [s[i]]]  # fmt: skip
+        started = time.perf_counter()
+        blocks = 0
+        for n, events in order:
+            elapsed = time.perf_counter() - started
+            if elapsed > LAG_SECONDS:
+                break
+            ahead = blocks / LAG_BLOCKS_PER_SECOND - elapsed
+            if ahead > 0:
+                time.sleep(ahead)
+            seq = publishers[n].next_seq
+            published[n][seq] = time.perf_counter()
+            publishers[n].publish_payload(encode_batch(ENCODING, events))
+            blocks += sum(len(e.block_hashes) for e in events if isinstance(e, BlockStored))
+        finals = [p.next_seq - 1 for p in publishers]
+        deadline = time.monotonic() + 30
+        while last_seqs(client, specs) != finals and time.monotonic() < deadline:
+            time.sleep(0.005)
+        done.set()
+        watcher.join()
+        return lags
+    finally:
+        ingest.close()
+        for publisher in publishers:
+            publisher.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=6000, help="prompts served per engine")
+    args = parser.parse_args()
+    streams = record(args.requests)
+    blocks = stored_blocks(streams)
+    events = sum(len(e) for s in streams for e in s)
+    batches = sum(len(s) for s in streams)
+    print(f"recorded: {ENGINES} engines, {batches:,} batches, {events:,} events, "
+          f"{blocks:,} stored blocks (with tokens or offload placeholders)")  # fmt: skip
+    with RedisServer() as server:
+        e2e = end_to_end(server.url, streams)
+        kvadmin_local = in_process(server.url, streams, baseline=False)
+        baseline_local = in_process(server.url, streams, baseline=True)
+        lags = lag(server.url, streams)
+    rate = blocks / e2e
+    print(f"kvadmin, ZMQ -> one ingest process -> Redis: {rate:>10,.0f} blocks/s ({e2e:.2f} s)")
+    print(f"kvadmin applier, in process:               {blocks / kvadmin_local:>10,.0f} blocks/s")
+    print(f"kthena-style baseline, in process:         {blocks / baseline_local:>10,.0f} blocks/s")
+    print(f"ratio end to end / baseline: {rate / (blocks / baseline_local):.2f}x "
+          f"(applier alone: {baseline_local / kvadmin_local:.2f}x)")  # fmt: skip
+    cuts = quantiles(lags, n=100)
+    print(f"lag at {LAG_BLOCKS_PER_SECOND:,} blocks/s over {len(lags):,} batches: "
+          f"p50 {cuts[49] * 1000:.1f} ms, p99 {cuts[98] * 1000:.1f} ms")  # fmt: skip
+    print(f"(cores: {os.cpu_count()}; Redis and both processes share them)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""The OpenAPI 3.1 document of every /api/v1/ endpoint, served at /api/v1/openapi.json.
+
+Hand-written next to the views it describes: the API is small and its error contract (which
+field, which status) is the part clients need spelled out. tests/routing/test_openapi_doc.py
+checks that every route in kvadmin/api/urls.py appears here; add a route, describe it here.
+"""
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from kvadmin.api.auth import authenticate
+from kvadmin.routing.service import INPUTS, MAX_REQUEST_ID
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _error_response(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref("Error")}}}
+
+
+_UNAUTHORIZED = _error_response("No valid API token (missing, unknown or revoked).")
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {"type": "string", "description": "What is wrong, naming the field."},
+            "field": {"type": "string", "description": "The request field at fault, if any."},
+        },
+    },
+    "ScoreRequest": {
+        "type": "object",
+        "required": ["model"],
+        "description": f"Exactly one of {', '.join(INPUTS)}.",
+        "properties": {
+            "model": {"type": "string", "description": "The served model name."},
+            "token_ids": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
+                "minItems": 1,
+                "description": "At most KVADMIN_SCORE_MAX_TOKENS (default 262144).",
+            },
+            "prompt": {"type": "string", "description": "Tokenized by a candidate engine."},
+            "messages": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["role", "content"],
+                    "properties": {
+                        "role": {"type": "string"},
+                        "content": {
+                            "oneOf": [
+                                {"type": "string"},
+                                {"type": "array", "items": {"type": "object"}},
+                            ],
+                            "description": "Text, or content parts whose text parts count.",
+                        },
+                    },
+                },
+                "description": "Chat messages; the engine applies its chat template.",
+            },
+            "pods": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "description": "Candidate pods (registered engines of the model). Default: "
+                "every enabled engine serving the model.",
+            },
+            "request_id": {"type": "string", "maxLength": MAX_REQUEST_ID},
+        },
+    },
+    "PodScore": {
+        "type": "object",
+        "properties": {
+            "pod": {"type": "string"},
+            "score": {"type": "integer", "description": "int(weighted_sum / blocks * 100)"},
+            "matched_blocks": {"type": "integer"},
+            "weighted_sum": {"type": "number"},
+            "media": {
+                "type": "object",
+                "additionalProperties": {"type": "integer"},
+                "description": 'Matched blocks per medium; "" is no medium.',
+            },
+            "runs": {
+                "type": "array",
+                "items": {"type": "array", "prefixItems": [{"type": ["string", "null"]}, {}]},
+                "description": "Media of the matched blocks in order, run-length encoded.",
+            },
+        },
+    },
+    "Decision": {
+        "type": "object",
+        "properties": {
+            "decision_id": {"type": "string"},
+            "ts": {"type": "number", "description": "Unix seconds."},
+            "request_id": {"type": ["string", "null"]},
+            "model": {"type": "string"},
+            "input": {"enum": list(INPUTS)},
+            "tokens": {"type": "integer"},
+            "blocks": {"type": "integer", "description": "Hashed blocks (at most 128)."},
+            "first_block": {"type": "integer", "description": "Hash of block 0."},
+            "longest_match": {"type": "integer"},
+            "candidates": {"type": "array", "items": {"type": "string"}},
+            "chosen": {"type": ["string", "null"]},
+            "tie_break": {
+                "type": "boolean",
+                "description": "Chosen by rendezvous hashing of first_block among tied pods.",
+            },
+            "scores": {"type": "array", "items": _ref("PodScore")},
+            "dropped": {
+                "type": "object",
+                "properties": {
+                    "non_candidates": {"type": "array", "items": {"type": "string"}},
+                    "stale": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+            "weights_version": {"type": "integer"},
+            "weights": {"type": "object", "additionalProperties": {"type": "number"}},
+            "timings_ms": {
+                "type": "object",
+                "properties": {
+                    name: {"type": "number"}
+                    for name in ("tokenize", "hash", "index", "score", "total")
+                },
+            },
+        },
+    },
+}
+
+_PATHS: dict[str, Any] = {
+    "/api/v1/score": {
+        "post": {
+            "summary": "Choose a pod for one request and explain why",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref("ScoreRequest")}},
+            },
+            "responses": {
+                "200": {
+                    "description": "The decision (also recorded in the decision log).",
+                    "content": {"application/json": {"schema": _ref("Decision")}},
+                },
+                "400": _error_response(
+                    "Bad input: missing model, none or several inputs, bad or too many token "
+                    "ids, unknown candidate pods. `field` names the field."
+                ),
+                "401": _UNAUTHORIZED,
+                "413": _error_response("The body is larger than the server accepts."),
+                "422": _error_response("No engine serves the model."),
+                "503": _error_response("Tokenization failed on every candidate, or no index."),
+            },
+        }
+    },
+    "/api/v1/decisions": {
+        "get": {
+            "summary": "Recent decisions, newest first",
+            "parameters": [
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
+                },
+                {"name": "model", "in": "query", "schema": {"type": "string"}},
+                {
+                    "name": "pod",
+                    "in": "query",
+                    "schema": {"type": "string"},
+                    "description": "Decisions in which the pod was chosen or scored.",
+                },
+            ],
+            "responses": {
+                "200": {
+                    "description": "The decisions.",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "decisions": {"type": "array", "items": _ref("Decision")}
+                                },
+                            }
+                        }
+                    },
+                },
+                "400": _error_response("A bad `limit`."),
+                "401": _UNAUTHORIZED,
+            },
+        }
+    },
+    "/api/v1/events/{pod}": {
+        "post": {
+            "summary": "Push one msgpack KV event batch of a registered engine",
+            "parameters": [{"name": "pod", "in": "path", "required": True}],
+            "requestBody": {
+                "required": True,
+                "content": {"application/msgpack": {"schema": {"type": "string"}}},
+            },
+            "responses": {
+                "202": {"description": "Accepted: applied in order by a worker."},
+                "400": _error_response("An undecodable batch."),
+                "401": _UNAUTHORIZED,
+                "404": _error_response("No such engine."),
+                "413": _error_response("The batch is larger than KVADMIN_PUSH_MAX_BYTES."),
+                "415": _error_response("Not application/msgpack."),
+            },
+        }
+    },
+    "/api/v1/openapi.json": {
+        "get": {
+            "summary": "This document (an API token or a logged-in session)",
+            "responses": {"200": {"description": "OpenAPI 3.1"}, "401": _UNAUTHORIZED},
+        }
+    },
+}
+
+DOCUMENT: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "kvadmin API", "version": "1"},
+    "components": {
+        "schemas": _SCHEMAS,
+        "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
+    },
+    "security": [{"token": []}],
+    "paths": _PATHS,
+}
+
+
+@login_not_required
+@require_GET
+def openapi(request: HttpRequest) -> JsonResponse:
+    if not request.user.is_authenticated and authenticate(request) is None:
+        return JsonResponse({"error": "log in or send an API token"}, status=401)
+    return JsonResponse(DOCUMENT)

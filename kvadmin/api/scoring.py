@@ -1,0 +1,73 @@
+"""POST /api/v1/score and GET /api/v1/decisions: thin views over `routing.service.score` and
+`routing.decisions.recent`. Every bad input is a 4xx with the field at fault, never a 500."""
+
+from typing import Any
+
+import msgspec
+import redis
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET, require_POST
+
+from kvadmin.api.auth import api_token_required
+from kvadmin.routing import decisions, service
+
+MAX_DECISIONS = 1000
+
+
+def _json(payload: Any, status: int = 200) -> HttpResponse:
+    body = msgspec.json.encode(payload)
+    return HttpResponse(body, status=status, content_type="application/json")
+
+
+def _error(status: int, message: str, field: str | None = None) -> HttpResponse:
+    body: dict[str, Any] = {"error": message}
+    if field:
+        body["field"] = field
+    return _json(body, status)
+
+
+@api_token_required
+@require_POST
+def score(request: HttpRequest) -> HttpResponse:
+    """Score the candidate pods for one request and record the decision."""
+    try:
+        body = msgspec.json.decode(request.body)
+    except RequestDataTooBig:
+        return _error(413, "the request body is too large")
+    except msgspec.DecodeError as error:
+        return _error(400, f"the body is not valid JSON: {error}")
+    if not isinstance(body, dict):
+        return _error(400, "the body must be a JSON object")
+    try:
+        decision = service.score(
+            body.get("model"),
+            token_ids=body.get("token_ids"),
+            prompt=body.get("prompt"),
+            messages=body.get("messages"),
+            pods=body.get("pods"),
+            request_id=body.get("request_id"),
+        )
+    except service.ScoreError as error:
+        return _error(error.status, error.message, error.field)
+    return _json(decisions.to_api(decision))
+
+
+@api_token_required
+@require_GET
+def recent_decisions(request: HttpRequest) -> HttpResponse:
+    """The newest recorded decisions, newest first, optionally of one model or pod."""
+    raw_limit = request.GET.get("limit", "50")
+    try:
+        limit = int(raw_limit)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_DECISIONS:
+        return _error(400, f"`limit` must be an integer from 1 to {MAX_DECISIONS}", "limit")
+    try:
+        found = decisions.recent(
+            limit, model=request.GET.get("model") or None, pod=request.GET.get("pod") or None
+        )
+    except redis.RedisError as error:
+        return _error(503, f"the decision log is unavailable: {error}")
+    return _json({"decisions": [decisions.to_api(decision) for decision in found]})

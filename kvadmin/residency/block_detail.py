@@ -1,0 +1,187 @@
+"""One block of one model: every owner, in which media since when, whether kthena's router
+would count it, and the engine hashes that name it.
+
+Reads: the block's matrix key, then per owner its media, ranks and kind, then per owner and
+medium its residency score and refcount and per stream its status: four round trips whatever
+the index size.
+
+Engine hashes: the index maps engine hash -> std (the engine-blocks hashes
+`kvadmin:eh:{pod}|{rank}` and kthena's mapping keys, both keyed by engine hash) and keeps no
+reverse map, because ingestion never needs one. Finding the engine hashes of one std is a scan
+of the pod's engine blocks, so the page does it on request and in bounded steps: each request
+reads one HSCAN step of `SCAN_COUNT` entries of one stream and answers with what it found plus
+where to continue; htmx asks for the next step until the scan ends. A step costs Redis about a
+millisecond, and a pod with 100,000 cached blocks takes about twenty steps.
+"""
+
+import time
+from dataclasses import dataclass
+
+import redis
+
+from kvadmin.engines.models import Engine
+from kvadmin.redis_clients import index_client
+from kvadmin.residency.streams import StreamHealth, pod_started_at, read_streams, stream_ranks
+from scoring import keys
+from scoring.values import BlockValue, is_stale, parse_value
+
+SCAN_COUNT = 5000
+
+
+class UnknownBlock(LookupError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Residency:
+    medium: str
+    stored_at: int | None
+    """The pod's last store of the block in this medium (its residency score)."""
+    holders: int
+    """How many (rank, engine hash) pairs of the pod hold it there (its refcount)."""
+
+
+@dataclass(slots=True)
+class OwnerDetail:
+    pod: str
+    raw: str
+    """The matrix field value, as kthena's router reads it."""
+    value: BlockValue
+    residency: list[Residency]
+    streams: list[StreamHealth]
+    registered: bool
+    kind: str
+
+    @property
+    def started_at(self) -> int | None:
+        return pod_started_at(self.streams)
+
+    @property
+    def fresh(self) -> bool:
+        """kthena's router counts the owner (SPEC 2.4 step 1): written after the pod's last
+        start, or either time unknown."""
+        return not is_stale(self.value, self.started_at)
+
+    @property
+    def scan_ranks(self) -> list[int]:
+        return [stream.rank for stream in self.streams]
+
+
+@dataclass(slots=True)
+class BlockDetail:
+    model: str
+    std: int
+    owners: list[OwnerDetail]
+    now: int
+
+
+def block_detail(model: str, std: int, client: redis.Redis | None = None) -> BlockDetail:
+    """Raises UnknownBlock when no pod holds `std` of `model`."""
+    client = client or index_client()
+    fields: dict[str, str] = client.hgetall(keys.block_key(model, std))
+    if not fields:
+        raise UnknownBlock(f"{model}@{std}")
+    pods = sorted(fields)
+    pipe = client.pipeline(transaction=False)
+    for pod in pods:
+        pipe.smembers(keys.pod_media_key(pod))
+        pipe.smembers(keys.pod_ranks_key(pod))
+        pipe.hget(keys.POD_KINDS_KEY, pod)
+    replies = pipe.execute()
+    media = {pod: sorted(replies[3 * i]) for i, pod in enumerate(pods)}
+    indexed_ranks = {pod: replies[3 * i + 1] for i, pod in enumerate(pods)}
+    kinds = {pod: replies[3 * i + 2] or "" for i, pod in enumerate(pods)}
+    engines = {e.pod: e for e in Engine.objects.filter(pod__in=pods)}
+    ranks = {
+        pod: stream_ranks(engines[pod].dp_size if pod in engines else 0, indexed_ranks[pod])
+        for pod in pods
+    }
+    residency = _residency(client, std, media)
+    streams = read_streams(client, ranks)
+    owners = [
+        OwnerDetail(
+            pod=pod,
+            raw=fields[pod],
+            value=parse_value(fields[pod]),
+            residency=residency[pod],
+            streams=streams[pod],
+            registered=pod in engines,
+            kind=engines[pod].kind if pod in engines else kinds[pod],
+        )
+        for pod in pods
+    ]
+    return BlockDetail(model, std, owners, int(time.time()))
+
+
+def _residency(
+    client: redis.Redis, std: int, media: dict[str, list[str]]
+) -> dict[str, list[Residency]]:
+    """Residency score and refcount of the block per owner and medium it holds, one round trip.
+    Media where the pod does not hold this block are left out."""
+    pipe = client.pipeline(transaction=False)
+    wanted = [(pod, medium) for pod, pod_media in media.items() for medium in pod_media]
+    for pod, medium in wanted:
+        pipe.zscore(keys.residency_key(pod, medium), str(std))
+        pipe.hget(keys.refcount_key(pod), f"{std}|{medium}")
+    replies = pipe.execute() if wanted else []
+    held: dict[str, list[Residency]] = {pod: [] for pod in media}
+    for i, (pod, medium) in enumerate(wanted):
+        score, holders = replies[2 * i], replies[2 * i + 1]
+        if score is not None or holders is not None:
+            stored_at = int(score) if score is not None else None
+            held[pod].append(Residency(medium, stored_at, int(holders or 0)))
+    return held
+
+
+@dataclass(frozen=True, slots=True)
+class EngineBlock:
+    engine_hash: str
+    media: tuple[str, ...]
+    """The media this stream holds the engine block in, the primary tier first."""
+    mapping: bool
+    """kthena's mapping key for it exists."""
+    mapping_ttl: int | None
+    """Seconds left on the mapping key (None: absent or no expiry)."""
+
+
+@dataclass(slots=True)
+class ScanStep:
+    pod: str
+    rank: int | None
+    """The stream this step read (None: the pod has no engine blocks)."""
+    found: list[EngineBlock]
+    next_rank: int | None
+    """Where the next step starts, with `next_cursor`; None when the scan is complete."""
+    next_cursor: str
+
+
+def scan_engine_hashes(
+    pod: str, std: int, rank: int | None, cursor: str, client: redis.Redis | None = None
+) -> ScanStep:
+    """One HSCAN step over the engine blocks of stream `rank` of `pod` (the first stream when
+    None) for the engine hashes naming `std`. The pod's ranks SET names every stream with
+    engine blocks; the step moves on to the next rank when this stream's scan ends."""
+    client = client or index_client()
+    ranks = sorted(int(r) for r in client.smembers(keys.pod_ranks_key(pod)))
+    if rank is None:
+        if not ranks:
+            return ScanStep(pod, None, [], None, "0")
+        rank = ranks[0]
+    next_cursor, entries = client.hscan(
+        keys.engine_blocks_key(pod, rank), cursor=int(cursor), count=SCAN_COUNT
+    )
+    prefix = f"{std}|"
+    matches = [(eh, value) for eh, value in entries.items() if value.startswith(prefix)]
+    found: list[EngineBlock] = []
+    if matches:
+        kind = client.hget(keys.POD_KINDS_KEY, pod) or ""
+        pipe = client.pipeline(transaction=False)
+        for eh, _ in matches:
+            pipe.ttl(keys.engine_hash_key(kind, pod, eh))
+        for (eh, value), ttl in zip(matches, pipe.execute(), strict=True):
+            media = tuple(value.removeprefix(prefix).split(","))
+            found.append(EngineBlock(eh, media, ttl != -2, ttl if ttl >= 0 else None))
+    if int(next_cursor):
+        return ScanStep(pod, rank, found, rank, str(next_cursor))
+    later = [r for r in ranks if r > rank]
+    return ScanStep(pod, rank, found, later[0] if later else None, "0")

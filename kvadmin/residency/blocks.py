@@ -1,0 +1,123 @@
+"""The /blocks/ page: which models the index knows, their pods and media, and one page of
+their blocks (see `listing` for how a page is read)."""
+
+import time
+from dataclasses import dataclass, field
+
+import redis
+
+from kvadmin.engines.models import Engine
+from kvadmin.redis_clients import index_client
+from kvadmin.residency.listing import (
+    PAGE_SIZE,
+    BlockPage,
+    InvalidCursor,
+    Position,
+    media_of,
+    newest_blocks,
+    pods_of_model,
+)
+from scoring import keys
+from scoring.weights import normalize_name
+
+NO_MEDIUM = "(none)"
+"""How the filter names the empty medium (blocks stored with no medium)."""
+
+
+class UnknownModel(LookupError):
+    pass
+
+
+class InvalidFilter(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class BlocksQuery:
+    model: str | None = None
+    pod: str | None = None
+    medium: str | None = None
+    """A medium as engines spell it (matched case-insensitively), NO_MEDIUM, or None for all."""
+    after: Position | None = None
+
+
+@dataclass(slots=True)
+class BlocksListing:
+    models: list[str]
+    model: str | None
+    pods: list[str]
+    """The model's pods: registered for it or holding its blocks."""
+    media: list[str]
+    """Media the model's pods hold blocks in, as spelled; "" is no medium."""
+    query: BlocksQuery
+    page: BlockPage = field(default_factory=lambda: BlockPage([], None))
+    now: int = 0
+
+
+def known_models(pod_models: dict[str, str]) -> list[str]:
+    """Models of registered engines and models with entries in the index."""
+    registered = Engine.objects.values_list("model", flat=True).distinct()
+    return sorted(set(registered) | set(pod_models.values()))
+
+
+def browse_blocks(
+    query: BlocksQuery, limit: int = PAGE_SIZE, client: redis.Redis | None = None
+) -> BlocksListing:
+    """One page of a model's blocks (the first known model when none is named). Raises
+    UnknownModel for a model nobody serves or holds, InvalidFilter for a pod not serving it."""
+    client = client or index_client()
+    pod_models: dict[str, str] = client.hgetall(keys.POD_MODELS_KEY)
+    models = known_models(pod_models)
+    model = query.model or (models[0] if models else None)
+    if model is None:
+        return BlocksListing([], None, [], [], query, now=int(time.time()))
+    if model not in models:
+        raise UnknownModel(model)
+    indexed = pods_of_model(pod_models, model)
+    registered = Engine.objects.filter(model=model).values_list("pod", flat=True)
+    pods = sorted(set(indexed) | set(registered))
+    if query.pod and query.pod not in pods:
+        raise InvalidFilter(f"pod {query.pod!r} does not serve {model!r}")
+    media = media_of(client, indexed)
+    zsets = [
+        keys.residency_key(pod, medium)
+        for pod in indexed
+        if not query.pod or pod == query.pod
+        for medium in sorted(media[pod])
+        if _selected(medium, query.medium)
+    ]
+    return BlocksListing(
+        models=models,
+        model=model,
+        pods=pods,
+        media=sorted(set().union(*media.values())),
+        query=query,
+        page=newest_blocks(client, model, zsets, query.after, limit),
+        now=int(time.time()),
+    )
+
+
+def _selected(medium: str, wanted: str | None) -> bool:
+    if not wanted:
+        return True
+    if wanted == NO_MEDIUM:
+        return medium == ""
+    return normalize_name(medium) == normalize_name(wanted)
+
+
+def parse_query(params: dict[str, str]) -> BlocksQuery:
+    """The listing's query string; raises InvalidFilter (or InvalidCursor) for bad values."""
+    after = params.get("after") or None
+    return BlocksQuery(
+        model=params.get("model") or None,
+        pod=params.get("pod") or None,
+        medium=params.get("medium") or None,
+        after=_cursor(after) if after else None,
+    )
+
+
+def _cursor(text: str) -> Position:
+    try:
+        return Position.parse(text)
+    except InvalidCursor as error:
+        raise InvalidFilter(str(error)) from None

@@ -1,0 +1,230 @@
+"""A model's cached blocks, newest first, from the residency ZSETs the ingestion maintains.
+
+Nothing here scans the keyspace: the model's pods come from `kvadmin:pods`, their media from
+their media SETs, and the blocks from the per-pod, per-medium residency ZSETs
+(`kvadmin:res:{pod}|{medium}`, std -> last store second), read a page at a time.
+
+The listing order is (last store second desc, std desc): within one second Redis orders a
+ZSET's members by their bytes, so every ZSET is already in listing order and a page is a k-way
+merge of their heads. A block held by several pods or in several media is listed once, at its
+newest position among the ZSETs the filters select. A cursor is a position (second, std), so
+pages stay put while blocks are stored and removed around them.
+
+One page:
+1. Each ZSET that has no unread entries left gets its next entries after its last one
+   (after the cursor at first), one script call per ZSET, all in one pipeline
+   (`after_cursor.lua` finds the start by rank, so equal seconds are exact and cheap). The
+   first round reads a share of a page from each ZSET, later rounds `limit + 1`.
+2. Entries are taken in listing order only down to the "horizon", the highest last-read
+   position of the ZSETs that may hold more: below it a ZSET not yet read further could come
+   first. Each std is taken once per page.
+3. One pipelined ZMSCORE per ZSET gives each taken std's newest position among all of them;
+   a std whose newest position is elsewhere was listed before (an earlier page), so it goes.
+4. Repeat until the page has `limit + 1` blocks, the ZSETs are exhausted, or `MAX_ROUNDS`
+   rounds passed. The last case bounds the work of one request (blocks another ZSET re-stored
+   more recently can be skipped in bulk): the page is then short and its cursor is the last
+   position examined, so scrolling on continues from there.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import redis
+from redis.commands.core import Script
+
+from scoring import keys
+from scoring.values import BlockValue, parse_value
+
+PAGE_SIZE = 50
+MAX_ROUNDS = 6
+FIRST_READ = 8
+"""Entries the first round reads from each ZSET at least (later rounds read a page's worth)."""
+
+_AFTER_CURSOR = Path(__file__).with_name("after_cursor.lua").read_text()
+
+
+class InvalidCursor(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Position:
+    """Where a block sits in the listing: its last store second, then its std text."""
+
+    ts: int
+    std: str
+
+    def __str__(self) -> str:
+        return f"{self.ts}-{self.std}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Position":
+        ts, dash, std = text.partition("-")
+        if not (dash and ts.isascii() and ts.isdigit() and std.isascii() and std.isdigit()):
+            raise InvalidCursor(f"{text!r} is not a cursor ({{seconds}}-{{std hash}})")
+        return cls(int(ts), std)
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """One pod's field of a matrix key: what kthena's router reads."""
+
+    pod: str
+    value: BlockValue
+
+    @property
+    def medium(self) -> str | None:
+        return self.value.medium
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRow:
+    std: str
+    ts: int
+    """The newest store second among the ZSETs listed."""
+    owners: tuple[Owner, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockPage:
+    rows: list[BlockRow]
+    next_cursor: Position | None
+    """Where the next page starts; None at the end."""
+
+
+@cache
+def _script() -> Script:
+    # A Script keeps the source and its SHA; each call runs on the client (pipeline) given.
+    return Script(None, _AFTER_CURSOR.encode())  # type: ignore[arg-type]
+
+
+def pods_of_model(pod_models: dict[str, str], model: str) -> list[str]:
+    return sorted(pod for pod, served in pod_models.items() if served == model)
+
+
+def media_of(client: redis.Redis, pods: Sequence[str]) -> dict[str, set[str]]:
+    """Each pod's media with a residency ZSET, in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for pod in pods:
+        pipe.smembers(keys.pod_media_key(pod))
+    return {pod: set(media) for pod, media in zip(pods, pipe.execute(), strict=True)}
+
+
+def newest_blocks(
+    client: redis.Redis,
+    model: str,
+    zsets: Sequence[str],
+    after: Position | None = None,
+    limit: int = PAGE_SIZE,
+) -> BlockPage:
+    """One page of the blocks in `zsets` (residency keys of `model`'s pods) after `after`,
+    with their owners from one pipelined HGETALL of their matrix keys."""
+    positions, resume = _merge(client, zsets, after, limit)
+    page, more = positions[:limit], len(positions) > limit
+    next_cursor = Position(*page[-1]) if more else resume
+    return BlockPage(_rows(client, model, page), next_cursor)
+
+
+def owners_by_block(
+    client: redis.Redis, model: str, stds: Sequence[str | int]
+) -> list[tuple[Owner, ...]]:
+    """Every owner of each block, from one pipelined HGETALL of the matrix keys, by pod."""
+    pipe = client.pipeline(transaction=False)
+    for std in stds:
+        pipe.hgetall(keys.block_key(model, int(std)))
+    return [
+        tuple(Owner(pod, parse_value(raw)) for pod, raw in sorted(fields.items()))
+        for fields in (pipe.execute() if stds else [])
+    ]
+
+
+def _rows(client: redis.Redis, model: str, page: list[tuple[int, str]]) -> list[BlockRow]:
+    owners = owners_by_block(client, model, [std for _, std in page])
+    return [BlockRow(std, ts, held) for (ts, std), held in zip(page, owners, strict=True)]
+
+
+def _merge(
+    client: redis.Redis, zsets: Sequence[str], after: Position | None, limit: int
+) -> tuple[list[tuple[int, str]], Position | None]:
+    """Steps 1-4 of the module docstring. Returns up to `limit + 1` (ts, std) in listing
+    order, and where to resume when the rounds ran out first (None when exhausted)."""
+    want = limit + 1
+    # A first read of `want` entries from each of dozens of ZSETs fetches far more than one
+    # page; a share of it is usually enough, and a ZSET that runs dry is read further.
+    count = min(want, max(FIRST_READ, 2 * want // max(1, len(zsets)) + 1))
+    start = (after.ts, after.std) if after else None
+    last: list[tuple[int, str] | None] = [start] * len(zsets)
+    unread = [0] * len(zsets)  # entries of each ZSET still in the pool
+    more = set(range(len(zsets)))  # ZSETs that may hold entries not yet read
+    pool: list[tuple[int, str, int]] = []  # ascending: the next entry is at the end
+    found: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    examined = start
+    for _ in range(MAX_ROUNDS):
+        if refill := [i for i in sorted(more) if not unread[i]]:
+            _read(client, zsets, refill, last, unread, more, pool, count)
+            count = want
+        horizon = max((last[i] for i in more), default=None)  # type: ignore[type-var]
+        taken: list[tuple[int, str]] = []
+        while pool and len(taken) < want - len(found):
+            ts, std, i = pool[-1]
+            if horizon is not None and (ts, std) < horizon:
+                break
+            pool.pop()
+            unread[i] -= 1
+            examined = (ts, std)
+            if std not in seen:
+                seen.add(std)
+                taken.append((ts, std))
+        found += _newest_here(client, zsets, taken)
+        if len(found) >= want or not (pool or more):
+            return found, None
+    return found, Position(*examined) if examined else None
+
+
+def _read(
+    client: redis.Redis,
+    zsets: Sequence[str],
+    refill: list[int],
+    last: list[tuple[int, str] | None],
+    unread: list[int],
+    more: set[int],
+    pool: list[tuple[int, str, int]],
+    count: int,
+) -> None:
+    """Step 1: the next `count` entries of each ZSET in `refill`, one round trip."""
+    script = _script()
+    pipe = client.pipeline(transaction=False)
+    for i in refill:
+        ts, std = last[i] or ("", "")
+        script(keys=[zsets[i]], args=[ts, std, count], client=pipe)
+    for i, flat in zip(refill, pipe.execute(), strict=True):
+        pairs = zip(flat[::2], flat[1::2], strict=True)
+        entries = [(int(float(score)), std, i) for std, score in pairs]
+        if len(entries) < count:
+            more.discard(i)
+        if entries:
+            last[i] = entries[-1][:2]
+            unread[i] += len(entries)
+            pool += entries
+    pool.sort()
+
+
+def _newest_here(
+    client: redis.Redis, zsets: Sequence[str], taken: list[tuple[int, str]]
+) -> list[tuple[int, str]]:
+    """Step 3: keep the blocks whose newest position among `zsets` is the one taken."""
+    if not taken or len(zsets) == 1:
+        return taken
+    members = [std for _, std in taken]
+    pipe = client.pipeline(transaction=False)
+    for key in zsets:
+        pipe.zmscore(key, members)
+    replies = pipe.execute()
+    newest = [
+        max((score for score in scores if score is not None), default=None)
+        for scores in zip(*replies, strict=True)
+    ]
+    return [(ts, std) for (ts, std), top in zip(taken, newest, strict=True) if top == ts]

@@ -1,0 +1,31 @@
+"""The /pods/<pod>/ page: one pod's counts, streams, chart and most recent blocks."""
+
+import time
+from dataclasses import dataclass
+
+import redis
+
+from kvadmin.redis_clients import index_client
+from kvadmin.residency.listing import BlockPage, newest_blocks
+from kvadmin.residency.pods import PodSummary, pod_summary
+from kvadmin.residency.samples import Chart, read_chart
+from scoring import keys
+
+RECENT_BLOCKS = 20
+
+
+@dataclass(slots=True)
+class PodPage:
+    summary: PodSummary
+    chart: Chart
+    recent: BlockPage
+    now: int
+
+
+def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
+    """Raises pods.UnknownPod for a pod neither registered nor in the index."""
+    client = client or index_client()
+    summary = pod_summary(pod, client)
+    zsets = [keys.residency_key(pod, medium) for medium in summary.counts]
+    recent = newest_blocks(client, summary.model, zsets, limit=RECENT_BLOCKS)
+    return PodPage(summary, read_chart(client, pod), recent, int(time.time()))

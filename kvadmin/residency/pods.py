@@ -1,0 +1,149 @@
+"""The /pods/ pages: every engine (and every pod the index still holds blocks of) with its
+blocks per medium and its streams' health.
+
+Three round trips whatever the index size: the pods' models and kinds; their media and ranks;
+then per pod and medium a ZCARD and the newest entry of the residency ZSET, and per stream its
+status hash. The counts are exact (ZCARD is O(1)); nothing is scanned.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import redis
+
+from kvadmin.engines.models import Engine
+from kvadmin.redis_clients import index_client
+from kvadmin.residency.media import medium_order
+from kvadmin.residency.streams import StreamHealth, pod_started_at, read_streams, stream_ranks
+from scoring import keys
+
+
+class UnknownPod(LookupError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    medium: str
+    count: int
+    percent: float
+    """Width in the stacked bar, relative to the largest pod on the page."""
+
+
+@dataclass(slots=True)
+class PodSummary:
+    pod: str
+    model: str
+    kind: str
+    registered: bool
+    enabled: bool
+    counts: dict[str, int]
+    """Blocks per medium (residency ZSET sizes), best tier first; "" is no medium."""
+    streams: list[StreamHealth]
+    last_store_at: int | None
+    """The newest residency score of the pod: when ingestion last stored a block for it."""
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """Blocks summed over media: a block held in two media counts twice."""
+        return sum(self.counts.values())
+
+    @property
+    def started_at(self) -> int | None:
+        return pod_started_at(self.streams)
+
+    @property
+    def last_event_at(self) -> int | None:
+        """When a stream last applied a batch, if ingestion records it (`last_event_at`);
+        otherwise the pod's last store, the closest thing the index knows."""
+        recorded = [s.seconds("last_event_at") for s in self.streams]
+        return max((t for t in recorded if t is not None), default=self.last_store_at)
+
+    @property
+    def healthy(self) -> bool:
+        return bool(self.streams) and all(stream.healthy for stream in self.streams)
+
+
+@dataclass(slots=True)
+class PodsOverview:
+    pods: list[PodSummary]
+    now: int
+
+
+def pods_overview(client: redis.Redis | None = None) -> PodsOverview:
+    """Every registered engine and every pod with entries in the index, by model and pod."""
+    return PodsOverview(_summaries(client or index_client(), None), int(time.time()))
+
+
+def pod_summary(pod: str, client: redis.Redis | None = None) -> PodSummary:
+    """One pod, registered or still in the index; raises UnknownPod otherwise."""
+    summaries = _summaries(client or index_client(), pod)
+    if not summaries:
+        raise UnknownPod(pod)
+    return summaries[0]
+
+
+def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
+    engines = Engine.objects.all() if only is None else Engine.objects.filter(pod=only)
+    registered = {engine.pod: engine for engine in engines}
+    pipe = client.pipeline(transaction=False)
+    if only is None:
+        pipe.hgetall(keys.POD_MODELS_KEY)
+        pipe.hgetall(keys.POD_KINDS_KEY)
+        indexed, kinds = pipe.execute()
+    else:
+        pipe.hget(keys.POD_MODELS_KEY, only)
+        pipe.hget(keys.POD_KINDS_KEY, only)
+        model, kind = pipe.execute()
+        indexed, kinds = ({only: model}, {only: kind}) if model is not None else ({}, {})
+    pods = sorted(set(registered) | set(indexed))
+    if not pods:
+        return []
+    for pod in pods:
+        pipe.smembers(keys.pod_media_key(pod))
+        pipe.smembers(keys.pod_ranks_key(pod))
+    replies = pipe.execute()
+    media = {pod: medium_order(replies[2 * i]) for i, pod in enumerate(pods)}
+    ranks = {
+        pod: stream_ranks(registered[pod].dp_size if pod in registered else 0, replies[2 * i + 1])
+        for i, pod in enumerate(pods)
+    }
+    for pod in pods:
+        for medium in media[pod]:
+            pipe.zcard(keys.residency_key(pod, medium))
+            pipe.zrange(keys.residency_key(pod, medium), 0, 0, desc=True, withscores=True)
+    replies = iter(pipe.execute())
+    streams = read_streams(client, ranks)
+    summaries = []
+    for pod in pods:
+        counts, newest = {}, []
+        for medium in media[pod]:
+            counts[medium] = int(next(replies))
+            newest += [int(score) for _, score in next(replies)]
+        engine = registered.get(pod)
+        summaries.append(
+            PodSummary(
+                pod=pod,
+                model=engine.model if engine else indexed[pod],
+                kind=engine.kind if engine else kinds.get(pod) or "",
+                registered=engine is not None,
+                enabled=engine.enabled if engine else False,
+                counts=counts,
+                streams=streams[pod],
+                last_store_at=max(newest, default=None),
+            )
+        )
+    _scale(summaries)
+    return sorted(summaries, key=lambda s: (s.model, s.pod))
+
+
+def _scale(summaries: list[PodSummary]) -> None:
+    """Bar widths relative to the largest pod, so bars compare across pods."""
+    largest = max((summary.total for summary in summaries), default=0) or 1
+    for summary in summaries:
+        summary.segments = [
+            Segment(medium, count, 100.0 * count / largest)
+            for medium, count in summary.counts.items()
+            if count
+        ]

@@ -1,0 +1,138 @@
+"""The residency browser: blocks, one block, pods, one pod, and "explain this prompt".
+
+Every view reads through one service function; the pages never scan the keyspace (see the
+service modules for what each reads).
+"""
+
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import permission_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from kvadmin.ingest.index import purge_pod
+from kvadmin.residency.block_detail import UnknownBlock, block_detail, scan_engine_hashes
+from kvadmin.residency.blocks import (
+    NO_MEDIUM,
+    BlocksListing,
+    InvalidFilter,
+    UnknownModel,
+    browse_blocks,
+    parse_query,
+)
+from kvadmin.residency.explain import ExplainForm, explain_request
+from kvadmin.residency.pod_detail import pod_page
+from kvadmin.residency.pods import UnknownPod, pod_summary, pods_overview
+
+PURGE_PERMISSION = "engines.change_engine"
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+@require_GET
+def blocks(request: HtmxHttpRequest) -> HttpResponse:
+    try:
+        listing = browse_blocks(parse_query(request.GET.dict()))
+    except UnknownModel as unknown:
+        raise Http404(f"no model {unknown} in the index or the registry") from None
+    except InvalidFilter as error:
+        return render(request, "residency/blocks.html", {"error": str(error)}, status=400)
+    context = {"listing": listing, "next_url": _next_url(listing), "no_medium": NO_MEDIUM}
+    if request.htmx and listing.query.after:
+        return render(request, "residency/blocks.html#rows", context)
+    return render(request, "residency/blocks.html", context)
+
+
+def _next_url(listing: BlocksListing) -> str:
+    cursor = listing.page.next_cursor
+    if cursor is None or listing.model is None:
+        return ""
+    params = {"model": listing.model, "pod": listing.query.pod, "medium": listing.query.medium}
+    query = {name: value for name, value in params.items() if value} | {"after": str(cursor)}
+    return f"{reverse('blocks')}?{urlencode(query)}"
+
+
+@require_GET
+def block(request: HtmxHttpRequest, model: str, std: int) -> HttpResponse:
+    try:
+        detail = block_detail(model, std)
+    except UnknownBlock:
+        raise Http404(f"no pod holds block {std} of {model}") from None
+    return render(request, "residency/block.html", {"detail": detail})
+
+
+@require_GET
+def block_engine_hashes(request: HtmxHttpRequest, model: str, std: int) -> HttpResponse:
+    """One bounded scan step for the engine hashes of a block on one pod (htmx fragment)."""
+    pod, rank, cursor = (request.GET.get(name, "") for name in ("pod", "rank", "cursor"))
+    if not pod or not _integer(rank, allow_empty=True, signed=True) or not _integer(cursor or "0"):
+        return HttpResponse("pod, rank and cursor must name a scan step", status=400)
+    step = scan_engine_hashes(pod, std, int(rank) if rank else None, cursor or "0")
+    next_url = ""
+    if step.next_rank is not None:
+        query = urlencode({"pod": pod, "rank": step.next_rank, "cursor": step.next_cursor})
+        next_url = f"{reverse('block-engine-hashes', args=[model, std])}?{query}"
+    return render(request, "residency/block.html#scan_step", {"step": step, "next_url": next_url})
+
+
+def _integer(text: str, allow_empty: bool = False, signed: bool = False) -> bool:
+    """Decimal digits (with a leading "-" when `signed`) of a value below 2**64: what a
+    query parameter naming a count, rank or scan cursor may hold."""
+    if not text:
+        return allow_empty
+    digits = text[1:] if signed and text.startswith("-") else text
+    return digits.isascii() and digits.isdigit() and int(digits) < 2**64
+
+
+@require_GET
+def pods(request: HtmxHttpRequest) -> HttpResponse:
+    purged = request.GET.get("purged", "")
+    context = {
+        "overview": pods_overview(),
+        "purged": int(purged) if _integer(purged) else None,
+        "purged_pod": request.GET.get("pod", ""),
+    }
+    return render(request, "residency/pods.html", context)
+
+
+@require_GET
+def pod(request: HtmxHttpRequest, pod: str) -> HttpResponse:
+    try:
+        page = pod_page(pod)
+    except UnknownPod:
+        raise Http404(f"no pod {pod} in the registry or the index") from None
+    purged = request.GET.get("purged", "")
+    context = {
+        "page": page,
+        "purged": int(purged) if _integer(purged) else None,
+        "can_purge": request.user.has_perm(PURGE_PERMISSION),
+    }
+    return render(request, "residency/pod.html", context)
+
+
+@require_POST
+@permission_required(PURGE_PERMISSION, raise_exception=True)
+def purge(request: HtmxHttpRequest, pod: str) -> HttpResponse:
+    """Remove every index entry of the pod (its engine keeps publishing: new stores come
+    back). Redirects to the pod's page, or to the pods when the pod was only in the index,
+    saying how many ownerships went."""
+    try:
+        summary = pod_summary(pod)
+    except UnknownPod:
+        raise Http404(f"no pod {pod} in the registry or the index") from None
+    removed = purge_pod(pod)
+    if summary.registered:
+        return redirect(f"{reverse('pod', args=[pod])}?{urlencode({'purged': removed})}")
+    return redirect(f"{reverse('pods')}?{urlencode({'purged': removed, 'pod': pod})}")
+
+
+@require_http_methods(["GET", "POST"])
+def explain(request: HtmxHttpRequest) -> HttpResponse:
+    form = ExplainForm(request.POST or None)
+    result = explain_request(form) if request.method == "POST" else None
+    return render(request, "residency/explain.html", {"form": form, "result": result})

@@ -1,0 +1,181 @@
+"""The live feed's websocket (/ws/feed/): new decisions as server-rendered rows, coalesced.
+
+Per socket: a filter (model, pod) from the query string, a buffer the process's
+`DecisionTail` fills without blocking, and a task that sends at most FRAMES_PER_SECOND frames,
+each with every buffered row up to FRAME_ROWS (older ones are counted as "N more not shown").
+While paused, rows are kept (up to PAUSED_ROWS, the rest counted) and a counter is sent
+instead; resuming sends what was kept.
+"""
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+import redis
+from channels.exceptions import DenyConnection
+from django.template.loader import render_to_string
+
+from kvadmin.live.consumers import LiveConsumer
+from kvadmin.routing import decisions
+from kvadmin.routing.decisions import Decision
+from kvadmin.routing.presenters import row_html
+from kvadmin.routing.tail import DecisionTail, FeedItem, tail
+
+log = logging.getLogger(__name__)
+
+FEED_ROWS = 50
+FRAMES_PER_SECOND = 10
+FRAME_ROWS = 25
+PAUSED_ROWS = 200
+RATE_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class FeedFilter:
+    model: str | None = None
+    pod: str | None = None
+
+    @classmethod
+    def from_query(cls, query_string: bytes) -> "FeedFilter":
+        query = parse_qs(query_string.decode("latin-1"))
+        return cls(
+            model=(query.get("model") or [""])[0] or None,
+            pod=(query.get("pod") or [""])[0] or None,
+        )
+
+    def matches(self, decision: Decision) -> bool:
+        return (self.model is None or decision.model == self.model) and (
+            self.pod is None or decision.involves(self.pod)
+        )
+
+
+def _order(log_id: str) -> tuple[int, int]:
+    milliseconds, _, sequence = log_id.partition("-")
+    return int(milliseconds), int(sequence or 0)
+
+
+class FeedConsumer(LiveConsumer):
+    async def joined(self) -> None:
+        self.filter = FeedFilter.from_query(self.scope.get("query_string", b""))
+        self.pending: deque[FeedItem] = deque()
+        self.not_shown = 0
+        self.not_shown_total = 0
+        self.paused = False
+        self.paused_count = 0
+        self.paused_shown = 0
+        self.toggled = False
+        self.arrived = 0
+        self.rate_since = (time.monotonic(), 0)
+        self.rate_shown: str | None = None
+        self.wake = asyncio.Event()
+        self.frames: asyncio.Task[None] | None = None
+        self.tail: DecisionTail | None = tail()
+        try:
+            await self.tail.subscribe(self)
+        except (TimeoutError, redis.RedisError):
+            self.tail = None
+            raise DenyConnection from None
+
+    async def opened(self) -> None:
+        try:
+            newest = await asyncio.to_thread(
+                decisions.recent, FEED_ROWS, self.filter.model, self.filter.pod
+            )
+        except redis.RedisError:
+            await self.close(code=1011)
+            return
+        if newest:
+            seen = _order(newest[0].log_id)
+            kept = [item for item in self.pending if _order(item.log_id) > seen]
+            if len(kept) < len(self.pending):  # what overflowed is older still: shown now
+                self.not_shown = 0
+            self.pending = deque(kept)
+        rows = [row_html(decision) for decision in newest]
+        await self.send(text_data=render_to_string("routing/feed.html#opened", {"rows": rows}))
+        self.frames = asyncio.create_task(self._send_frames(), name="feed-frames")
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "tail", None) is not None:
+            self.tail.unsubscribe(self)
+        if getattr(self, "frames", None) is not None:
+            self.frames.cancel()
+        await super().disconnect(code)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """ws-send messages from the page: {"action": "pause"} or {"action": "resume"}."""
+        try:
+            action = json.loads(text_data or "{}").get("action")
+        except (ValueError, AttributeError):
+            return
+        if action in ("pause", "resume") and self.paused != (action == "pause"):
+            self.paused = action == "pause"
+            self.paused_count = 0
+            self.toggled = True
+            self.wake.set()
+
+    def offer(self, item: FeedItem) -> None:
+        """Called by the tail for each new decision: buffer it if it matches, never block."""
+        if not self.filter.matches(item.decision):
+            return
+        self.arrived += 1
+        self.paused_count += self.paused
+        self.pending.append(item)
+        if len(self.pending) > (PAUSED_ROWS if self.paused else FRAME_ROWS):
+            self.pending.popleft()
+            self.not_shown += 1
+        self.wake.set()
+
+    async def _send_frames(self) -> None:
+        interval = 1 / FRAMES_PER_SECOND
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), RATE_SECONDS)
+                self.wake.clear()
+                frame = self._frame()
+                if frame:
+                    await self.send(text_data=frame)
+                await asyncio.sleep(interval)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the socket went away mid-send; disconnect() cleans up
+            log.debug("live feed: frames stopped", exc_info=True)
+
+    def _frame(self) -> str:
+        context: dict[str, object] = {}
+        if not self.paused and (self.pending or self.not_shown):
+            context["rows"] = [item.html() for item in reversed(self.pending)]
+            context["not_shown"] = self.not_shown
+            self.not_shown_total += self.not_shown
+            context["not_shown_total"] = self.not_shown_total
+            self.pending.clear()
+            self.not_shown = 0
+        if self.toggled or (self.paused and self.paused_count != self.paused_shown):
+            context["paused"] = self.paused
+            context["paused_count"] = self.paused_shown = self.paused_count
+            self.toggled = False
+        rate = self._rate()
+        if rate is not None:
+            context["rate"] = rate
+        if not context:
+            return ""
+        return render_to_string("routing/feed.html#frame", context)
+
+    def _rate(self) -> str | None:
+        """Matching decisions per second over the last RATE_SECONDS, when its text changed."""
+        since, count = self.rate_since
+        now = time.monotonic()
+        if now - since < RATE_SECONDS:
+            return None
+        self.rate_since = (now, self.arrived)
+        rate = (self.arrived - count) / (now - since)
+        text = f"{rate:.1f}" if rate < 100 else f"{rate:.0f}"
+        if text == self.rate_shown:
+            return None
+        self.rate_shown = text
+        return text

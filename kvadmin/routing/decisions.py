@@ -1,0 +1,199 @@
+"""The decision log: every scoring decision, with enough to explain it and to replay it.
+
+Decisions go to one capped Redis stream (`XADD MAXLEN ~ DECISIONS_MAX`), one entry per decision
+with a single field "d": the decision as JSON (msgspec). The API, the CLI and the live feed all
+read it from here; the stream's entry id (`log_id`) orders and addresses entries.
+
+Replay: a decision keeps, per scored pod, the media of its matched blocks in block order as
+runs, plus the number of blocks and the first block's hash. That is everything the score and
+the choice depend on besides the weights, so `rescore` gives the decision that other weights
+would have made, with the same arithmetic as the live path (`scoring.score.score_walk`).
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import redis
+from redis.client import Pipeline
+
+from kvadmin.conf import knob
+from kvadmin.redis_clients import index_client
+from scoring.choice import choose
+from scoring.score import PodScore, PrefixWalk, score_walk
+from scoring.weights import TierWeights
+
+DECISIONS_KEY = "kvadmin:decisions"
+"""STREAM: one entry per scoring decision, field "d" = the Decision as JSON. Capped."""
+
+_SCAN_PAGE = 200
+
+
+class PodExplanation(msgspec.Struct, kw_only=True):
+    """One scored pod (it holds the request's first block) and why it scored what it did."""
+
+    pod: str
+    score: int
+    matched_blocks: int
+    weighted_sum: float
+    media: dict[str, int]
+    """Matched blocks per medium; "" stands for no medium."""
+    runs: list[tuple[str | None, int]]
+    """The media of the matched blocks in block order, run-length encoded: [["GPU", 40],
+    ["CPU", 8]]. None: no medium."""
+
+
+class Dropped(msgspec.Struct, kw_only=True):
+    non_candidates: list[str]
+    """Owners of the first block that were not candidates."""
+    stale: list[str]
+    """Candidates whose ownership predates their last restart (SPEC 2.4 step 1)."""
+
+
+class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One scoring of one request over its candidate pods: inputs, result and timings."""
+
+    id: str
+    ts: float
+    """Unix seconds of the decision."""
+    request_id: str | None
+    model: str
+    input: str
+    """What the caller sent: "token_ids", "prompt" or "messages"."""
+    n_tokens: int
+    n_blocks: int
+    """Hashed blocks (at most MAX_BLOCKS): the score's denominator."""
+    first_block: int
+    """Standardized hash of block 0 (0 for no tokens): the tie-break key."""
+    longest_match: int
+    candidates: list[str]
+    chosen: str | None
+    tie_break: bool
+    """The rendezvous tie-break chose (a tie, or no hit at all), not the score alone."""
+    scores: list[PodExplanation]
+    """Best first, as the scoring library orders them."""
+    dropped: Dropped
+    weights_version: int
+    weights: dict[str, float]
+    """The weight each medium among the matched blocks had ("" for no medium)."""
+    timings_ms: dict[str, float]
+    """tokenize, hash, index (the Redis read), score, total (everything but recording)."""
+    log_id: str = ""
+    """The stream entry id once recorded and read back; never stored in the entry."""
+
+    def score_of(self, pod: str | None) -> PodExplanation | None:
+        return next((scored for scored in self.scores if scored.pod == pod), None)
+
+    def involves(self, pod: str) -> bool:
+        """The pod was chosen or scored (held the first block)."""
+        return pod == self.chosen or any(scored.pod == pod for scored in self.scores)
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Decision)
+
+
+def encode(decision: Decision) -> bytes:
+    return _encoder.encode(decision)
+
+
+def decode(data: bytes | str, log_id: str = "") -> Decision:
+    """Raises msgspec.ValidationError / DecodeError for an entry that is not a Decision."""
+    decision = _decoder.decode(data)
+    decision.log_id = log_id
+    return decision
+
+
+def to_api(decision: Decision) -> dict[str, Any]:
+    """The JSON shape of POST /api/v1/score and GET /api/v1/decisions."""
+    return {
+        "decision_id": decision.id,
+        "ts": decision.ts,
+        "request_id": decision.request_id,
+        "model": decision.model,
+        "input": decision.input,
+        "tokens": decision.n_tokens,
+        "blocks": decision.n_blocks,
+        "first_block": decision.first_block,
+        "longest_match": decision.longest_match,
+        "candidates": decision.candidates,
+        "chosen": decision.chosen,
+        "tie_break": decision.tie_break,
+        "scores": msgspec.to_builtins(decision.scores),
+        "dropped": msgspec.to_builtins(decision.dropped),
+        "weights_version": decision.weights_version,
+        "weights": decision.weights,
+        "timings_ms": decision.timings_ms,
+    }
+
+
+def rescore(decision: Decision, weights: TierWeights) -> tuple[str | None, tuple[PodScore, ...]]:
+    """What the decision would have been under `weights`: the chosen pod (same tie-break) and
+    the scored pods, best first, exactly as live scoring computes them from the same walk."""
+    walk = PrefixWalk({scored.pod: tuple(scored.runs) for scored in decision.scores})
+    result = score_walk(walk, decision.n_blocks, weights)
+    chosen, _ = choose(result.scores, decision.candidates, decision.first_block)
+    return chosen, result.pods
+
+
+def append(decision: Decision, client: redis.Redis | None = None) -> str:
+    """Record a decision; returns its log id. One round trip."""
+    pipeline = (client or index_client()).pipeline(transaction=False)
+    queue_append(pipeline, decision)
+    return pipeline.execute()[0]
+
+
+def queue_append(pipeline: Pipeline, decision: Decision) -> None:
+    """Add the XADD of a decision to `pipeline` (its reply is the log id). Trimming is
+    approximate (`MAXLEN ~`): Redis drops whole macro nodes, so it costs next to nothing."""
+    pipeline.xadd(
+        DECISIONS_KEY, {"d": encode(decision)}, maxlen=knob("DECISIONS_MAX"), approximate=True
+    )
+
+
+def recent(
+    limit: int = 50,
+    model: str | None = None,
+    pod: str | None = None,
+    client: redis.Redis | None = None,
+) -> list[Decision]:
+    """The newest `limit` decisions, newest first; `model` keeps that model's, `pod` those the
+    pod was chosen or scored in. Scans back through the log until enough match."""
+    found: list[Decision] = []
+    if limit <= 0:
+        return found
+    for decision in _newest_first(client or index_client()):
+        if (model is None or decision.model == model) and (pod is None or decision.involves(pod)):
+            found.append(decision)
+            if len(found) >= limit:
+                break
+    return found
+
+
+def get(log_id: str, client: redis.Redis | None = None) -> Decision | None:
+    """The decision recorded under `log_id`, None when the log no longer has it."""
+    client = client or index_client()
+    try:
+        entries = client.xrange(DECISIONS_KEY, log_id, log_id)
+    except redis.ResponseError:  # not a stream id
+        return None
+    return next(decoded(entries), None)
+
+
+def _newest_first(client: redis.Redis) -> Iterator[Decision]:
+    upper = "+"
+    while True:
+        entries = client.xrevrange(DECISIONS_KEY, max=upper, count=_SCAN_PAGE)
+        yield from decoded(entries)
+        if len(entries) < _SCAN_PAGE:
+            return
+        upper = f"({entries[-1][0]}"
+
+
+def decoded(entries: list[tuple[str, dict[str, str]]]) -> Iterator[Decision]:
+    """Entries as decisions, skipping any that are not one (written by another version)."""
+    for log_id, fields in entries:
+        try:
+            yield decode(fields["d"], log_id)
+        except (KeyError, msgspec.DecodeError, msgspec.ValidationError):
+            continue

@@ -1,0 +1,93 @@
+"""How a decision reads on the feed: rows, media badges and the weighted arithmetic.
+
+Rendering lives in templates/routing/feed.html; this module turns a Decision into the few
+values the templates cannot compute (the chosen pod's line, badge classes, the sum written
+out in block order).
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
+
+from kvadmin.routing.decisions import Decision, PodExplanation
+
+_BADGE_CLASSES = {"GPU": "m-gpu", "CPU": "m-cpu", "CPU_PINNED": "m-cpu_pinned", "DISK": "m-disk"}
+
+
+@dataclass(frozen=True, slots=True)
+class Badge:
+    label: str
+    css: str
+    count: int
+
+
+def badge(medium: str | None, count: int) -> Badge:
+    """A medium as a coloured badge: the known tiers have their colour, others are grey."""
+    if not medium:
+        return Badge("no medium", "m-none", count)
+    return Badge(medium, _BADGE_CLASSES.get(medium.strip().upper(), "m-other"), count)
+
+
+@dataclass(frozen=True, slots=True)
+class PodLine:
+    """One scored pod with its arithmetic: runs in block order, each `count × weight`."""
+
+    scored: PodExplanation
+    chosen: bool
+    media: list[Badge]
+    terms: list[tuple[Badge, float]]
+    ratio: float
+
+    @classmethod
+    def of(cls, decision: Decision, scored: PodExplanation) -> "PodLine":
+        return cls(
+            scored=scored,
+            chosen=scored.pod == decision.chosen,
+            media=[badge(medium or None, count) for medium, count in scored.media.items()],
+            terms=[
+                (badge(medium, count), decision.weights.get(medium or "", 1.0))
+                for medium, count in scored.runs
+            ],
+            ratio=scored.weighted_sum / decision.n_blocks * 100 if decision.n_blocks else 0.0,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRow:
+    decision: Decision
+
+    @property
+    def time(self) -> str:
+        return datetime.fromtimestamp(self.decision.ts, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+    @property
+    def chosen_score(self) -> PodExplanation | None:
+        return self.decision.score_of(self.decision.chosen)
+
+    @property
+    def chosen_media(self) -> list[Badge]:
+        scored = self.chosen_score
+        if scored is None:
+            return []
+        return [badge(medium or None, count) for medium, count in scored.media.items()]
+
+    @property
+    def pods(self) -> list[PodLine]:
+        return [PodLine.of(self.decision, scored) for scored in self.decision.scores]
+
+    @property
+    def unscored(self) -> list[str]:
+        """Candidates that held nothing of the prefix."""
+        scored = {line.pod for line in self.decision.scores}
+        return [pod for pod in self.decision.candidates if pod not in scored]
+
+
+def row_html(decision: Decision) -> SafeString:
+    """The feed row of one decision: the same fragment on the page and in live frames."""
+    return render_to_string("routing/feed.html#decision", {"row": DecisionRow(decision)})
+
+
+def explanation_html(decision: Decision) -> SafeString:
+    return render_to_string("routing/feed.html#explanation", {"row": DecisionRow(decision)})

@@ -1,0 +1,163 @@
+"""Token ids for text and chat requests, from the engines' own `POST /tokenize` (SPEC 2.6).
+
+kthena has no local tokenizer and neither has kvadmin: the model's engines know their
+tokenizer and chat template. Unlike kthena, a failing engine is not the end: the next candidate
+is tried, and only when every candidate failed does tokenization fail.
+
+Token ids are cached per prompt in a bounded LRU, so a repeated prompt costs no HTTP call. The
+cache keys on a digest of (model, input), never the text itself, and keeps only the tokens
+scoring can use (the first block_size * max_blocks), so its memory stays bounded however long
+the prompts are.
+"""
+
+import hashlib
+import itertools
+import json
+import threading
+import urllib.error
+import urllib.request
+from array import array
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tokenizer:
+    """A candidate engine that can tokenize: its pod id, engine kind and HTTP base URL."""
+
+    pod: str
+    kind: str
+    base_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tokenized:
+    tokens: array
+    """The first `keep` token ids (array of unsigned 32-bit ints)."""
+    count: int
+    """How many tokens the whole prompt has."""
+    pod: str | None
+    """The engine that tokenized it; None when it came from the cache."""
+
+
+class TokenizationFailed(Exception):
+    """Every candidate engine failed to tokenize; `failures` holds (pod, reason) per try."""
+
+    def __init__(self, failures: Sequence[tuple[str, str]]) -> None:
+        self.failures = list(failures)
+        tried = "; ".join(f"{pod}: {reason}" for pod, reason in self.failures)
+        super().__init__(f"tokenization failed on every candidate ({tried or 'none can'})")
+
+
+def request_body(
+    kind: str, model: str, prompt: str | None = None, messages: Messages | None = None
+) -> dict[str, Any]:
+    """The /tokenize body kthena sends to a vLLM or SGLang engine (SPEC 2.6)."""
+    if messages is not None:
+        body: dict[str, Any] = {"model": model, "messages": messages, "add_special_tokens": False}
+        if kind != "sglang":
+            body |= {"add_generation_prompt": True, "return_token_strs": False}
+        return body
+    body = {"model": model, "prompt": prompt, "add_special_tokens": True}
+    if kind != "sglang":
+        body["return_token_strs"] = False
+    return body
+
+
+class TokenCache:
+    """A thread-safe LRU of (model, input) digest -> Tokenized."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[bytes, Tokenized] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: bytes) -> Tokenized | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: bytes, value: Tokenized, capacity: int) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > max(capacity, 0):
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+CACHE = TokenCache()
+_rotation = itertools.count()
+
+
+def tokenize(
+    model: str,
+    tokenizers: Sequence[Tokenizer],
+    *,
+    prompt: str | None = None,
+    messages: Messages | None = None,
+    keep: int,
+    timeout: float,
+    cache_size: int,
+) -> Tokenized:
+    """Token ids of a text `prompt` or chat `messages` (contents already plain strings).
+
+    Tries the tokenizers one after another, starting at a different one each call so the load
+    spreads; raises TokenizationFailed when all failed (or there are none).
+    """
+    key = _cache_key(model, prompt, messages, keep)
+    cached = CACHE.get(key)
+    if cached is not None:
+        return Tokenized(cached.tokens, cached.count, None)
+    failures: list[tuple[str, str]] = []
+    start = next(_rotation) % len(tokenizers) if tokenizers else 0
+    for tokenizer in (*tokenizers[start:], *tokenizers[:start]):
+        body = request_body(tokenizer.kind, model, prompt, messages)
+        try:
+            tokens = _call(tokenizer, body, timeout)
+        except _Failed as failure:
+            failures.append((tokenizer.pod, str(failure)))
+            continue
+        result = Tokenized(array("I", tokens[:keep]), len(tokens), tokenizer.pod)
+        CACHE.put(key, result, cache_size)
+        return result
+    raise TokenizationFailed(failures)
+
+
+class _Failed(Exception):
+    pass
+
+
+def _call(tokenizer: Tokenizer, body: dict[str, Any], timeout: float) -> list[int]:
+    request = urllib.request.Request(
+        tokenizer.base_url.rstrip("/") + "/tokenize",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        raise _Failed(f"HTTP {error.code}") from None
+    except (OSError, ValueError) as error:  # refused, timed out, reset; not JSON
+        raise _Failed(str(getattr(error, "reason", error)) or type(error).__name__) from None
+    tokens = answer.get("tokens") if isinstance(answer, dict) else None
+    if not isinstance(tokens, list) or not all(
+        type(token) is int and 0 <= token < 2**32 for token in tokens
+    ):
+        raise _Failed("the answer has no list of token ids")
+    return tokens
+
+
+def _cache_key(model: str, prompt: str | None, messages: Messages | None, keep: int) -> bytes:
+    source = ["messages", messages] if messages is not None else ["prompt", prompt]
+    payload = json.dumps([model, keep, *source], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).digest()

@@ -1,0 +1,49 @@
+"""The live feed page and the explanation of one recorded decision (loaded when a row opens)."""
+
+from urllib.parse import urlencode
+
+import redis
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from kvadmin.engines.models import Engine
+from kvadmin.routing import decisions
+from kvadmin.routing.consumers import FEED_ROWS, FeedFilter
+from kvadmin.routing.presenters import DecisionRow
+
+
+@require_GET
+def feed(request: HttpRequest) -> HttpResponse:
+    """The newest decisions, then live ones over /ws/feed/ (same filter, same row fragment)."""
+    chosen = FeedFilter(model=request.GET.get("model") or None, pod=request.GET.get("pod") or None)
+    try:
+        newest = decisions.recent(FEED_ROWS, chosen.model, chosen.pod)
+        unavailable = False
+    except redis.RedisError:
+        newest, unavailable = [], True
+    engines = Engine.objects.order_by("model", "pod").values_list("model", "pod")
+    query = {key: value for key, value in (("model", chosen.model), ("pod", chosen.pod)) if value}
+    return render(
+        request,
+        "routing/feed.html",
+        {
+            "rows": [DecisionRow(decision) for decision in newest],
+            "filter": chosen,
+            "models": sorted({model for model, _ in engines}),
+            "pods": sorted({pod for _, pod in engines}),
+            "socket_url": "/ws/feed/" + (f"?{urlencode(query)}" if query else ""),
+            "unavailable": unavailable,
+        },
+    )
+
+
+@require_GET
+def decision_explanation(request: HttpRequest, log_id: str) -> HttpResponse:
+    try:
+        decision = decisions.get(log_id)
+    except redis.RedisError:
+        decision = None
+    if decision is None:
+        raise Http404("this decision is no longer in the decision log")
+    return render(request, "routing/feed.html#explanation", {"row": DecisionRow(decision)})

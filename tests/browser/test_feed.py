@@ -1,0 +1,71 @@
+"""An operator watches routing decisions arrive live and opens one to see why it was made."""
+
+import pytest
+
+from kvadmin.api.models import ApiToken
+from kvadmin.engines.models import Engine
+from tests.browser.conftest import log_in
+from tests.routing.conftest import MODEL, PODS, hold, http_json, tokens
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_three_scored_requests_appear_live_and_explain_themselves(
+    page, asgi_server, django_user_model, redis_client
+) -> None:
+    django_user_model.objects.create_user("carol", password="pw-carol-123")
+    for i, pod in enumerate(PODS):
+        Engine.objects.create(pod=pod, model=MODEL, events_endpoint=f"tcp://127.0.0.1:{5557 + i}")
+    hold(redis_client, PODS[1], tokens(8), ["GPU"] * 5 + ["CPU"] * 2)
+    token = ApiToken.issue("gateway")[1]
+
+    log_in(page, asgi_server, "carol", "pw-carol-123")
+    page.goto(f"{asgi_server}/feed/")
+    page.locator('#feed-status[data-state="live"]').wait_for()
+    assert page.locator("details.decision").count() == 0
+
+    for n in range(3):
+        status, _ = http_json(
+            f"{asgi_server}/api/v1/score",
+            {"model": MODEL, "token_ids": tokens(8), "request_id": f"req-{n}"},
+            token,
+        )
+        assert status == 200
+
+    rows = page.locator("details.decision")
+    for n in range(3):
+        page.locator(f'details.decision[data-request-id="req-{n}"]').wait_for()
+    assert rows.count() == 3
+    assert rows.first.get_attribute("data-request-id") == "req-2"  # newest first
+
+    row = page.locator('details.decision[data-request-id="req-1"]')
+    row.locator("summary").click()
+    explanation = row.locator(".explanation")
+    explanation.wait_for()
+    chosen = explanation.locator("tr.chosen")
+    assert PODS[1] in chosen.inner_text()
+    assert chosen.locator(".badge.m-gpu", has_text="GPU 5").first.is_visible()
+    assert chosen.locator(".badge.m-cpu", has_text="CPU 2").first.is_visible()
+    assert "= 6.6" in chosen.inner_text()
+
+
+def test_pausing_holds_new_rows_until_resumed(
+    page, asgi_server, django_user_model, redis_client
+) -> None:
+    django_user_model.objects.create_user("carol", password="pw-carol-123")
+    Engine.objects.create(pod=PODS[0], model=MODEL, events_endpoint="tcp://127.0.0.1:5557")
+    token = ApiToken.issue("gateway")[1]
+    log_in(page, asgi_server, "carol", "pw-carol-123")
+    page.goto(f"{asgi_server}/feed/")
+    page.locator('#feed-status[data-state="live"]').wait_for()
+
+    page.get_by_role("button", name="Pause").click()
+    page.get_by_role("button", name="Resume").wait_for()
+    body = {"model": MODEL, "token_ids": tokens(2), "request_id": "held"}
+    assert http_json(f"{asgi_server}/api/v1/score", body, token)[0] == 200
+    page.locator("#feed-paused", has_text="1 new while paused").wait_for()
+    assert page.locator("details.decision").count() == 0
+
+    page.get_by_role("button", name="Resume").click()
+    page.locator('details.decision[data-request-id="held"]').wait_for()
+    assert page.locator("#feed-paused").inner_text() == ""

@@ -1,0 +1,126 @@
+"""Fixtures for scoring requests: registered engines, a block index, an API token, and
+simulated pods that tokenize."""
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+import redis
+
+from kvadmin.api.models import ApiToken
+from kvadmin.engines.models import Engine
+from kvadmin.fleet.fleet import Fleet
+from kvadmin.fleet.pod import PodConfig
+from kvadmin.redis_server import free_port
+from kvadmin.routing.tokenize import CACHE
+from scoring.hashing import block_hashes
+from scoring.keys import block_key, block_value
+from tests.ingest.conftest import publisher, start_loop  # noqa: F401 (restart fixtures)
+
+MODEL = "Qwen/Qwen3-8B"
+PODS = ("vllm-0.default", "vllm-1.default", "vllm-2.default")
+WRITTEN_AT = 1_760_000_000
+
+
+def tokens(blocks: int, start: int = 0) -> list[int]:
+    """`blocks` full blocks of token ids; a different `start` gives different content."""
+    return list(range(start, start + 16 * blocks))
+
+
+def hold(
+    client: redis.Redis,
+    pod: str,
+    token_ids: Sequence[int],
+    media: Sequence[str | None],
+    model: str = MODEL,
+    written_at: int = WRITTEN_AT,
+) -> None:
+    """The index says `pod` holds the first len(media) blocks of `token_ids`, in those media."""
+    pipeline = client.pipeline(transaction=False)
+    for block, medium in zip(block_hashes(token_ids), media, strict=False):
+        pipeline.hset(block_key(model, block), pod, block_value(written_at, medium))
+    pipeline.execute()
+
+
+@pytest.fixture(autouse=True)
+def _empty_token_cache() -> Iterator[None]:
+    CACHE.clear()
+    yield
+    CACHE.clear()
+
+
+@pytest.fixture
+def engines(db) -> list[Engine]:
+    """Three enabled vLLM engines serving MODEL (no HTTP: token ids only)."""
+    return [
+        Engine.objects.create(
+            pod=pod, model=MODEL, kind="vllm", events_endpoint=f"tcp://127.0.0.1:{5557 + i}"
+        )
+        for i, pod in enumerate(PODS)
+    ]
+
+
+@pytest.fixture
+def token(db) -> str:
+    """A gateway's API token."""
+    return ApiToken.issue("gateway")[1]
+
+
+Post = Callable[..., tuple[int, dict[str, Any]]]
+
+
+@pytest.fixture
+def post_score(client, token) -> Post:
+    """POST /api/v1/score in-process; returns the status and the JSON answer."""
+
+    def post(body: Any, auth: str | None = token) -> tuple[int, dict[str, Any]]:
+        headers = {"HTTP_AUTHORIZATION": f"Bearer {auth}"} if auth else {}
+        data = body if isinstance(body, str | bytes) else json.dumps(body)
+        response = client.post(
+            "/api/v1/score", data=data, content_type="application/json", **headers
+        )
+        return response.status_code, json.loads(response.content)
+
+    return post
+
+
+def local_pod(name: str, kind: str = "vllm") -> PodConfig:
+    ports = {"events_port": free_port(), "replay_port": free_port(), "http_port": free_port()}
+    return PodConfig(name=name, kind=kind, model=MODEL, **ports)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def start_fleet() -> Iterator[Callable[..., Fleet]]:
+    """Simulated pods serving /tokenize; stopped after the test."""
+    fleets: list[Fleet] = []
+
+    def start(*configs: PodConfig) -> Fleet:
+        fleet = Fleet(configs).start()
+        fleets.append(fleet)
+        return fleet
+
+    yield start
+    for fleet in fleets:
+        fleet.stop()
+
+
+def dead_url() -> str:
+    """An HTTP base URL nothing listens on."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
+def http_json(url: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
+    """GET (body None) or POST JSON against a running server."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())

@@ -1,0 +1,75 @@
+"""Ownership written at or before a pod's last (re)start does not count (SPEC 2.4 step 1): the
+ingest reader records when a publisher starts a run, and scoring drops what is older."""
+
+import time
+
+import pytest
+
+from kvadmin.engines.models import Engine
+from kvadmin.ingest import status
+from kvadmin.ingest.streams import StreamId
+from kvadmin.routing import service
+from tests.ingest.blocks import stored, tokens
+from tests.ingest.conftest import spec_for
+from tests.routing.conftest import MODEL, hold
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db
+
+POD = "vllm-0.default"
+STREAM = StreamId(POD, 0)
+
+
+@pytest.fixture
+def engine(db) -> Engine:
+    return Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:5557")
+
+
+def _started_at(redis_client) -> int | None:
+    value = status.read(redis_client, STREAM).get("started_at")
+    return int(value) if value is not None else None
+
+
+def test_owners_written_before_the_last_start_are_dropped(engine, redis_client) -> None:
+    request = [t for n in range(3) for t in tokens(n)]
+    hold(redis_client, POD, request, ["GPU"] * 3, written_at=1000)
+    assert service.score(MODEL, token_ids=request, record=False).chosen == POD
+    redis_client.hset("kvadmin:stream:vllm-0.default|0", "started_at", 1000)
+    decision = service.score(MODEL, token_ids=request, record=False)
+    assert decision.scores == [] and decision.dropped.stale == [POD]
+
+
+def test_a_data_parallel_pod_started_with_its_newest_rank(engine, redis_client) -> None:
+    engine.dp_size = 2
+    engine.save()
+    request = tokens(0)
+    hold(redis_client, POD, request, ["GPU"], written_at=1500)
+    redis_client.hset("kvadmin:stream:vllm-0.default|0", "started_at", 1000)
+    assert service.score(MODEL, token_ids=request, record=False).scores[0].pod == POD
+    redis_client.hset("kvadmin:stream:vllm-0.default|1", "started_at", 2000)
+    assert service.score(MODEL, token_ids=request, record=False).dropped.stale == [POD]
+
+
+def test_the_reader_records_a_start_and_the_new_run_counts(
+    engine, publisher, start_loop, redis_client
+) -> None:
+    start_loop([spec_for(publisher)])
+    wait_until(lambda: status.read(redis_client, STREAM).get("connected") == "1", what="connect")
+    assert _started_at(redis_client) is not None  # the first connection is a start
+    publisher.wait_for_subscribers()
+    publisher.publish([stored(1)])
+    seq = publisher.publish([stored(3)])
+    wait_until(lambda: status.last_seq(redis_client, STREAM) >= seq, what="first run applied")
+    before_restart = int(time.time())
+    publisher.restart()
+    publisher.publish([stored(2)])
+    wait_until(
+        lambda: int(status.read(redis_client, STREAM).get("restarts", 0)) == 1, what="restart"
+    )
+    assert _started_at(redis_client) >= before_restart - 1
+    decision = wait_until(
+        lambda: (found := service.score(MODEL, token_ids=tokens(2), record=False)).scores and found,
+        what="the new run's block to count",
+    )
+    assert decision.scores[0].pod == POD and decision.scores[0].matched_blocks == 1
+    assert decision.dropped.stale == []

@@ -1,0 +1,77 @@
+"""POST /api/v1/score: the contract a gateway relies on, with the scoring explained."""
+
+import json
+
+import msgspec
+import pytest
+
+from kvadmin.routing import decisions
+from tests.routing.conftest import MODEL, PODS, hold, tokens
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_chooses_the_pod_with_the_longest_weighted_prefix(
+    post_score, engines, redis_client
+) -> None:
+    request = tokens(8)
+    hold(redis_client, PODS[0], request, ["GPU"] * 4)
+    hold(redis_client, PODS[1], request, ["GPU"] * 4 + ["CPU"] * 2)
+    status, answer = post_score({"model": MODEL, "token_ids": request, "request_id": "r-1"})
+    assert status == 200
+    assert answer["chosen"] == PODS[1] and answer["tie_break"] is False
+    assert answer["model"] == MODEL and answer["request_id"] == "r-1"
+    assert (answer["blocks"], answer["longest_match"], answer["tokens"]) == (8, 6, 128)
+    assert answer["candidates"] == list(PODS)
+    best, second = answer["scores"]
+    assert best == {
+        "pod": PODS[1],
+        "score": int(((1.0 * 4 + 0.8 + 0.8) / 8) * 100),
+        "matched_blocks": 6,
+        "weighted_sum": 5.6,
+        "media": {"GPU": 4, "CPU": 2},
+        "runs": [["GPU", 4], ["CPU", 2]],
+    }
+    assert second["pod"] == PODS[0] and second["score"] == 50
+    assert answer["weights"] == {"GPU": 1.0, "CPU": 0.8}
+    assert set(answer["timings_ms"]) == {"tokenize", "hash", "index", "score", "total"}
+    assert answer["timings_ms"]["tokenize"] == 0
+
+
+def test_a_request_nobody_holds_is_routed_by_the_tie_break(
+    post_score, engines, redis_client
+) -> None:
+    status, answer = post_score({"model": MODEL, "token_ids": tokens(3)})
+    assert status == 200
+    assert answer["scores"] == [] and answer["longest_match"] == 0
+    assert answer["chosen"] in PODS and answer["tie_break"] is True
+    _, again = post_score({"model": MODEL, "token_ids": tokens(3)})
+    assert again["chosen"] == answer["chosen"]
+
+
+def test_only_the_requested_pods_are_candidates(post_score, engines, redis_client) -> None:
+    request = tokens(4)
+    hold(redis_client, PODS[0], request, ["GPU"] * 4)
+    hold(redis_client, PODS[1], request, ["GPU"] * 2)
+    status, answer = post_score({"model": MODEL, "token_ids": request, "pods": [PODS[1]]})
+    assert status == 200
+    assert answer["candidates"] == [PODS[1]] and answer["chosen"] == PODS[1]
+    assert answer["dropped"] == {"non_candidates": [PODS[0]], "stale": []}
+
+
+def test_disabled_engines_are_not_candidates_by_default(post_score, engines, redis_client):
+    engines[0].enabled = False
+    engines[0].save()
+    hold(redis_client, PODS[0], tokens(2), ["GPU", "GPU"])
+    _, answer = post_score({"model": MODEL, "token_ids": tokens(2)})
+    assert answer["candidates"] == list(PODS[1:])
+    assert answer["dropped"]["non_candidates"] == [PODS[0]]
+
+
+def test_every_decision_is_recorded_as_answered(post_score, engines, redis_client) -> None:
+    hold(redis_client, PODS[2], tokens(2), ["CPU_PINNED", None])
+    _, answer = post_score({"model": MODEL, "token_ids": tokens(2), "request_id": "r-9"})
+    [recorded] = decisions.recent(10)
+    assert json.loads(msgspec.json.encode(decisions.to_api(recorded))) == answer
+    assert recorded.scores[0].runs == [("CPU_PINNED", 1), (None, 1)]
+    assert recorded.first_block == decisions.recent(1)[0].first_block != 0
