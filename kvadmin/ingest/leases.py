@@ -6,6 +6,7 @@ leases expire.
 """
 
 import math
+import threading
 
 import redis
 
@@ -71,4 +72,39 @@ class Leases:
         self._release(keys=[stream_lease_key(stream.pod, stream.rank)], args=[self.worker_id])
 
     def owner(self, stream: StreamId) -> str | None:
-        return self.client.get(stream_lease_key(stream.pod, stream.rank))
+        owner = self.client.get(stream_lease_key(stream.pod, stream.rank))
+        return owner.decode() if isinstance(owner, bytes) else owner
+
+
+class LeaseKeeper:
+    """Renews a worker's leases from its own thread, every third of the lease time, so that a
+    long replay or a backlog in the reading thread never lets them lapse.
+
+    The reading thread publishes what it owns through `owned` and collects what was lost.
+    """
+
+    def __init__(self, leases: Leases, stop: threading.Event) -> None:
+        self.leases = leases
+        self.stop = stop
+        self.owned: tuple[StreamId, ...] = ()
+        self._lost: set[StreamId] = set()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="kvadmin-leases", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def take_lost(self) -> set[StreamId]:
+        with self._lock:
+            lost, self._lost = self._lost, set()
+        return lost
+
+    def _run(self) -> None:
+        interval = self.leases.lease_ms / 3000
+        while not self.stop.wait(interval):
+            try:
+                lost = self.leases.renew(list(self.owned))
+            except redis.RedisError:
+                continue  # the reading thread meets the same failure and recovers
+            with self._lock:
+                self._lost |= lost

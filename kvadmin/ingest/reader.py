@@ -33,7 +33,7 @@ from kvadmin.ingest import status
 from kvadmin.ingest.apply import DEFAULT_PREFERENCE, Applier, MediaPreference
 from kvadmin.ingest.decode import BadFrames, UndecodableBatch, decode_batch, split_frames
 from kvadmin.ingest.events import EventBatch
-from kvadmin.ingest.leases import Leases
+from kvadmin.ingest.leases import LeaseKeeper, Leases
 from kvadmin.ingest.replay import Replayed, ReplayFailed, request_replay
 from kvadmin.ingest.streams import SeqAction, StreamId, StreamSpec, classify_seq
 from kvadmin.metrics import recorder
@@ -105,6 +105,7 @@ class IngestLoop:
         self.wanted: dict[StreamId, StreamSpec] = {}
         self.seen_version: int | None = None
         self.stop_event = threading.Event()
+        self.lease_keeper = LeaseKeeper(self.leases, self.stop_event)
         self.failures = _OncePerKind()
 
     # Lifecycle -------------------------------------------------------------------------------
@@ -116,6 +117,7 @@ class IngestLoop:
         backoff = 0.5
         next_housekeeping = 0.0
         log.info("ingest loop %s started", self.worker_id)
+        self.lease_keeper.start()
         while not self.stop_event.is_set():
             try:
                 if time.monotonic() >= next_housekeeping:
@@ -160,9 +162,10 @@ class IngestLoop:
             spec = self.wanted.get(stream_id)
             if spec is None or spec != self.owned[stream_id].spec:
                 self.drop(stream_id, release=True)
-        for stream_id in self.leases.renew(list(self.owned)):
-            log.warning("ingest: lost the lease of %s", stream_id)
-            self.drop(stream_id, release=False)
+        for stream_id in self.lease_keeper.take_lost():
+            if stream_id in self.owned and self.leases.owner(stream_id) != self.worker_id:
+                log.warning("ingest: lost the lease of %s", stream_id)
+                self.drop(stream_id, release=False)
         alive = self.leases.heartbeat(time.time())
         share = self.leases.fair_share(len(self.wanted), alive)
         for stream_id in sorted(self.owned)[share:]:
@@ -189,6 +192,7 @@ class IngestLoop:
             status.started(self.client, spec.id)
         stream = _Stream(spec=spec, sub=sub, last_applied=last_applied)
         self.owned[spec.id] = stream
+        self.lease_keeper.owned = tuple(self.owned)
         self.by_socket[sub] = stream
         self.poller.register(sub, zmq.POLLIN)
         log.info(
@@ -201,6 +205,7 @@ class IngestLoop:
         """Stop reading a stream; with `release`, hand its lease back at once (best effort:
         with Redis away the lease simply lapses)."""
         stream = self.owned.pop(stream_id)
+        self.lease_keeper.owned = tuple(self.owned)
         self.by_socket.pop(stream.sub, None)
         self.poller.unregister(stream.sub)
         stream.sub.close()
