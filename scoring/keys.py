@@ -93,3 +93,56 @@ def retired_blocks_key(pod: str, rank: int, generation: int) -> str:
 def retired_set_key(pod: str) -> str:
     """SET: "{rank}|{generation}" of every retired_blocks_key of the pod not yet drained."""
     return f"kvadmin:retired:{pod}"
+
+
+# kvadmin's application state beside the index.
+
+REGISTRY_VERSION_KEY = "kvadmin:registry:version"
+"""STRING: bumped on every engine registry change; ingest loops reload when it moves."""
+
+WORKERS_KEY = "kvadmin:ingest:workers"
+"""ZSET: ingest worker id -> last heartbeat (unix seconds)."""
+
+
+def push_queue_key(pod: str) -> str:
+    """LIST: "{seq}|{msgpack batch}" pushed through the API, applied in order."""
+    return f"kvadmin:push:{pod}"
+
+
+def push_seq_key(pod: str) -> str:
+    """STRING: the last seq given to a pushed batch of the pod."""
+    return f"kvadmin:push:seq:{pod}"
+
+
+def push_lock_key(pod: str) -> str:
+    """STRING with a TTL: held by the task draining the pod's pushed batches."""
+    return f"kvadmin:push:lock:{pod}"
+
+
+DECISIONS_KEY = "kvadmin:decisions"
+"""STREAM, capped: every routing decision, field "d" = msgpack record."""
+
+WEIGHTS_VERSION_KEY = "kvadmin:weights:version"
+"""STRING: the number of the tier-weights version scoring uses."""
+WEIGHTS_CONFIG_KEY = "kvadmin:weights:config"
+"""STRING: JSON {"version": n, "weights": {...}, "fallback": w, "notes": {...}} of it."""
+
+GC_LAST_RUN_KEY = "kvadmin:gc:last"
+"""HASH: the last garbage-collection run's report."""
+GC_TOTALS_KEY = "kvadmin:gc:totals"
+"""HASH: GC runs and their removal counts added up."""
+GC_LOCK_KEY = "kvadmin:gc:lock"
+"""STRING with a TTL: held by the running GC."""
+
+METRICS_KEY_PREFIX = "kvadmin:metrics:"
+"""HASH per metric family (counters, histogram buckets by label set)."""
+HITS_KEY_PREFIX = "kvadmin:metrics:hits:"
+"""HASH per minute: decisions, blocks, hits and "m:{medium}" for the dashboard's chart."""
+
+DASHBOARD_SAMPLES_KEY = "kvadmin:dashboard:samples"
+"""LIST of JSON fleet totals, newest first: rates come from their differences."""
+
+
+def pod_samples_key(pod: str) -> str:
+    """ZSET: the pod's blocks per medium over time (JSON samples by unix seconds)."""
+    return f"kvadmin:samples:{pod}"

@@ -19,10 +19,10 @@ from kvadmin.ingest import gc
 from kvadmin.metrics import families
 from kvadmin.metrics.fleet import FleetState, Health, read_fleet, registered_engines
 from kvadmin.metrics.recorder import hits_key
+from scoring import keys
 from scoring.weights import TierWeights
 
-SAMPLES_KEY = "kvadmin:dashboard:samples"
-"""LIST of JSON samples, newest first: {"t", "events", "blocks", "decisions", "faults"}."""
+SAMPLES_KEY = keys.DASHBOARD_SAMPLES_KEY
 SAMPLES_KEPT = 90
 RATE_WINDOW = 10.0
 FAULT_WINDOW = 60.0

@@ -5,8 +5,9 @@ from django.db import close_old_connections
 from kvadmin.engines.models import Engine
 from kvadmin.ingest.streams import StreamId, StreamSpec
 from kvadmin.redis_clients import index_client
+from scoring import keys
 
-REGISTRY_VERSION_KEY = "kvadmin:registry:version"
+REGISTRY_VERSION_KEY = keys.REGISTRY_VERSION_KEY
 
 
 def bump_registry_version() -> int:

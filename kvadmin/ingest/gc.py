@@ -30,11 +30,9 @@ import redis
 from kvadmin.ingest.apply import DEFAULT_PREFERENCE, Applier, ExpireStep, MediaPreference
 from scoring import keys
 
-LAST_RUN_KEY = "kvadmin:gc:last"
-"""HASH: the last run's report (GcReport fields)."""
-TOTALS_KEY = "kvadmin:gc:totals"
-"""HASH: runs and the removal counts of every run added up."""
-LOCK_KEY = "kvadmin:gc:lock"
+LAST_RUN_KEY = keys.GC_LAST_RUN_KEY
+TOTALS_KEY = keys.GC_TOTALS_KEY
+LOCK_KEY = keys.GC_LOCK_KEY
 LOCK_SECONDS = 120
 """Renewed after every step: a run holding it longer than this has died."""
 

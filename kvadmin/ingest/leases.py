@@ -11,9 +11,10 @@ import threading
 import redis
 
 from kvadmin.ingest.streams import StreamId
+from scoring import keys
 from scoring.keys import stream_lease_key
 
-WORKERS_KEY = "kvadmin:ingest:workers"
+WORKERS_KEY = keys.WORKERS_KEY
 
 # Renew or release only what this worker still holds: another may own it by now.
 _RENEW = """

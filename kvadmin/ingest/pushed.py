@@ -9,6 +9,7 @@ at or below the last applied one). Each data-parallel rank's pushes form their o
 import redis
 
 from kvadmin.ingest.streams import StreamId
+from scoring import keys
 
 DRAIN_CHUNK = 100
 LOCK_SECONDS = 60
@@ -20,16 +21,9 @@ return seq
 """
 
 
-def queue_key(pod: str) -> str:
-    return f"kvadmin:push:{pod}"
-
-
-def seq_key(pod: str) -> str:
-    return f"kvadmin:push:seq:{pod}"
-
-
-def lock_key(pod: str) -> str:
-    return f"kvadmin:push:lock:{pod}"
+queue_key = keys.push_queue_key
+seq_key = keys.push_seq_key
+lock_key = keys.push_lock_key
 
 
 def push_stream(pod: str, rank: int | None) -> StreamId:

@@ -21,6 +21,8 @@ same, with the `kvadmin_` prefix instead of `kthena_router_`.
 from dataclasses import dataclass
 from typing import Literal
 
+from scoring import keys
+
 LABEL_SEPARATOR = "\x1f"
 BUCKET_SEPARATOR = "\x1e"
 
@@ -42,7 +44,7 @@ class Family:
 
     @property
     def key(self) -> str:
-        return f"kvadmin:metrics:{self.name}"
+        return f"{keys.METRICS_KEY_PREFIX}{self.name}"
 
 
 # Ingestion: written by the reader after each run of batches it applies. The lag and the time

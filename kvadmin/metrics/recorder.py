@@ -28,13 +28,12 @@ from kvadmin.ingest.events import EventBatch
 from kvadmin.ingest.streams import StreamId
 from kvadmin.metrics import families as f
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_field
+from scoring import keys
 from scoring.keys import stream_status_key
 
 log = logging.getLogger(__name__)
 
-HITS_KEY_PREFIX = "kvadmin:metrics:hits:"
-"""HASH per minute: decisions, blocks (requested), hits (decisions with a match) and
-"m:{medium}" (blocks the chosen pod held in medium): the dashboard's hit-ratio chart."""
+HITS_KEY_PREFIX = keys.HITS_KEY_PREFIX
 HITS_TTL_SECONDS = 2 * 3600
 
 Target = redis.Redis | Pipeline

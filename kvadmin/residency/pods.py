@@ -60,10 +60,6 @@ class PodSummary:
         recorded = [s.seconds("last_event_at") for s in self.streams]
         return max((t for t in recorded if t is not None), default=self.last_store_at)
 
-    @property
-    def healthy(self) -> bool:
-        return bool(self.streams) and all(stream.healthy for stream in self.streams)
-
 
 @dataclass(slots=True)
 class PodsOverview:

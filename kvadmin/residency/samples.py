@@ -19,6 +19,7 @@ from redis.commands.core import Script
 
 from kvadmin.residency.media import medium_order
 from kvadmin.residency.pods import PodSummary
+from scoring import keys
 
 RETENTION_SECONDS = 86400
 MAX_POINTS = 1500
@@ -38,8 +39,7 @@ return out
 """
 
 
-def samples_key(pod: str) -> str:
-    return f"kvadmin:samples:{pod}"
+samples_key = keys.pod_samples_key
 
 
 @cache

@@ -77,10 +77,6 @@ class StreamHealth:
     def connected_at(self) -> int | None:
         return self.seconds("connected_at")
 
-    @property
-    def healthy(self) -> bool:
-        return (self.connected or self.pushed) and not self.batches_lost
-
 
 def stream_ranks(dp_size: int | None, indexed_ranks: Iterable[str | int]) -> list[int]:
     """ZMQ ranks of the registered engine, then every rank the index names, in order."""

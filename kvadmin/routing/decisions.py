@@ -19,11 +19,12 @@ from redis.client import Pipeline
 
 from kvadmin.conf import knob
 from kvadmin.redis_clients import index_client
+from scoring import keys
 from scoring.choice import choose
 from scoring.score import PodScore, PrefixWalk, score_walk
 from scoring.weights import TierWeights
 
-DECISIONS_KEY = "kvadmin:decisions"
+DECISIONS_KEY = keys.DECISIONS_KEY
 """STREAM: one entry per scoring decision, field "d" = the Decision as JSON. Capped."""
 
 _SCAN_PAGE = 200

@@ -30,14 +30,13 @@ from kvadmin.conf import knob
 from kvadmin.ingest.apply import MediaPreference
 from kvadmin.redis_clients import index_client
 from kvadmin.weights.config import SPEC_DEFAULTS, WeightConfig
+from scoring import keys
 from scoring.weights import InvalidTierWeights, TierWeights
 
 log = logging.getLogger(__name__)
 
-VERSION_KEY = "kvadmin:weights:version"
-"""STRING: the number of the tier-weights version scoring uses."""
-CONFIG_KEY = "kvadmin:weights:config"
-"""STRING: JSON {"version": n, "weights": {...}, "fallback": w, "notes": {...}} of it."""
+VERSION_KEY = keys.WEIGHTS_VERSION_KEY
+CONFIG_KEY = keys.WEIGHTS_CONFIG_KEY
 
 _PUBLISH = """
 local current = tonumber(redis.call('GET', KEYS[1]) or '-1')
