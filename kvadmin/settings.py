@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "kvadmin.routing",
     "kvadmin.weights",
     "kvadmin.residency",
+    "kvadmin.fleet",
     "kvadmin.metrics",
 ]
 

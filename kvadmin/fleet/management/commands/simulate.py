@@ -35,6 +35,9 @@ class Command(BaseCommand):
         parser.add_argument("--disk-blocks", type=int, default=2048)
         parser.add_argument("--register", action="store_true", help="register the pods as engines")
         parser.add_argument("--traffic", type=float, default=0.0, help="requests per second")
+        parser.add_argument(
+            "--requests", type=int, default=None, help="stop after this many requests"
+        )
         parser.add_argument("--routing", choices=["kvadmin", "random"], default="kvadmin")
         parser.add_argument("--api", default="http://127.0.0.1:8000", help="kvadmin's base URL")
         parser.add_argument("--seed", type=int, default=0)
@@ -72,7 +75,9 @@ class Command(BaseCommand):
                     traffic = TrafficGenerator(
                         fleet.endpoints(), router, Workload(options["model"], seed=options["seed"])
                     )
-                    summary = traffic.run(rate=options["traffic"], stop=stop)
+                    summary = traffic.run(
+                        requests=options["requests"], rate=options["traffic"], stop=stop
+                    )
                     traffic.close()
                     self.stdout.write(summary.format())
                 else:
