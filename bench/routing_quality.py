@@ -78,13 +78,19 @@ def fleet_configs() -> list[PodConfig]:
     ]
 
 
+CHANGED_BY_WEIGHTS = [0]
+"""Decisions of the tier-weighted run whose pod the unweighted scoring would not have chosen."""
+
+
 def kvadmin_router(client: redis.Redis, weights: TierWeights) -> Router:
     def route(model, token_ids, pods: list[PodEndpoint]) -> tuple[PodEndpoint, int]:
         names = {pod.name: pod for pod in pods}
         result = score_request(client, model, token_ids, set(names), {}, weights)
-        scores = result.scores
         first = _first_block(token_ids)
-        chosen, _ = choose(scores, names, first)
+        chosen, _ = choose(result.scores, names, first)
+        if weights is WEIGHTED:
+            flat = score_request(client, model, token_ids, set(names), {}, UNWEIGHTED)
+            CHANGED_BY_WEIGHTS[0] += choose(flat.scores, names, first)[0] != chosen
         matched = next((p.matched_blocks for p in result.pods if p.pod == chosen), 0)
         return names[chosen], min(matched, (len(token_ids) - 1) // 16) * 16
 
@@ -150,6 +156,8 @@ def main() -> None:
             + "".join(f"{by_medium.get(m, 0.0):>12.1%}" for m in media)
             + f"{summary.cached_tokens:>15,}{summary.load_spread:>13.2f}{exact:>13}"
         )
+    print(f"tier weights chose another pod than unweighted scoring in {CHANGED_BY_WEIGHTS[0]} "
+          f"of {args.requests} decisions")  # fmt: skip
     base = results["random"].cached_tokens or 1
     for routing in ("kvadmin unweighted", "kvadmin tier-weighted"):
         print(f"{routing}: {results[routing].cached_tokens / base:.2f}x the prefill tokens "
