@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvadmin.redis_server import RedisServer, free_port  # noqa: E402
+from kvadmin.redis_server import RedisServer, free_port
 
 MODEL = "Qwen/Qwen3-8B"
 PODS = [f"vllm-{i}.inference" for i in range(32)]

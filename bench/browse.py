@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvadmin.redis_server import RedisServer  # noqa: E402
+from kvadmin.redis_server import RedisServer
 
 MODEL = "Qwen/Qwen3-8B"
 PODS = [f"vllm-{i}.inference" for i in range(24)] + [f"sglang-{i}.inference" for i in range(8)]

@@ -27,17 +27,18 @@ from statistics import quantiles
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import redis  # noqa: E402
+import redis
 
-from kvadmin.fleet.cache import CacheModel, lower_tiers_for  # noqa: E402
-from kvadmin.fleet.wire import Encoding, Publisher, encode_batch  # noqa: E402
-from kvadmin.ingest.apply import Applier  # noqa: E402
-from kvadmin.ingest.baseline import KthenaBaseline  # noqa: E402
-from kvadmin.ingest.decode import decode_batch  # noqa: E402
-from kvadmin.ingest.events import BlockStored, Event  # noqa: E402
-from kvadmin.ingest.streams import StreamId, StreamSpec  # noqa: E402
-from kvadmin.redis_server import RedisServer  # noqa: E402
-from scoring.keys import stream_status_key  # noqa: E402
+from kvadmin.fleet.cache import CacheModel, lower_tiers_for
+from kvadmin.fleet.publisher import Publisher
+from kvadmin.fleet.wire import Encoding, encode_batch
+from kvadmin.ingest.apply import Applier
+from kvadmin.ingest.baseline import KthenaBaseline
+from kvadmin.ingest.decode import decode_batch
+from kvadmin.ingest.events import BlockStored, Event
+from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.redis_server import RedisServer
+from scoring.keys import stream_status_key
 
 ENGINES = 8
 MODEL = "Qwen/Qwen3-8B"

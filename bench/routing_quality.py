@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import redis  # noqa: E402
+import redis
 
-from kvadmin.fleet.fleet import Fleet  # noqa: E402
-from kvadmin.fleet.pod import PodConfig  # noqa: E402
-from kvadmin.fleet.traffic import (  # noqa: E402
+from kvadmin.fleet.fleet import Fleet
+from kvadmin.fleet.pod import PodConfig
+from kvadmin.fleet.traffic import (
     FunctionRouter,
     PodEndpoint,
     RandomRouter,
@@ -37,13 +37,13 @@ from kvadmin.fleet.traffic import (  # noqa: E402
     TrafficGenerator,
     TrafficSummary,
 )
-from kvadmin.fleet.workload import Workload  # noqa: E402
-from kvadmin.ingest.reader import IngestLoop  # noqa: E402
-from kvadmin.ingest.streams import StreamId, StreamSpec  # noqa: E402
-from kvadmin.redis_server import RedisServer  # noqa: E402
-from scoring.choice import choose  # noqa: E402
-from scoring.index import score_request  # noqa: E402
-from scoring.weights import TierWeights  # noqa: E402
+from kvadmin.fleet.workload import Workload
+from kvadmin.ingest.reader import IngestLoop
+from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.redis_server import RedisServer
+from scoring.choice import choose
+from scoring.index import score_request
+from scoring.weights import TierWeights
 
 MODEL = "Qwen/Qwen3-8B"
 UNWEIGHTED = TierWeights({"gpu": 1.0, "cpu": 1.0, "cpu_pinned": 1.0}, fallback=1.0)

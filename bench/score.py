@@ -22,12 +22,12 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvadmin.redis_server import RedisServer  # noqa: E402
-from scoring.hashing import block_hashes  # noqa: E402
-from scoring.index import BaselineIndexReader, IndexReader, PrefixReader, score_request  # noqa: E402
-from scoring.keys import ENGINE_HASH_TTL_SECONDS, block_key, block_value, engine_hash_key  # noqa: E402
-from scoring.score import ScoreResult  # noqa: E402
-from scoring.weights import TierWeights  # noqa: E402
+from kvadmin.redis_server import RedisServer
+from scoring.hashing import block_hashes
+from scoring.index import BaselineIndexReader, IndexReader, PrefixReader, score_request
+from scoring.keys import ENGINE_HASH_TTL_SECONDS, block_key, block_value, engine_hash_key
+from scoring.score import ScoreResult
+from scoring.weights import TierWeights
 
 MODEL = "Qwen/Qwen3-8B"
 PODS = [f"vllm-{i}.inference" for i in range(32)]

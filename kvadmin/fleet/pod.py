@@ -1,7 +1,7 @@
 """A simulated engine pod: one cache model and one KV-event publisher per data-parallel rank.
 
 Like vLLM's `ZmqEventPublisher`, serving never waits on the socket: each rank's batches go
-through a queue to a sender thread, which owns that rank's `wire.Publisher` (a ZMQ socket is not
+through a queue to a sender thread, which owns that rank's `Publisher` (a ZMQ socket is not
 thread-safe). Everything that touches the socket (publish, restart, drop, waiting for
 subscribers) runs in that thread, in the order it was asked for; a batch keeps the time it was
 made at as its `ts`. The HTTP face is `http.PodApp`; `fleet.Fleet` puts both together.
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvadmin.fleet.cache import CacheModel, EngineKind, ServeResult, lower_tiers_for
+from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.traffic import PodEndpoint
-from kvadmin.fleet.wire import Encoding, Publisher
+from kvadmin.fleet.wire import Encoding
 from kvadmin.ingest.events import Event
 
 DEFAULT_ENCODING: dict[str, Encoding] = {"vllm": Encoding.VLLM_MAP, "sglang": Encoding.SGLANG_MAP}

@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import zmq
 
-from kvadmin.fleet.wire import Encoding, Publisher, block_removed, offset_endpoint, open_ranks
+from kvadmin.fleet.publisher import Publisher, offset_endpoint, open_ranks
+from kvadmin.fleet.wire import Encoding, block_removed
 from kvadmin.ingest.decode import END_OF_REPLAY, decode_frames, decode_replay_frames
 from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored
 from kvadmin.redis_server import free_port

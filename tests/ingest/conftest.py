@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from kvadmin.fleet.wire import Encoding, Publisher
+from kvadmin.fleet.publisher import Publisher
+from kvadmin.fleet.wire import Encoding
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.streams import StreamId, StreamSpec
 

@@ -2,7 +2,8 @@
 
 import zmq
 
-from kvadmin.fleet.wire import Encoding, Publisher, all_blocks_cleared
+from kvadmin.fleet.publisher import Publisher
+from kvadmin.fleet.wire import Encoding, all_blocks_cleared
 from kvadmin.ingest import status
 from kvadmin.ingest.streams import StreamId, StreamSpec
 from tests.ingest.blocks import key, removed, stored

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from kvadmin.engines.models import Engine
-from kvadmin.fleet.wire import Encoding, Publisher
+from kvadmin.fleet.publisher import Publisher
+from kvadmin.fleet.wire import Encoding
 from kvadmin.ingest import status
 from kvadmin.ingest.leases import Leases
 from kvadmin.ingest.streams import StreamId
