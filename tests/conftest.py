@@ -3,13 +3,16 @@
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from django.conf import settings
 
+from kvadmin.fleet.fleet import Fleet
+from kvadmin.fleet.pod import PodConfig
 from kvadmin.redis_server import free_port
 from tests import services
 from tests.waiting import wait_until
@@ -128,3 +131,24 @@ def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
     wait_until(serving, timeout=30, what="the ASGI server to serve")
     yield url
     stop_process(process)
+
+
+def local_config(name: str = "vllm-0.default", kind: str = "vllm", **options: Any) -> PodConfig:
+    """A simulated pod whose three base ports were each free a moment ago."""
+    ports = {"events_port": free_port(), "replay_port": free_port(), "http_port": free_port()}
+    return PodConfig(name=name, kind=kind, **(ports | options))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def start_fleet() -> Iterator[Callable[..., Fleet]]:
+    """Start a fleet of the given pod configs; every fleet started is stopped after the test."""
+    fleets: list[Fleet] = []
+
+    def start(*configs: PodConfig) -> Fleet:
+        fleet = Fleet(configs).start()
+        fleets.append(fleet)
+        return fleet
+
+    yield start
+    for fleet in fleets:
+        fleet.stop()

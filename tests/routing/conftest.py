@@ -12,12 +12,12 @@ import redis
 
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
-from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
 from kvadmin.redis_server import free_port
 from kvadmin.routing.tokenize import CACHE
 from scoring.hashing import block_hashes
 from scoring.keys import block_key, block_value
+from tests.conftest import local_config
 from tests.ingest.conftest import publisher, start_loop  # noqa: F401 (restart fixtures)
 
 MODEL = "Qwen/Qwen3-8B"
@@ -88,23 +88,7 @@ def post_score(client, token) -> Post:
 
 
 def local_pod(name: str, kind: str = "vllm") -> PodConfig:
-    ports = {"events_port": free_port(), "replay_port": free_port(), "http_port": free_port()}
-    return PodConfig(name=name, kind=kind, model=MODEL, **ports)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def start_fleet() -> Iterator[Callable[..., Fleet]]:
-    """Simulated pods serving /tokenize; stopped after the test."""
-    fleets: list[Fleet] = []
-
-    def start(*configs: PodConfig) -> Fleet:
-        fleet = Fleet(configs).start()
-        fleets.append(fleet)
-        return fleet
-
-    yield start
-    for fleet in fleets:
-        fleet.stop()
+    return local_config(name, kind, model=MODEL)
 
 
 def dead_url() -> str:
