@@ -8,6 +8,7 @@ import redis
 
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.wire import Encoding
+from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.streams import StreamId, StreamSpec
 
@@ -24,6 +25,12 @@ def spec_for(publisher: Publisher, pod: str = "vllm-0.default", rank: int = 0) -
         topic=publisher.topic,
         block_size=16,
     )
+
+
+@pytest.fixture
+def applier(redis_client: redis.Redis) -> Applier:
+    """The index writer on this test's empty index database."""
+    return Applier(redis_client)
 
 
 @pytest.fixture

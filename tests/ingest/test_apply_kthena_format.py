@@ -21,11 +21,6 @@ def vector() -> dict:
     return json.loads((SHARED / "conformance" / "kthena.json").read_text())["realistic_vllm_store"]
 
 
-@pytest.fixture
-def applier(redis_client: redis.Redis) -> Applier:
-    return Applier(redis_client)
-
-
 def _store(vector: dict, medium: str | None = "GPU") -> EventBatch:
     stored = BlockStored(
         block_hashes=(engine_hash_text(vector["engine_hash"]),),

@@ -1,7 +1,6 @@
 """Offload placeholder stores (SPEC 4.2, 5.5): no tokens, the engine hashes of blocks stored
 earlier; they add the new medium to the blocks they name."""
 
-import pytest
 import redis
 
 from kvadmin.ingest.apply import Applier
@@ -12,11 +11,6 @@ from scoring.keys import block_key, engine_blocks_key, residency_key, stream_sta
 POD = "p.ns"
 TOKENS = tuple(range(32))
 FIRST, SECOND = hash_block(TOKENS[:16]), hash_block(TOKENS[16:])
-
-
-@pytest.fixture
-def applier(redis_client: redis.Redis) -> Applier:
-    return Applier(redis_client)
 
 
 def _send(applier: Applier, rank: int, seq: int, *events: BlockStored) -> dict[str, int]:

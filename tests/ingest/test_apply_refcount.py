@@ -15,11 +15,6 @@ STD = hash_block(TOKENS)
 KEY = block_key("M", STD)
 
 
-@pytest.fixture
-def applier(redis_client: redis.Redis) -> Applier:
-    return Applier(redis_client)
-
-
 class _Pod:
     """One pod's streams, each with its own seq counter."""
 

@@ -16,11 +16,6 @@ STD = hash_block(TOKENS)
 KEY = block_key("M", STD)
 
 
-@pytest.fixture
-def applier(redis_client: redis.Redis) -> Applier:
-    return Applier(redis_client)
-
-
 class _Stream:
     """Rank 0 of one vLLM pod, one batch per call, time moving one second per batch."""
 

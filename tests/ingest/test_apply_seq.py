@@ -1,7 +1,6 @@
 """Exactly once (SPEC 4.1): a batch at or below the stream's last applied seq changes nothing,
 and a run of batches is applied in one round trip with its counters."""
 
-import pytest
 import redis
 
 from kvadmin.ingest.apply import Applier
@@ -25,11 +24,6 @@ STREAM = StreamSpec(
 
 def _stored(engine_hash: str = "1") -> EventBatch:
     return EventBatch(ts=0.0, events=[BlockStored((engine_hash,), TOKENS, 16, "GPU")])
-
-
-@pytest.fixture
-def applier(redis_client: redis.Redis) -> Applier:
-    return Applier(redis_client)
 
 
 def test_a_duplicate_seq_is_not_applied_twice(applier: Applier, redis_client: redis.Redis) -> None:

@@ -1,7 +1,6 @@
 """Tokens that do not pair with the hashes (vLLM hybrid models skip blocks, SPEC 4.2): no
 crash, counted, and only hashes the index already knows are updated."""
 
-import pytest
 import redis
 
 from kvadmin.ingest.apply import Applier
@@ -11,11 +10,6 @@ from scoring.keys import block_key, stream_status_key
 
 TOKENS = tuple(range(16))
 STD = hash_block(TOKENS)
-
-
-@pytest.fixture
-def applier(redis_client: redis.Redis) -> Applier:
-    return Applier(redis_client)
 
 
 def test_mismatched_tokens_update_known_hashes_only(

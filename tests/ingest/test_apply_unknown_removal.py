@@ -1,7 +1,6 @@
 """Removals of engine hashes the stream does not hold change nothing and are counted; the same
 hash can be stored and removed again and again (vLLM, SPEC 4.2)."""
 
-import pytest
 import redis
 
 from kvadmin.ingest.apply import Applier
@@ -11,11 +10,6 @@ from scoring.keys import block_key, engine_hash_key
 
 TOKENS = tuple(range(16))
 KEY = block_key("M", hash_block(TOKENS))
-
-
-@pytest.fixture
-def applier(redis_client: redis.Redis) -> Applier:
-    return Applier(redis_client)
 
 
 def test_an_unknown_removal_is_counted_and_changes_nothing(
