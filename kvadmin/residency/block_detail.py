@@ -62,10 +62,6 @@ class OwnerDetail:
         start, or either time unknown."""
         return not is_stale(self.value, self.started_at)
 
-    @property
-    def scan_ranks(self) -> list[int]:
-        return [stream.rank for stream in self.streams]
-
 
 @dataclass(slots=True)
 class BlockDetail:

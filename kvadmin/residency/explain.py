@@ -137,9 +137,6 @@ class Explanation:
     """The decision as POST /api/v1/score returns it (pretty JSON)."""
     warnings: list[str] = field(default_factory=list)
 
-    def weight_of(self, medium: str | None) -> float:
-        return self.decision.weights.get(medium or "", 1.0)
-
 
 def explain_request(form: ExplainForm) -> Explanation | None:
     """Score the form's request like the API (without recording it) and lay out the grid;

@@ -87,7 +87,3 @@ class DecisionRow:
 def row_html(decision: Decision) -> SafeString:
     """The feed row of one decision: the same fragment on the page and in live frames."""
     return render_to_string("routing/feed.html#decision", {"row": DecisionRow(decision)})
-
-
-def explanation_html(decision: Decision) -> SafeString:
-    return render_to_string("routing/feed.html#explanation", {"row": DecisionRow(decision)})
