@@ -11,15 +11,6 @@ import redis
 from kvadmin.ingest.streams import StreamId
 from scoring.keys import stream_status_key
 
-FAULT_COUNTERS = (
-    "gaps",
-    "replays",
-    "batches_lost",
-    "restarts",
-    "purges",
-    "bad_frames",
-)
-
 
 def _key(stream: StreamId) -> str:
     return stream_status_key(stream.pod, stream.rank)
@@ -56,6 +47,20 @@ def started(client: redis.Redis, stream: StreamId) -> None:
     the new run are written from now on (same-second writes count as before the start), and
     the caller purges the earlier run's entries itself."""
     client.hset(_key(stream), "started_at", int(time.time()) - 1)
+
+
+def start_times(client: redis.Redis, streams: list[StreamId]) -> dict[str, int]:
+    """Each pod's last (re)start in unix seconds, as kthena's freshness rule needs it (SPEC 2.4
+    step 1): the latest `started_at` of its streams, for the pods where a reader recorded one.
+    One round trip."""
+    pipeline = client.pipeline(transaction=False)
+    for stream in streams:
+        pipeline.hget(_key(stream), "started_at")
+    started: dict[str, int] = {}
+    for stream, value in zip(streams, pipeline.execute() if streams else [], strict=True):
+        if value is not None:
+            started[stream.pod] = max(started.get(stream.pod, int(value)), int(value))
+    return started
 
 
 def disconnected(client: redis.Redis, stream: StreamId) -> None:

@@ -30,6 +30,8 @@ import redis
 
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
+from kvadmin.ingest import status
+from kvadmin.ingest.streams import StreamId
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import index_client
 from kvadmin.routing import decisions
@@ -39,7 +41,6 @@ from kvadmin.weights.active import active_weights
 from scoring.choice import choose
 from scoring.hashing import hash_block
 from scoring.index import score_request
-from scoring.keys import stream_status_key
 from scoring.score import PodScore, ScoreResult
 from scoring.weights import TierWeights
 
@@ -138,7 +139,9 @@ def score(
             model,
             tokens,
             set(pods_),
-            _start_times(client, candidates),
+            status.start_times(
+                client, [StreamId(c.pod, rank) for c in candidates for rank in range(c.dp_size)]
+            ),
             active.weights,
             block_size=knob("BLOCK_SIZE"),
             max_blocks=knob("MAX_BLOCKS"),
@@ -365,16 +368,3 @@ def _tokenized(
             f"`{source}` has {tokens.count} tokens; the limit is {limit}", source
         )
     return tokens
-
-
-def _start_times(client: redis.Redis, candidates: Sequence[_Candidate]) -> dict[str, int]:
-    """Each candidate's last (re)start in unix seconds, where an ingest reader recorded one."""
-    pipeline = client.pipeline(transaction=False)
-    streams = [(c.pod, rank) for c in candidates for rank in range(c.dp_size)]
-    for pod, rank in streams:
-        pipeline.hget(stream_status_key(pod, rank), "started_at")
-    started: dict[str, int] = {}
-    for (pod, _), value in zip(streams, pipeline.execute() if streams else [], strict=True):
-        if value is not None:
-            started[pod] = max(started.get(pod, int(value)), int(value))
-    return started
