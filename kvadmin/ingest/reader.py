@@ -275,9 +275,11 @@ class IngestLoop:
         self.applier.apply_batches(
             stream.spec, batches, now=int(time.time()), preference=self.preference()
         )
-        recorder.record_apply(self.client, stream.spec.id, batches, time.perf_counter() - started)
         stream.last_applied = batches[-1][0]
-        status.applied_digest(self.client, stream.spec.id, payload_digest(stream.last_payload))
+        pipe = self.client.pipeline(transaction=False)
+        recorder.record_apply(pipe, stream.spec.id, batches, time.perf_counter() - started)
+        status.applied_digest(pipe, stream.spec.id, payload_digest(stream.last_payload))
+        pipe.execute()
 
     def catch_up(self, stream: _Stream, until: int | None = None) -> None:
         """Replay what the engine buffered after the last seen seq (before `until` if given).

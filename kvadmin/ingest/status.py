@@ -7,6 +7,7 @@ writes connection state and the fault counters below.
 import time
 
 import redis
+from redis.client import Pipeline
 
 from kvadmin.ingest.streams import StreamId
 from scoring.keys import stream_status_key
@@ -25,7 +26,7 @@ def reset_last_seq(client: redis.Redis, stream: StreamId) -> None:
     client.hset(_key(stream), "last_seq", -1)
 
 
-def applied_digest(client: redis.Redis, stream: StreamId, digest: str) -> None:
+def applied_digest(client: redis.Redis | Pipeline, stream: StreamId, digest: str) -> None:
     """A digest of the last applied payload: after a takeover, the engine's replay of that
     seq must carry the same payload, or the publisher restarted meanwhile."""
     client.hset(_key(stream), "last_digest", digest)
