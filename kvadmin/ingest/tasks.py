@@ -3,6 +3,7 @@ import time
 from celery import shared_task
 
 from kvadmin.conf import knob
+from kvadmin.engines.models import Engine
 from kvadmin.ingest import gc, pushed
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.decode import UndecodableBatch, decode_batch
@@ -13,14 +14,9 @@ from kvadmin.redis_clients import index_bytes_client, index_client
 from kvadmin.weights.active import active_media_preference
 
 
-def _spec(pod: str, rank: int | None) -> StreamSpec | None:
-    from kvadmin.engines.models import Engine
-
-    engine = Engine.objects.filter(pod=pod).first()
-    if engine is None:
-        return None
+def _spec(engine: Engine, rank: int | None) -> StreamSpec:
     return StreamSpec(
-        id=pushed.push_stream(pod, rank),
+        id=pushed.push_stream(engine.pod, rank),
         model=engine.model,
         kind=engine.kind,
         events_endpoint="",
@@ -42,8 +38,10 @@ def apply_pushed(pod: str) -> int:
             return applied  # another task is draining this pod and will see our batches
         try:
             while entries := pushed.pending(client, pod):
-                for seq, payload in entries:
-                    _apply_one(applier, pod, seq, payload)
+                # Once per chunk: a removed engine's batches are dropped (its entries purged).
+                engine = Engine.objects.filter(pod=pod).first()
+                for seq, payload in entries if engine else ():
+                    _apply_one(applier, engine, seq, payload)
                 pushed.done(client, pod, len(entries))
                 applied += len(entries)
         finally:
@@ -53,14 +51,12 @@ def apply_pushed(pod: str) -> int:
             return applied
 
 
-def _apply_one(applier: Applier, pod: str, seq: int, payload: bytes) -> None:
+def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> None:
     try:
         batch = decode_batch(payload)
     except UndecodableBatch:  # validated by the API; the engine may have vanished since
         batch = EventBatch(ts=time.time(), events=[], skipped={"undecodable": 1})
-    spec = _spec(pod, batch.rank)
-    if spec is None:
-        return  # the engine was removed: its entries are purged, drop what it pushed
+    spec = _spec(engine, batch.rank)
     started = time.perf_counter()
     applier.apply_batches(
         spec, [(seq, batch)], now=int(time.time()), preference=active_media_preference()
@@ -72,8 +68,6 @@ def _apply_one(applier: Applier, pod: str, seq: int, payload: bytes) -> None:
 def collect_garbage(force: bool = False) -> None:
     """Beat sends this every minute; a run happens once GC_INTERVAL_SECONDS have passed since
     the last one started (at once with `force`), unless another process is running one."""
-    from kvadmin.engines.models import Engine
-
     client = index_client()
     if not force and not gc.due(client, knob("GC_INTERVAL_SECONDS")):
         return
