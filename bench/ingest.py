@@ -200,8 +200,8 @@ def lag(url: str, streams: list[list[list[Event]]]) -> list[float]:
         wait_connected(client, specs, publishers)
         watcher = threading.Thread(target=observe)
         watcher.start()
-        order = [(n, events) for i in range(10**9) for n, s in enumerate(streams) if i < len(s)
-                 for events in [s[i]]]  # fmt: skip
+        rounds = max(len(s) for s in streams)
+        order = [(n, s[i]) for i in range(rounds) for n, s in enumerate(streams) if i < len(s)]
         started = time.perf_counter()
         blocks = 0
         for n, events in order:

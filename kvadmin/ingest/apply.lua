@@ -86,6 +86,7 @@ local function has(text, m)
 end
 
 local media
+local shrunk = {} -- media whose residency lost entries in this call
 local function pod_media()
   if not media then
     media = {}
@@ -94,6 +95,20 @@ local function pod_media()
     end
   end
   return media
+end
+
+-- A medium stays in the pod's media set while its residency has entries; checked once per
+-- script call rather than once per removal.
+local function settle_media()
+  for m in pairs(shrunk) do
+    if call('EXISTS', RES .. m) == 0 then
+      call('SREM', MEDIA, m)
+      if media then
+        media[m] = nil
+      end
+    end
+  end
+  shrunk = {}
 end
 
 local now
@@ -121,12 +136,12 @@ end
 -- The pod holds `std` in `m` (again): refresh the residency score and the matrix value,
 -- whose medium is the best one the pod holds. Only a medium below the top one (the first
 -- listed, unless unlisted media rank first) reads the current value to know whether a better
--- medium is held.
+-- medium is held. Returns true when the pod did not hold `std` in `m` before.
 local function refresh(std, m)
-  call('ZADD', res_key(m), now, std)
-  local key, best = MATRIX .. std, m
+  local added = call('ZADD', res_key(m), now, std) == 1
+  local key, best, current = MATRIX .. std, m, nil
   if rank_of(m) ~= 0 or not top_listed then
-    local current = call('HGET', key, pod)
+    current = call('HGET', key, pod)
     if current then
       local held = medium_of(current)
       if better(held, m) then
@@ -134,26 +149,30 @@ local function refresh(std, m)
       end
     end
   end
-  call('HSET', key, pod, now_value(best))
+  local v = now_value(best)
+  if v ~= current then
+    call('HSET', key, pod, v)
+  end
+  return added
 end
 
--- One holder of (pod, std, x) went away. At zero the pod no longer holds std in x: the
--- residency goes, and when x was the value's medium the next best held one takes over, with
--- the time of its own last store; with none left the pod's field goes. Returns nil while
--- other holders remain, 1 when the pod's matrix field went, 0 otherwise.
+-- One holder of (pod, std, x) went away. With none left the pod no longer holds std in x:
+-- the residency goes, and when x was the value's medium the next best held one takes over,
+-- with the time of its own last store; with no medium left the pod's field goes. Returns nil
+-- while other holders remain, 1 when the pod's matrix field went, 0 otherwise.
 local function release(std, x)
   local field = std .. '|' .. x
-  if call('HINCRBY', RC, field, -1) > 0 then
+  local holders = call('HGET', RC, field)
+  if holders == '2' then
+    call('HDEL', RC, field)
+    return nil
+  elseif holders then
+    call('HINCRBY', RC, field, -1)
     return nil
   end
-  call('HDEL', RC, field)
-  local res = res_key(x)
-  call('ZREM', res, std)
+  call('ZREM', res_key(x), std)
+  shrunk[x] = true
   local held = pod_media()
-  if call('EXISTS', res) == 0 then
-    call('SREM', MEDIA, x)
-    held[x] = nil
-  end
   local key = MATRIX .. std
   if rank_of(x) ~= 0 or not top_listed then
     local current = call('HGET', key, pod)
@@ -188,16 +207,21 @@ local function keep(eb, eh, std, list)
   end
 end
 
--- One more holder of (pod, std, m).
+-- One more holder of (pod, std, m). The first one is the residency entry alone; from the
+-- second on, the refcount field counts them all.
 local function add_holder(std, m)
-  if call('HINCRBY', RC, std .. '|' .. m, 1) == 1 then
+  if refresh(std, m) then
     local held = pod_media()
     if not held[m] then
       call('SADD', MEDIA, m)
       held[m] = true
     end
+  else
+    local field = std .. '|' .. m
+    if call('HINCRBY', RC, field, 1) == 1 then
+      call('HSET', RC, field, 2)
+    end
   end
-  refresh(std, m)
 end
 
 -- The stream holds engine block `eh` (= std) in `m`. `media_text` is its current media list,
@@ -268,7 +292,7 @@ if cmd == 'apply' then
       if applied == 0 then
         local known = call('HGET', PODS, pod)
         if known ~= model then
-          if known and call('EXISTS', RC) == 1 then
+          if known and call('EXISTS', MEDIA) == 1 then
             return redis.error_reply('MODEL_CHANGED ' .. known)
           end
           call('HSET', PODS, pod, model)
@@ -389,6 +413,7 @@ if cmd == 'apply' then
       end
     end
   end
+  settle_media()
   out[1] = call('SCARD', RETIRED)
   return out
 end
@@ -430,8 +455,9 @@ if cmd == 'drain' then
       break
     end
   end
+  settle_media()
   local left = call('SCARD', RETIRED)
-  if left == 0 and call('SCARD', RANKS) == 0 and call('EXISTS', RC) == 0 then
+  if left == 0 and call('SCARD', RANKS) == 0 and call('EXISTS', MEDIA) == 0 then
     call('HDEL', PODS, pod)
     call('HDEL', KINDS, pod)
     call('DEL', MEDIA)
@@ -542,6 +568,7 @@ if cmd == 'expire' then
       end
     end
   end
+  settle_media()
   return { scan[1], owned, fields, #flat / 2 }
 end
 
@@ -557,9 +584,10 @@ if cmd == 'sweep' then
   local stds = call('ZRANGEBYSCORE', res_key(m), '-inf', '(' .. cutoff, 'LIMIT', 0, count)
   local fields = 0
   for _, std in ipairs(stds) do
-    call('HSET', RC, std .. '|' .. m, 1)
+    call('HDEL', RC, std .. '|' .. m)
     fields = fields + release(std, m)
   end
+  settle_media()
   local more = 0
   if #stds == count then
     more = 1

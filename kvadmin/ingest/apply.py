@@ -19,8 +19,11 @@ engine spelled it, "" for none, std = decimal standardized hash):
   store with tokens, deleted when the stream drops the engine block.
 - `kvadmin:eh:{pod}|{rank}` HASH engine hash -> "{std}|{m1},{m2}": what this stream holds.
   The first medium is the primary tier (stored with tokens); placeholders append theirs.
-- `kvadmin:rc:{pod}` HASH "{std}|{m}" -> number of (rank, engine hash) pairs holding it.
-- `kvadmin:res:{pod}|{m}` ZSET std -> last store ts, present iff its refcount > 0.
+- `kvadmin:res:{pod}|{m}` ZSET std -> last store ts, present iff some (rank, engine hash)
+  holds std in m.
+- `kvadmin:rc:{pod}` HASH "{std}|{m}" -> number of (rank, engine hash) pairs holding it, only
+  when more than one does: the residency entry alone stands for one holder, which saves a
+  write per store and per removal in the common case.
 - `kvadmin:media:{pod}` SET of m with a residency ZSET; `kvadmin:ranks:{pod}` SET of ranks
   with engine blocks; `kvadmin:pods` / `kvadmin:pod-kinds` HASH pod -> model / engine kind.
 - `kvadmin:eh-retired:{pod}|{rank}|{gen}` HASH (registered in `kvadmin:retired:{pod}`): a
@@ -201,11 +204,25 @@ def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str,
     """Append one batch's script arguments to `out`: seq, body length, counters, operations.
 
     Operations: "S" m n (engine hash, std)*n for stores with tokens, "P" m n hash*n for
-    placeholders, "R" m n hash*n for removals, "C" for AllBlocksCleared. Returns the number of
-    blocks (to bound a script call) and the counters Python knows.
+    placeholders, "R" m n hash*n for removals, "C" for AllBlocksCleared. Consecutive events
+    of one operation and medium make one operation (vLLM sends one event per removed or
+    offloaded block). Returns the number of blocks (to bound a script call) and the counters
+    Python knows.
     """
     body: list[str] = []
+    op = m = ""
+    count_at = 0  # where the open operation's count sits in `body`
     blocks = mismatched = 0
+
+    def extend(kind: str, medium: str | None, n: int) -> None:
+        nonlocal op, m, count_at
+        medium = _medium(medium)
+        if kind == op and medium == m:
+            body[count_at] = str(int(body[count_at]) + n)
+        else:
+            op, m, count_at = kind, medium, len(body) + 2
+            body.extend((kind, medium, str(n)))
+
     for event in batch.events:
         if isinstance(event, BlockStored):
             hashes, tokens, size = event.block_hashes, event.token_ids, event.block_size
@@ -214,20 +231,22 @@ def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str,
                 continue
             blocks += n
             if tokens and size > 0 and len(tokens) == n * size:
-                body += ("S", _medium(event.medium), str(n))
+                extend("S", event.medium, n)
                 for engine_hash, std in zip(hashes, block_hashes(tokens, size, n), strict=True):
                     body.append(engine_hash)
                     body.append(str(std))
             else:
                 mismatched += bool(tokens)
-                body += ("P", _medium(event.medium), str(n), *hashes)
+                extend("P", event.medium, n)
+                body += hashes
         elif isinstance(event, BlockRemoved):
             if event.block_hashes:
                 blocks += len(event.block_hashes)
-                hashes = event.block_hashes
-                body += ("R", _medium(event.medium), str(len(hashes)), *hashes)
+                extend("R", event.medium, len(event.block_hashes))
+                body += event.block_hashes
         elif isinstance(event, AllBlocksCleared):
             body.append("C")
+            op = ""
     counters = {"events": len(batch.events)}
     if mismatched:
         counters["token_mismatch"] = mismatched

@@ -122,10 +122,12 @@ def _residency(
     replies = pipe.execute() if wanted else []
     held: dict[str, list[Residency]] = {pod: [] for pod in media}
     for i, (pod, medium) in enumerate(wanted):
-        score, holders = replies[2 * i], replies[2 * i + 1]
-        if score is not None or holders is not None:
+        score, shared = replies[2 * i], replies[2 * i + 1]
+        if score is not None or shared is not None:
             stored_at = int(score) if score is not None else None
-            held[pod].append(Residency(medium, stored_at, int(holders or 0)))
+            # The refcount field exists only for more than one holder (see ingest.apply).
+            holders = int(shared) if shared is not None else 1
+            held[pod].append(Residency(medium, stored_at, holders))
     return held
 
 

@@ -8,7 +8,13 @@ from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockStored, Event, EventBatch
 from kvadmin.ingest.streams import StreamId, StreamSpec
 from scoring.hashing import hash_block
-from scoring.keys import POD_MODELS_KEY, block_key, engine_blocks_key, refcount_key
+from scoring.keys import (
+    POD_MODELS_KEY,
+    block_key,
+    engine_blocks_key,
+    refcount_key,
+    residency_key,
+)
 
 TOKENS = tuple(range(16 * 25))
 STDS = [hash_block(TOKENS[i : i + 16]) for i in range(0, len(TOKENS), 16)]
@@ -132,7 +138,8 @@ def test_a_new_model_replaces_the_old_models_entries(
 
     assert not redis_client.keys("matrix:kv:block:M@*")
     assert redis_client.hgetall(block_key("N", STDS[0])) == {"a.ns": "100|GPU"}
-    assert redis_client.hgetall(refcount_key("a.ns")) == {f"{STDS[0]}|GPU": "1"}
+    assert redis_client.hgetall(refcount_key("a.ns")) == {}
+    assert redis_client.zrange(residency_key("a.ns", "GPU"), 0, -1) == [str(STDS[0])]
 
 
 def test_a_model_change_found_in_pipelined_calls_purges_once(redis_client: redis.Redis) -> None:

@@ -7,7 +7,7 @@ from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
 from kvadmin.ingest.streams import StreamId, StreamSpec
 from scoring.hashing import hash_block
-from scoring.keys import block_key, refcount_key, stream_status_key
+from scoring.keys import block_key, refcount_key, residency_key, stream_status_key
 
 TOKENS = tuple(range(16))
 STD = hash_block(TOKENS)
@@ -32,7 +32,8 @@ def test_a_duplicate_seq_is_not_applied_twice(applier: Applier, redis_client: re
     older = applier.apply_batch("p.ns", "M", "vllm", 0, 4, _stored("2"), now=200)
 
     assert (first.applied, again.duplicate, older.duplicate) == (True, True, True)
-    assert redis_client.hget(refcount_key("p.ns"), f"{STD}|GPU") == "1"
+    assert redis_client.hgetall(refcount_key("p.ns")) == {}  # one holder: the residency alone
+    assert redis_client.zscore(residency_key("p.ns", "GPU"), str(STD)) == 100
     assert redis_client.hget(block_key("M", STD), "p.ns") == "100|GPU"
     status = redis_client.hgetall(stream_status_key("p.ns", 0))
     assert (status["last_seq"], status["batches"], status["blocks_stored"]) == ("5", "1", "1")
@@ -59,7 +60,8 @@ def test_a_run_of_batches_is_one_round_trip(applier: Applier, redis_client: redi
     status = redis_client.hgetall(stream_status_key("p.ns", 0))
     assert status["last_seq"] == "3"
     assert (status["batches"], status["events"], status["skipped_bad_hash"]) == ("3", "3", "2")
-    assert redis_client.hget(refcount_key("p.ns"), f"{STD}|GPU") == "1"
+    assert not redis_client.exists(refcount_key("p.ns"))  # engine hash 2 alone holds it
+    assert redis_client.hget(block_key("M", STD), "p.ns") == "101|GPU"
 
 
 def test_a_long_run_is_split_between_calls(redis_client: redis.Redis) -> None:
@@ -90,5 +92,5 @@ def test_pipelined_calls_survive_a_flushed_script_cache(redis_client: redis.Redi
     results = applier.apply_batches(STREAM, [(seq, _stored(str(seq))) for seq in range(4)], now=1)
 
     assert all(r.applied for r in results)
-    assert redis_client.hget(refcount_key("p.ns"), f"{STD}|GPU") == "4"
+    assert redis_client.hget(refcount_key("p.ns"), f"{STD}|GPU") == "4"  # four engine hashes
     assert redis_client.hget(stream_status_key("p.ns", 0), "batches") == "4"

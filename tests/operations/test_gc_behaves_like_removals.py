@@ -56,7 +56,7 @@ def test_a_collected_block_can_be_removed_and_stored_again(redis_client) -> None
     assert redis_client.hgetall(refcount_key(POD)) == {}
     engine.send(0, NOW, stored(1))
 
-    assert redis_client.hgetall(refcount_key(POD)) == {f"{std(1)}|GPU": "1"}
+    assert redis_client.zscore(residency_key(POD, "GPU"), str(std(1))) == NOW
     assert redis_client.hget(block_key(MODEL, std(1)), POD) == f"{NOW}|GPU"
     engine.send(0, NOW, BlockRemoved(("101",), "GPU"))
     assert redis_client.exists(block_key(MODEL, std(1)), residency_key(POD, "GPU")) == 0
@@ -96,7 +96,7 @@ def test_blocks_a_dead_worker_left_retired_are_released_first(redis_client) -> N
     engine.send(0, OLD, stored(1), stored(2))
     engine.applier = DiesBeforeDraining(redis_client)
     engine.send(0, NOW - 10, AllBlocksCleared())
-    assert redis_client.hlen(refcount_key(POD)) == 2
+    assert redis_client.zcard(residency_key(POD, "GPU")) == 2
 
     _collect(redis_client)
 
