@@ -57,17 +57,18 @@ Decisions:
 import contextlib
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import redis
+from hiredis import pack_command
 from redis.exceptions import NoScriptError
 
 from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
-from kvadmin.ingest.streams import StreamSpec
+from kvadmin.ingest.streams import StreamId, StreamSpec
 from scoring import keys
 from scoring.hashing import block_hashes
 from scoring.weights import MEDIA, TierWeights
@@ -262,13 +263,35 @@ def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str,
 
 
 @dataclass(slots=True)
+class _Submission:
+    """One `ApplySession.submit`: its script calls and who wants their results."""
+
+    pod: str
+    model: str
+    kind: str
+    preference: MediaPreference
+    done: Callable[[list[ApplyResult]], None] | None
+    calls: list["_Call"] = field(default_factory=list)
+    unread: int = 0
+    """Calls sent whose reply is not read yet."""
+    sealed: bool = False
+    """Every call is sent."""
+
+    def finish_if_complete(self) -> None:
+        if self.sealed and not self.unread and self.done is not None:
+            done, self.done = self.done, None
+            done([result for call in self.calls for result in call.results or ()])
+
+
+@dataclass(slots=True)
 class _Call:
     """One script call: its arguments, and per batch its seq and the counters Python knows."""
 
+    submission: _Submission
     args: list[str]
     batches: list[tuple[int, dict[str, int]]] = field(default_factory=list)
-    retired: bool = False
-    """Its batches cleared a stream: retired engine blocks wait to be drained."""
+    results: list[ApplyResult] | None = None
+    """Set once its reply is read."""
 
 
 def _text(value: bytes | str | None) -> str | None:
@@ -310,7 +333,8 @@ class Applier:
         now: int | None = None,
         preference: MediaPreference | None = None,
     ) -> ApplyResult:
-        return self._apply(pod, model, kind, rank, [(seq, batch)], now, preference)[0]
+        stream = StreamSpec(StreamId(pod, rank), model, kind, "", None, b"", 0)
+        return self.apply_batches(stream, [(seq, batch)], now, preference)[0]
 
     def apply_batches(
         self,
@@ -321,8 +345,19 @@ class Applier:
     ) -> list[ApplyResult]:
         """Apply (seq, batch) pairs of one stream in seq order, in as few round trips as
         `blocks_per_call` allows; seqs at or below the last applied one are skipped."""
-        pod, rank = stream.id.pod, stream.id.rank
-        return self._apply(pod, stream.model, stream.kind, rank, batches, now, preference)
+        results: list[ApplyResult] = []
+        session = self.session()
+        try:
+            session.submit(stream, batches, now, preference, results.extend)
+            session.wait()
+        finally:
+            session.close()
+        return results
+
+    def session(self, window: int = 1) -> "ApplySession":
+        """A connection on which script calls go out ahead of their replies (see
+        `ApplySession`); `window` is how many calls may wait for theirs."""
+        return ApplySession(self, window)
 
     def purge_stream(self, pod: str, rank: int) -> None:
         """Remove one stream's engine blocks (a DP rank's publisher restarted or lost events);
@@ -370,55 +405,11 @@ class Applier:
         )
         return ExpireStep(str(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]))
 
-    def _apply(
-        self,
-        pod: str,
-        model: str,
-        kind: str,
-        rank: int,
-        batches: Sequence[tuple[int, EventBatch]],
-        now: int | None,
-        preference: MediaPreference | None,
-    ) -> list[ApplyResult]:
-        """Send each script call before reading the previous one's reply, so Python encodes
-        (and hashes) the next run of batches while Redis applies this one."""
-        head = [
-            "apply",
-            *_pod_keys(pod, model, kind)[1],
-            *(preference or self.preference).script_args(),
-            str(rank),
-            str(int(time.time()) if now is None else now),
-            str(keys.ENGINE_HASH_TTL_SECONDS),
-        ]
-        script_keys = _pod_keys(pod, model, kind)[0]
-        results: list[ApplyResult] = []
-        sent: list[_Call] = []
-        in_flight: deque[_Call] = deque()
-        pool = self.client.connection_pool
-        connection = pool.get_connection()
-        try:
-            for call in self._calls(head, batches):
-                connection.send_command(
-                    "EVALSHA", self.script.sha, len(script_keys), *script_keys, *call.args
-                )
-                in_flight.append(call)
-                sent.append(call)
-                if len(in_flight) > 1:
-                    results += self._collect(connection, in_flight, pod, model, kind)
-            while in_flight:
-                results += self._collect(connection, in_flight, pod, model, kind)
-        except BaseException:
-            connection.disconnect()  # unread replies must not reach the next user
-            raise
-        finally:
-            pool.release(connection)
-        if any(call.retired for call in sent):
-            self._drain(pod, model, kind, preference)
-        return results
-
-    def _calls(self, head: list[str], batches: Sequence[tuple[int, EventBatch]]) -> Iterator[_Call]:
+    def _calls(
+        self, submission: _Submission, head: list[str], batches: Sequence[tuple[int, EventBatch]]
+    ) -> Iterator[_Call]:
         """Runs of batches of at most about `blocks_per_call` blocks, encoded when needed."""
-        call = _Call(list(head))
+        call = _Call(submission, list(head))
         blocks = 0
         for seq, batch in batches:
             count, counters = _encode(seq, batch, call.args)
@@ -426,54 +417,9 @@ class Applier:
             blocks += count
             if blocks >= self.blocks_per_call:
                 yield call
-                call, blocks = _Call(list(head)), 0
+                call, blocks = _Call(submission, list(head)), 0
         if call.batches:
             yield call
-
-    def _collect(
-        self,
-        connection: redis.Connection,
-        in_flight: deque[_Call],
-        pod: str,
-        model: str,
-        kind: str,
-    ) -> list[ApplyResult]:
-        call = in_flight.popleft()
-        try:
-            reply = connection.read_response()
-        except redis.ResponseError as error:
-            # The calls sent after this one failed the same way, changing nothing (a missing
-            # script, or a model change found before any write): read their replies, remove
-            # the cause, and run them all again one at a time.
-            again = [call, *in_flight]
-            in_flight.clear()
-            for _ in again[1:]:
-                with contextlib.suppress(redis.ResponseError):
-                    connection.read_response()
-            if str(error).startswith("MODEL_CHANGED"):
-                self.purge_pod(pod)
-            elif not isinstance(error, NoScriptError):
-                raise
-            script_keys = _pod_keys(pod, model, kind)[0]
-            results = []
-            for retry in again:
-                results += self._results(retry, self.script(keys=script_keys, args=retry.args))
-            return results
-        return self._results(call, reply)
-
-    @staticmethod
-    def _results(call: _Call, reply: list[int]) -> list[ApplyResult]:
-        call.retired = bool(reply[0])
-        results = []
-        width = 1 + len(SCRIPT_COUNTERS)
-        for i, (seq, counters) in enumerate(call.batches):
-            applied, *counts = reply[1 + i * width : 1 + (i + 1) * width]
-            if applied:
-                result = counters | dict(zip(SCRIPT_COUNTERS, counts, strict=True))
-                results.append(ApplyResult(seq, True, result))
-            else:
-                results.append(ApplyResult(seq, False))
-        return results
 
     def _drain(
         self, pod: str, model: str, kind: str, preference: MediaPreference | None = None
@@ -503,3 +449,168 @@ class Applier:
         pipe.hget(keys.POD_KINDS_KEY, pod)
         model, kind = pipe.execute()
         return _text(model) or "", _text(kind) or ""
+
+
+class ApplySession:
+    """Script calls sent ahead of their replies on one connection: while Redis applies them,
+    the caller goes on (the ingest loop decodes the next batches), and at most `window`
+    calls wait for their reply at any time.
+
+    `submit` returns once its calls are sent; their results reach its `done` callback when
+    the replies are read, which happens when the window is full or on `wait`. Commands
+    given to `send` follow on the same connection, so they run after the calls sent
+    before them. After any exception the session is spent: `close` drops the connection
+    with the replies still unread, whose calls may or may not have been applied (as after
+    a lost connection; the stream's `last_seq` in Redis says which).
+    """
+
+    def __init__(self, applier: Applier, window: int) -> None:
+        self.applier = applier
+        self.window = window
+        self.pool = applier.client.connection_pool
+        self.connection = self.pool.get_connection()
+        self.in_flight: deque[_Call | None] = deque()
+        """Replies to read, in order: a script call's, or None for a command of `send`."""
+        self.calls = 0
+        """Script calls in `in_flight`."""
+        self.retired: dict[str, _Submission] = {}
+        """Pods whose calls cleared a stream: their retired engine blocks wait to be drained."""
+        self.spent = False
+
+    def submit(
+        self,
+        stream: StreamSpec,
+        batches: Sequence[tuple[int, EventBatch]],
+        now: int | None = None,
+        preference: MediaPreference | None = None,
+        done: Callable[[list[ApplyResult]], None] | None = None,
+    ) -> None:
+        """Send one stream's (seq, batch) pairs, in seq order, as script calls of at most
+        about `blocks_per_call` blocks each, encoding the next call while Redis applies
+        this one."""
+        applier = self.applier
+        pod, model, kind = stream.id.pod, stream.model, stream.kind
+        preference = preference or applier.preference
+        submission = _Submission(pod, model, kind, preference, done)
+        script_keys, pod_args = _pod_keys(pod, model, kind)
+        head = [
+            "apply",
+            *pod_args,
+            *preference.script_args(),
+            str(stream.id.rank),
+            str(int(time.time()) if now is None else now),
+            str(keys.ENGINE_HASH_TTL_SECONDS),
+        ]
+        with self._spending():
+            command = ("EVALSHA", applier.script.sha, str(len(script_keys)), *script_keys)
+            for call in applier._calls(submission, head, batches):
+                submission.calls.append(call)
+                submission.unread += 1
+                # hiredis packs the thousands of arguments of a call in C; redis-py's
+                # send_command would first look at each of them in Python.
+                self.connection.send_packed_command([pack_command((*command, *call.args))])
+                self.in_flight.append(call)
+                self.calls += 1
+                while self.calls > self.window:
+                    self._read()
+            submission.sealed = True
+            submission.finish_if_complete()
+            self._drain_retired()
+
+    def send(self, pipeline: "redis.client.Pipeline") -> None:
+        """Send a pipeline's commands after the calls submitted so far, without waiting; an
+        error reply raises when it is read."""
+        with self._spending():
+            for args, _options in pipeline.command_stack:
+                self.connection.send_command(*args)
+                self.in_flight.append(None)
+        pipeline.reset()
+
+    def wait(self) -> None:
+        """Read every outstanding reply, then drain what cleared streams retired."""
+        with self._spending():
+            while self.in_flight:
+                self._read()
+            self._drain_retired()
+
+    def close(self) -> None:
+        """Give the connection back; unread replies must not reach its next user."""
+        if self.spent or self.in_flight:
+            self.connection.disconnect()
+            self.in_flight.clear()
+            self.spent = True
+        self.pool.release(self.connection)
+
+    @contextlib.contextmanager
+    def _spending(self) -> Iterator[None]:
+        if self.spent:
+            raise RuntimeError("this apply session failed before; start another")
+        try:
+            yield
+        except BaseException:
+            self.spent = True
+            raise
+
+    def _drain_retired(self) -> None:
+        """Release the engine blocks that the calls read so far retired (on another
+        connection: draining commutes with the calls still in flight)."""
+        retired, self.retired = self.retired, {}
+        for pod, submission in sorted(retired.items()):
+            self.applier._drain(pod, submission.model, submission.kind, submission.preference)
+
+    def _read(self) -> None:
+        sent = self.in_flight.popleft()
+        if sent is None:
+            self.connection.read_response()
+            return
+        self.calls -= 1
+        try:
+            reply = self.connection.read_response()
+        except redis.ResponseError as error:
+            self._again([(sent, error)])
+        else:
+            self._finish(sent, reply)
+
+    def _again(self, failed: list[tuple[_Call, redis.ResponseError]]) -> None:
+        """A script call failed, changing nothing (a missing script, or a model change found
+        before any write); the calls of that pod sent after it failed the same way. Read the
+        rest of the replies, remove the causes and run the failed calls again, in order."""
+        while self.in_flight:
+            sent = self.in_flight.popleft()
+            if sent is None:
+                self.connection.read_response()
+                continue
+            self.calls -= 1
+            try:
+                reply = self.connection.read_response()
+            except redis.ResponseError as error:
+                failed.append((sent, error))
+            else:
+                self._finish(sent, reply)
+        purged: set[str] = set()
+        for call, error in failed:
+            pod = call.submission.pod
+            if str(error).startswith("MODEL_CHANGED"):
+                if pod not in purged:
+                    self.applier.purge_pod(pod)
+                    purged.add(pod)
+            elif not isinstance(error, NoScriptError):
+                raise error
+            script_keys = _pod_keys(pod, call.submission.model, call.submission.kind)[0]
+            self._finish(call, self.applier.script(keys=script_keys, args=call.args))
+
+    def _finish(self, call: _Call, reply: list[int]) -> None:
+        submission = call.submission
+        submission.unread -= 1
+        if reply[0]:
+            self.retired[submission.pod] = submission
+        call.results = []
+        width = 1 + len(SCRIPT_COUNTERS)
+        for i, (seq, counters) in enumerate(call.batches):
+            applied, *counts = reply[1 + i * width : 1 + (i + 1) * width]
+            if applied:
+                result = counters | dict(zip(SCRIPT_COUNTERS, counts, strict=True))
+                call.results.append(ApplyResult(seq, True, result))
+            else:
+                call.results.append(ApplyResult(seq, False))
+        submission.finish_if_complete()

@@ -7,7 +7,8 @@ Redis, written atomically with each batch) and:
 1. on claiming a stream, connects its SUB socket and first asks the replay socket for
    everything after the last applied seq, so batches published before this worker started,
    or while another worker died, are not lost while the engine still buffers them;
-2. applies consecutive batches, many per Redis round trip;
+2. applies consecutive batches, many per Redis round trip, sent ahead of the replies: Redis
+   applies a run of batches while the loop decodes the next (see `ApplySession`);
 3. on a gap, replays the missing batches; what the engine no longer buffers is counted lost
    and, when configured, the stream's entries are purged (the index can no longer be trusted);
 4. on a seq going backwards (publisher restart), purges the stream's entries and replays the
@@ -30,7 +31,7 @@ import redis
 import zmq
 
 from kvadmin.ingest import status
-from kvadmin.ingest.apply import DEFAULT_PREFERENCE, Applier, MediaPreference
+from kvadmin.ingest.apply import DEFAULT_PREFERENCE, Applier, ApplySession, MediaPreference
 from kvadmin.ingest.decode import BadFrames, UndecodableBatch, decode_batch, split_frames
 from kvadmin.ingest.events import EventBatch
 from kvadmin.ingest.leases import LeaseKeeper, Leases
@@ -41,6 +42,12 @@ from kvadmin.metrics import recorder
 log = logging.getLogger(__name__)
 
 MAX_MESSAGES_PER_ROUND = 2000
+FLUSH_BATCHES = 32
+"""A stream's decoded batches go to Redis in runs of this many (about one script call's worth
+of blocks), so Redis applies one run while the loop decodes the next."""
+APPLY_WINDOW = 4
+"""Script calls that may be waiting for their reply: Redis's queue of work while the loop
+decodes (about 10 ms of it)."""
 HOUSEKEEPING_SECONDS = 1.0
 QUIET_PROBE_SECONDS = 2.0
 """A stream quiet for this long is asked for what it published since: PUB drops the messages
@@ -98,6 +105,7 @@ class IngestLoop:
         self.worker_id = worker_id or f"{socket.gethostname()}:{threading.get_native_id()}"
         self.leases = Leases(client, self.worker_id, lease_seconds)
         self.applier = Applier(client)
+        self.session: ApplySession | None = None
         self.context = zmq.Context.instance()
         self.poller = zmq.Poller()
         self.owned: dict[StreamId, _Stream] = {}
@@ -141,12 +149,14 @@ class IngestLoop:
                 backoff = min(backoff * 2, 10.0)
                 next_housekeeping = 0.0
         self.drop_all(release=True)
+        self.close_session()
         with contextlib.suppress(redis.RedisError):
             self.leases.leave()
         log.info("ingest loop %s stopped", self.worker_id)
 
     def recover(self, backoff: float) -> None:
         """Let go of every stream (their leases lapse unless Redis returns first) and wait."""
+        self.close_session()  # unread replies: each stream's last_seq in Redis tells
         self.drop_all(release=False)
         self.seen_version = None
         self.stop_event.wait(backoff)
@@ -204,6 +214,8 @@ class IngestLoop:
     def drop(self, stream_id: StreamId, release: bool) -> None:
         """Stop reading a stream; with `release`, hand its lease back at once (best effort:
         with Redis away the lease simply lapses)."""
+        with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+            self.settle()
         stream = self.owned.pop(stream_id)
         self.lease_keeper.owned = tuple(self.owned)
         self.by_socket.pop(stream.sub, None)
@@ -221,7 +233,11 @@ class IngestLoop:
     # Messages --------------------------------------------------------------------------------
 
     def poll_once(self, timeout_ms: int) -> None:
-        for sub, _ in self.poller.poll(timeout_ms):
+        ready = self.poller.poll(0)
+        if not ready:
+            self.settle()  # idle: read the replies and record what was applied
+            ready = self.poller.poll(timeout_ms)
+        for sub, _ in ready:
             stream = self.by_socket[sub]
             stream.quiet_since = time.monotonic()
             for _ in range(MAX_MESSAGES_PER_ROUND):
@@ -230,6 +246,8 @@ class IngestLoop:
                 except zmq.Again:
                     break
                 self.receive(stream, frames)
+                if len(stream.pending) >= FLUSH_BATCHES:
+                    self.flush(stream)
             self.flush(stream)
 
     def receive(self, stream: _Stream, frames: list[bytes]) -> None:
@@ -268,18 +286,41 @@ class IngestLoop:
         stream.last_payload = payload
 
     def flush(self, stream: _Stream) -> None:
+        """Send the stream's pending batches to Redis; they count as applied from here on (a
+        failure before their replies drops every stream, which resume from Redis)."""
         if not stream.pending:
             return
         batches, stream.pending = stream.pending, []
+        if self.session is None:
+            self.session = self.applier.session(APPLY_WINDOW)
+        session, stream_id = self.session, stream.spec.id
+        digest = payload_digest(stream.last_payload)
         started = time.perf_counter()
-        self.applier.apply_batches(
-            stream.spec, batches, now=int(time.time()), preference=self.preference()
-        )
+
+        def applied(_results: object) -> None:
+            pipe = self.client.pipeline(transaction=False)
+            recorder.record_apply(pipe, stream_id, batches, time.perf_counter() - started)
+            status.applied_digest(pipe, stream_id, digest)
+            session.send(pipe)
+
+        now = int(time.time())
+        session.submit(stream.spec, batches, now, self.preference(), done=applied)
         stream.last_applied = batches[-1][0]
-        pipe = self.client.pipeline(transaction=False)
-        recorder.record_apply(pipe, stream.spec.id, batches, time.perf_counter() - started)
-        status.applied_digest(pipe, stream.spec.id, payload_digest(stream.last_payload))
-        pipe.execute()
+
+    def settle(self) -> None:
+        """Wait until Redis applied everything sent: before anything that reads the index or
+        must follow the batches sent so far (replays, purges, handing a stream over)."""
+        if self.session is not None:
+            try:
+                self.session.wait()
+            except BaseException:
+                self.close_session()
+                raise
+
+    def close_session(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
 
     def catch_up(self, stream: _Stream, until: int | None = None) -> None:
         """Replay what the engine buffered after the last seen seq (before `until` if given).
@@ -289,6 +330,7 @@ class IngestLoop:
         from there on, or another batch under that seq, has restarted since.
         """
         self.flush(stream)
+        self.settle()
         spec, since = stream.spec, self._last_seen(stream)
         if spec.replay_endpoint is None:
             if until is not None:
@@ -349,5 +391,6 @@ class IngestLoop:
 
     def purge(self, stream: _Stream) -> None:
         self.flush(stream)
+        self.settle()
         self.applier.purge_stream(stream.spec.id.pod, stream.spec.id.rank)
         status.count(self.client, stream.spec.id, "purges")
