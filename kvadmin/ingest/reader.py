@@ -41,7 +41,8 @@ from kvadmin.metrics import recorder
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGES_PER_ROUND = 2000
+MAX_MESSAGES_PER_ROUND = 256
+"""Messages read from one stream before the next ready stream's turn (and housekeeping's)."""
 FLUSH_BATCHES = 32
 """A stream's decoded batches go to Redis in runs of this many (about one script call's worth
 of blocks), so Redis applies one run while the loop decodes the next."""
@@ -239,7 +240,6 @@ class IngestLoop:
             ready = self.poller.poll(timeout_ms)
         for sub, _ in ready:
             stream = self.by_socket[sub]
-            stream.quiet_since = time.monotonic()
             for _ in range(MAX_MESSAGES_PER_ROUND):
                 try:
                     frames = sub.recv_multipart(zmq.NOBLOCK)
@@ -249,6 +249,9 @@ class IngestLoop:
                 if len(stream.pending) >= FLUSH_BATCHES:
                     self.flush(stream)
             self.flush(stream)
+            # After reading, not before: a busy round can outlast QUIET_PROBE_SECONDS, and a
+            # stream that just delivered is not quiet.
+            stream.quiet_since = time.monotonic()
 
     def receive(self, stream: _Stream, frames: list[bytes]) -> None:
         try:
