@@ -559,34 +559,33 @@ class ApplySession:
             self.applier._drain(pod, submission.model, submission.kind, submission.preference)
 
     def _read(self) -> None:
+        failed = self._read_one()
+        if failed is not None:
+            # The failed call changed nothing (a missing script, or a model change found
+            # before any write), and the calls of that pod sent after it failed the same way:
+            # read every reply, then remove the causes and run the failed calls again.
+            failures = [failed]
+            while self.in_flight:
+                if (failed := self._read_one()) is not None:
+                    failures.append(failed)
+            self._again(failures)
+
+    def _read_one(self) -> tuple[_Call, redis.ResponseError] | None:
+        """Read the next reply; a script call's error reply is returned, not raised."""
         sent = self.in_flight.popleft()
         if sent is None:
             self.connection.read_response()
-            return
+            return None
         self.calls -= 1
         try:
             reply = self.connection.read_response()
         except redis.ResponseError as error:
-            self._again([(sent, error)])
-        else:
-            self._finish(sent, reply)
+            return sent, error
+        self._finish(sent, reply)
+        return None
 
     def _again(self, failed: list[tuple[_Call, redis.ResponseError]]) -> None:
-        """A script call failed, changing nothing (a missing script, or a model change found
-        before any write); the calls of that pod sent after it failed the same way. Read the
-        rest of the replies, remove the causes and run the failed calls again, in order."""
-        while self.in_flight:
-            sent = self.in_flight.popleft()
-            if sent is None:
-                self.connection.read_response()
-                continue
-            self.calls -= 1
-            try:
-                reply = self.connection.read_response()
-            except redis.ResponseError as error:
-                failed.append((sent, error))
-            else:
-                self._finish(sent, reply)
+        """Run failed calls again, in order, once their causes are removed."""
         purged: set[str] = set()
         for call, error in failed:
             pod = call.submission.pod
