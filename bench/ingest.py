@@ -4,7 +4,8 @@
    offload through placeholders) serve shared-prefix prompts that store 1 to 8 new blocks.
 2. kvadmin end to end: the recorded batches go out over real ZMQ PUB sockets as fast as they
    can; ONE ingest process (the loop a Celery worker runs) applies them; the clock stops when
-   every stream's last seq is visible in Redis.
+   every stream's last seq is visible in Redis. The CPU time Redis, the ingest process and
+   the publishers spent meanwhile, per block, bounds what this machine's cores allow.
 3. The same recorded stream, decoded and applied in this process: kvadmin's applier and the
    kthena-style baseline (per event one MULTI pipeline of SET, EXPIRE, HSET per block; one GET
    per removed hash), each on an empty index.
@@ -21,6 +22,7 @@ import random
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import quantiles
 
@@ -130,8 +132,33 @@ def wait_connected(client: redis.Redis, specs: list[StreamSpec], publishers) -> 
         publisher.wait_for_subscribers()
 
 
-def end_to_end(url: str, streams: list[list[list[Event]]]) -> float:
-    """kvadmin through ZMQ and the ingest process; returns seconds until all is visible."""
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds (user + system) each party spent during a run."""
+
+    redis: float
+    ingest: float
+    publishers: float
+    """This process: the 8 publishers and the end-of-run check."""
+
+    @classmethod
+    def now(cls, client: redis.Redis, ingest_pid: int) -> "Cpu":
+        info = client.info("cpu")
+        stat = Path(f"/proc/{ingest_pid}/stat").read_text().rpartition(")")[2].split()
+        ingest = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+        return cls(info["used_cpu_user"] + info["used_cpu_sys"], ingest, time.process_time())
+
+    def __sub__(self, other: "Cpu") -> "Cpu":
+        return Cpu(
+            self.redis - other.redis,
+            self.ingest - other.ingest,
+            self.publishers - other.publishers,
+        )
+
+
+def end_to_end(url: str, streams: list[list[list[Event]]]) -> tuple[float, Cpu]:
+    """kvadmin through ZMQ and the ingest process; returns seconds until all is visible and
+    the CPU time spent meanwhile."""
     payloads = [[encode_batch(ENCODING, events, ts=1.0) for events in s] for s in streams]
     publishers = [Publisher(encoding=ENCODING, buffer_steps=1_000_000) for _ in streams]
     specs = [spec(n, p) for n, p in enumerate(publishers)]
@@ -140,6 +167,7 @@ def end_to_end(url: str, streams: list[list[list[Event]]]) -> float:
     try:
         wait_connected(client, specs, publishers)
         finals = [len(p) - 1 for p in payloads]
+        cpu = Cpu.now(client, ingest.process.pid)
         started = time.perf_counter()
         for i in range(max(len(p) for p in payloads)):
             for publisher, batches in zip(publishers, payloads, strict=True):
@@ -147,7 +175,8 @@ def end_to_end(url: str, streams: list[list[list[Event]]]) -> float:
                     publisher.publish_payload(batches[i])
         while last_seqs(client, specs) != finals:
             time.sleep(0.005)  # each look costs Redis time too; 5 ms is 0.1% of the run
-        return time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        return seconds, Cpu.now(client, ingest.process.pid) - cpu
     finally:
         ingest.close()
         for publisher in publishers:
@@ -239,7 +268,7 @@ def main() -> None:
     print(f"recorded: {ENGINES} engines, {batches:,} batches, {events:,} events, "
           f"{blocks:,} stored blocks (with tokens or offload placeholders)")  # fmt: skip
     with RedisServer() as server:
-        e2e = end_to_end(server.url, streams)
+        e2e, cpu = end_to_end(server.url, streams)
         kvadmin_local = in_process(server.url, streams, baseline=False)
         baseline_local = in_process(server.url, streams, baseline=True)
         lags = lag(server.url, streams)
@@ -252,7 +281,12 @@ def main() -> None:
     cuts = quantiles(lags, n=100)
     print(f"lag at {LAG_BLOCKS_PER_SECOND:,} blocks/s over {len(lags):,} batches: "
           f"p50 {cuts[49] * 1000:.1f} ms, p99 {cuts[98] * 1000:.1f} ms")  # fmt: skip
-    print(f"(cores: {os.cpu_count()}; Redis and both processes share them)")
+    per_block = [seconds / blocks * 1e6 for seconds in (cpu.redis, cpu.ingest, cpu.publishers)]
+    cores = os.cpu_count() or 1
+    print(f"CPU per stored block end to end: Redis {per_block[0]:.1f} us, ingest process "
+          f"{per_block[1]:.1f} us, publishers {per_block[2]:.1f} us; on {cores} cores they "
+          f"allow at most {cores / sum(per_block) * 1e6:,.0f} blocks/s, Redis alone on one "
+          f"core {1e6 / per_block[0]:,.0f}")  # fmt: skip
 
 
 if __name__ == "__main__":
