@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis
 from django.conf import settings
+from django.test import Client
 
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
@@ -131,6 +132,16 @@ def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
     wait_until(serving, timeout=30, what="the ASGI server to serve")
     yield url
     stop_process(process)
+
+
+@pytest.fixture
+def session_cookie(transactional_db, django_user_model) -> str:
+    """Alice is logged in: the Cookie header of her session, for websockets of the real ASGI
+    server (which reads the file-based test database, hence a transactional test)."""
+    django_user_model.objects.create_user("alice", password="pw-alice-123")
+    client = Client()
+    assert client.login(username="alice", password="pw-alice-123")
+    return f"sessionid={client.cookies['sessionid'].value}"
 
 
 def local_config(name: str = "vllm-0.default", kind: str = "vllm", **options: Any) -> PodConfig:

@@ -3,25 +3,14 @@
 import asyncio
 from urllib.parse import urlsplit
 
-import pytest
 import websockets
 from asgiref.sync import async_to_sync
-from django.test import Client
 
 from kvadmin.live.groups import publish_html
 
 
 def _ws_url(asgi_server: str, topic: str) -> str:
     return f"ws://{urlsplit(asgi_server).netloc}/ws/{topic}/"
-
-
-@pytest.fixture
-def session_cookie(transactional_db, django_user_model) -> str:
-    """Alice is logged in; her session cookie opens live channels."""
-    django_user_model.objects.create_user("alice", password="pw-alice-123")
-    client = Client()
-    assert client.login(username="alice", password="pw-alice-123")
-    return f"sessionid={client.cookies['sessionid'].value}"
 
 
 async def _receive_published(url: str, cookie: str, origin: str) -> str:

@@ -8,7 +8,6 @@ import pytest
 import websockets
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.test import Client
 
 from kvadmin.residency.samples import samples_key
 from kvadmin.residency.tasks import sample_pods
@@ -35,14 +34,6 @@ def test_a_worker_records_a_sample_of_every_pod(celery_worker, index, redis_clie
         wait_until(lambda pod=pod: redis_client.zcard(samples_key(pod)), what=f"a sample of {pod}")
     [sample] = redis_client.zrange(samples_key("vllm-7.default"), 0, -1)
     assert '"c":{"GPU":3}' in sample
-
-
-@pytest.fixture
-def session_cookie(django_user_model) -> str:
-    django_user_model.objects.create_user("alice", password="pw-alice-123")
-    client = Client()
-    assert client.login(username="alice", password="pw-alice-123")
-    return f"sessionid={client.cookies['sessionid'].value}"
 
 
 async def _first_frame(url: str, headers: dict[str, str]) -> str:

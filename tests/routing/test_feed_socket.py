@@ -8,20 +8,10 @@ import time
 import pytest
 import websockets
 from asgiref.sync import async_to_sync
-from django.test import Client
 
 from tests.routing.feed_socket import FeedSocket, record
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def cookie(django_user_model) -> str:
-    """Alice is logged in."""
-    django_user_model.objects.create_user("alice", password="pw-alice-123")
-    client = Client()
-    assert client.login(username="alice", password="pw-alice-123")
-    return f"sessionid={client.cookies['sessionid'].value}"
 
 
 def _run(coroutine_function) -> object:
@@ -38,11 +28,11 @@ def test_anonymous_sockets_are_refused(asgi_server, redis_client) -> None:
         _run(attempt)
 
 
-def test_it_opens_with_the_newest_decisions(asgi_server, cookie, redis_client) -> None:
+def test_it_opens_with_the_newest_decisions(asgi_server, session_cookie, redis_client) -> None:
     record(*(f"old-{n}" for n in range(60)))
 
     async def opening() -> str:
-        async with FeedSocket.to(asgi_server, cookie) as socket:
+        async with FeedSocket.to(asgi_server, session_cookie) as socket:
             return socket.frames[0]
 
     frame = _run(opening)
@@ -50,22 +40,22 @@ def test_it_opens_with_the_newest_decisions(asgi_server, cookie, redis_client) -
     assert 'data-state="live"' in frame.text
 
 
-def test_new_decisions_arrive_live(asgi_server, cookie, redis_client) -> None:
+def test_new_decisions_arrive_live(asgi_server, session_cookie, redis_client) -> None:
     async def live() -> list[str]:
-        async with FeedSocket.to(asgi_server, cookie) as socket:
+        async with FeedSocket.to(asgi_server, session_cookie) as socket:
             await asyncio.to_thread(record, "a", "b", "c")
             return await socket.rows_until(3)
 
     assert sorted(_run(live)) == ["a", "b", "c"]
 
 
-def test_filters_apply_per_socket(asgi_server, cookie, redis_client) -> None:
+def test_filters_apply_per_socket(asgi_server, session_cookie, redis_client) -> None:
     record("before-a", model="m/a")
     record("before-b", model="m/b")
 
     async def filtered() -> tuple[list[str], list[str], list[str], list[str]]:
-        by_model = FeedSocket.to(asgi_server, cookie, "?model=m/b")
-        by_pod = FeedSocket.to(asgi_server, cookie, "?pod=sglang-3.default")
+        by_model = FeedSocket.to(asgi_server, session_cookie, "?model=m/b")
+        by_pod = FeedSocket.to(asgi_server, session_cookie, "?pod=sglang-3.default")
         async with by_model, by_pod:
             await asyncio.to_thread(record, "a1", model="m/a")
             await asyncio.to_thread(record, "b1", model="m/b")
@@ -92,11 +82,11 @@ def _timed_record(count: int) -> float:
     return time.monotonic() - started
 
 
-def test_a_burst_is_coalesced_into_few_frames(asgi_server, cookie, redis_client) -> None:
+def test_a_burst_is_coalesced_into_few_frames(asgi_server, session_cookie, redis_client) -> None:
     total = 1000
 
     async def burst() -> tuple[FeedSocket, float]:
-        async with FeedSocket.to(asgi_server, cookie) as socket:
+        async with FeedSocket.to(asgi_server, session_cookie) as socket:
 
             async def collect() -> None:
                 while sum(len(f.request_ids) + f.not_shown for f in socket.frames[1:]) < total:
@@ -117,9 +107,11 @@ def test_a_burst_is_coalesced_into_few_frames(asgi_server, cookie, redis_client)
     assert len(live) <= 10 * took + 2, (len(live), took)
 
 
-def test_pausing_counts_rows_and_resuming_shows_them(asgi_server, cookie, redis_client) -> None:
+def test_pausing_counts_rows_and_resuming_shows_them(
+    asgi_server, session_cookie, redis_client
+) -> None:
     async def pause_resume() -> tuple[str, list[str]]:
-        async with FeedSocket.to(asgi_server, cookie) as socket:
+        async with FeedSocket.to(asgi_server, session_cookie) as socket:
             await socket.send(json.dumps({"action": "pause", "HEADERS": {}}))
             frame = await socket.receive()
             assert 'aria-pressed="true"' in frame.text
