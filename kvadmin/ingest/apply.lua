@@ -486,23 +486,22 @@ if cmd == 'purge' then
     end
     return call('EXISTS', key) == 0
   end
-  for _, r in ipairs(call('SMEMBERS', RANKS)) do
-    if not pop(EB .. r) then
-      return { 1, removed }
+  -- Every engine-blocks hash a set names (live ranks, or retired generations); false when
+  -- the budget ran out first.
+  local function pop_all(set, prefix)
+    for _, member in ipairs(call('SMEMBERS', set)) do
+      if not pop(prefix .. member) then
+        return false
+      end
+      call('SREM', set, member)
+      if budget <= 0 then
+        return false
+      end
     end
-    call('SREM', RANKS, r)
-    if budget <= 0 then
-      return { 1, removed }
-    end
+    return true
   end
-  for _, member in ipairs(call('SMEMBERS', RETIRED)) do
-    if not pop(RETIRED_EB .. member) then
-      return { 1, removed }
-    end
-    call('SREM', RETIRED, member)
-    if budget <= 0 then
-      return { 1, removed }
-    end
+  if not (pop_all(RANKS, EB) and pop_all(RETIRED, RETIRED_EB)) then
+    return { 1, removed }
   end
   for _, m in ipairs(call('SMEMBERS', MEDIA)) do
     local key = RES .. m
