@@ -261,11 +261,18 @@ local function retire(rank)
 end
 
 if cmd == 'apply' then
-  local rank, ttl = ARGV[p], ARGV[p + 2]
+  -- `after`: the last seq of the stream's call sent before this one and not yet answered
+  -- ("" when none). Should that call have failed, this one must fail too: applying it would
+  -- put its seqs above batches that were never applied, and refuse them when they come again.
+  local rank, ttl, after = ARGV[p], ARGV[p + 2], ARGV[p + 3]
   now = ARGV[p + 1]
-  p = p + 3
+  p = p + 4
   local eb, status = EB .. rank, STATUS .. rank
   local last = tonumber(call('HGET', status, 'last_seq') or '-1')
+  if after ~= '' and last < tonumber(after) then
+    return redis.error_reply('OUT_OF_ORDER the stream is applied through seq ' .. last
+      .. ', this call follows seq ' .. after)
+  end
   local out = { 0 }
   local totals = {}
   local applied = 0

@@ -266,7 +266,7 @@ def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str,
 class _Submission:
     """One `ApplySession.submit`: its script calls and who wants their results."""
 
-    pod: str
+    stream: StreamId
     model: str
     kind: str
     preference: MediaPreference
@@ -473,6 +473,8 @@ class ApplySession:
         """Replies to read, in order: a script call's, or None for a command of `send`."""
         self.calls = 0
         """Script calls in `in_flight`."""
+        self.unanswered: dict[StreamId, _Call] = {}
+        """Per stream, its last script call in `in_flight`."""
         self.retired: dict[str, _Submission] = {}
         """Pods whose calls cleared a stream: their retired engine blocks wait to be drained."""
         self.spent = False
@@ -489,10 +491,10 @@ class ApplySession:
         about `blocks_per_call` blocks each, encoding the next call while Redis applies
         this one."""
         applier = self.applier
-        pod, model, kind = stream.id.pod, stream.model, stream.kind
+        model, kind = stream.model, stream.kind
         preference = preference or applier.preference
-        submission = _Submission(pod, model, kind, preference, done)
-        script_keys, pod_args = _pod_keys(pod, model, kind)
+        submission = _Submission(stream.id, model, kind, preference, done)
+        script_keys, pod_args = _pod_keys(stream.id.pod, model, kind)
         head = [
             "apply",
             *pod_args,
@@ -500,10 +502,16 @@ class ApplySession:
             str(stream.id.rank),
             str(int(time.time()) if now is None else now),
             str(keys.ENGINE_HASH_TTL_SECONDS),
+            "",  # after: set per call
         ]
         with self._spending():
             command = ("EVALSHA", applier.script.sha, str(len(script_keys)), *script_keys)
             for call in applier._calls(submission, head, batches):
+                # A call must not apply when the stream's call before it failed (see
+                # `_again`): the script checks that one's last seq is applied.
+                before = self.unanswered.get(stream.id)
+                call.args[len(head) - 1] = str(before.batches[-1][0]) if before else ""
+                self.unanswered[stream.id] = call
                 submission.calls.append(call)
                 submission.unread += 1
                 # hiredis packs the thousands of arguments of a call in C; redis-py's
@@ -538,6 +546,7 @@ class ApplySession:
         if self.spent or self.in_flight:
             self.connection.disconnect()
             self.in_flight.clear()
+            self.unanswered.clear()
             self.spent = True
         self.pool.release(self.connection)
 
@@ -562,7 +571,8 @@ class ApplySession:
         failed = self._read_one()
         if failed is not None:
             # The failed call changed nothing (a missing script, or a model change found
-            # before any write), and the calls of that pod sent after it failed the same way:
+            # before any write), and the calls of its stream sent after it failed too (the
+            # script refuses them as out of order), whatever another client did meanwhile:
             # read every reply, then remove the causes and run the failed calls again.
             failures = [failed]
             while self.in_flight:
@@ -577,6 +587,9 @@ class ApplySession:
             self.connection.read_response()
             return None
         self.calls -= 1
+        stream = sent.submission.stream
+        if self.unanswered.get(stream) is sent:
+            del self.unanswered[stream]
         try:
             reply = self.connection.read_response()
         except redis.ResponseError as error:
@@ -588,12 +601,12 @@ class ApplySession:
         """Run failed calls again, in order, once their causes are removed."""
         purged: set[str] = set()
         for call, error in failed:
-            pod = call.submission.pod
+            pod = call.submission.stream.pod
             if str(error).startswith("MODEL_CHANGED"):
                 if pod not in purged:
                     self.applier.purge_pod(pod)
                     purged.add(pod)
-            elif not isinstance(error, NoScriptError):
+            elif not (isinstance(error, NoScriptError) or str(error).startswith("OUT_OF_ORDER")):
                 raise error
             script_keys = _pod_keys(pod, call.submission.model, call.submission.kind)[0]
             self._finish(call, self.applier.script(keys=script_keys, args=call.args))
@@ -602,7 +615,7 @@ class ApplySession:
         submission = call.submission
         submission.unread -= 1
         if reply[0]:
-            self.retired[submission.pod] = submission
+            self.retired[submission.stream.pod] = submission
         call.results = []
         width = 1 + len(SCRIPT_COUNTERS)
         for i, (seq, counters) in enumerate(call.batches):

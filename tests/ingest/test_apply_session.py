@@ -1,15 +1,17 @@
 """ApplySession: script calls of several streams in flight on one connection, replies read
 later. Each submission's results arrive once, in seq order; commands sent after calls run
-after them; a failing call of one pod never re-runs the calls of another."""
+after them; a failing call of one pod never re-runs the calls of another, and a stream's
+call never applies after its failed predecessor."""
 
 import pytest
 import redis
 
-from kvadmin.ingest.apply import Applier, ApplyResult
+from kvadmin.ingest.apply import SCRIPT, Applier, ApplyResult
 from kvadmin.ingest.events import BlockStored, EventBatch
 from kvadmin.ingest.streams import StreamId, StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import POD_MODELS_KEY, block_key, stream_status_key
+from tests.waiting import wait_until
 
 TOKENS = tuple(range(16 * 8))
 STDS = [hash_block(TOKENS[i : i + 16]) for i in range(0, len(TOKENS), 16)]
@@ -99,3 +101,29 @@ def test_a_failed_session_refuses_more_work(redis_client: redis.Redis) -> None:
     session.close()
 
     assert not applier.apply_batches(_stream("a.ns"), _batches(1, 1), now=100)[0].applied
+
+
+def test_a_call_whose_predecessor_failed_does_not_apply(redis_client: redis.Redis) -> None:
+    """A missing script fails a call; another client loads the script before the stream's
+    next call arrives. That call must fail too, or batch 0 would be refused as applied when
+    it runs again, and lost."""
+    applier = Applier(redis_client)
+    redis_client.script_flush()
+    missing = redis_client.info("errorstats").get("errorstat_NOSCRIPT", {}).get("count", 0)
+    results: list[list[ApplyResult]] = []
+    session = applier.session(window=4)
+    try:
+        session.submit(_stream("a.ns"), _batches(0, 1), 100, done=results.append)
+        wait_until(
+            lambda: redis_client.info("errorstats")["errorstat_NOSCRIPT"]["count"] > missing,
+            what="the first call to fail for want of the script",
+        )
+        redis_client.script_load(SCRIPT)
+        session.submit(_stream("a.ns"), _batches(1, 1), 100, done=results.append)
+        session.wait()
+    finally:
+        session.close()
+
+    assert [[(r.seq, r.applied) for r in run] for run in results] == [[(0, True)], [(1, True)]]
+    assert redis_client.hget(block_key("M", STDS[0]), "a.ns") == "100"
+    assert redis_client.hget(stream_status_key("a.ns", 0), "batches") == "2"
