@@ -81,6 +81,26 @@ local function split(text)
   end
 end
 
+local function index_of(list, m)
+  for i, y in ipairs(list) do
+    if y == m then
+      return i
+    end
+  end
+end
+
+-- The entry of a media list that a removal in `m` takes: `m` itself; a removal without a
+-- medium takes the medium-less entry, or else the primary tier (apply.py, decision 2).
+local function removal_at(list, m)
+  return index_of(list, m) or (m == '' and 1 or nil)
+end
+
+-- An engine-blocks value "{std}|{media list}": std, media list text.
+local function parse(v)
+  local sep = string.find(v, '|', 1, true)
+  return string.sub(v, 1, sep - 1), string.sub(v, sep + 1)
+end
+
 local function has(text, m)
   return string.find(',' .. text .. ',', ',' .. m .. ',', 1, true) ~= nil
 end
@@ -133,12 +153,10 @@ local function now_value(m)
   return v
 end
 
--- The pod holds `std` in `m` (again): refresh the residency score and the matrix value,
--- whose medium is the best one the pod holds. Only a medium below the top one (the first
--- listed, unless unlisted media rank first) reads the current value to know whether a better
--- medium is held. Returns true when the pod did not hold `std` in `m` before.
-local function refresh(std, m)
-  local added = call('ZADD', res_key(m), now, std) == 1
+-- The pod stored `std` in `m` now: the matrix value names the best medium the pod holds, with
+-- this time. Only a medium below the top one (the first listed, unless unlisted media rank
+-- first) reads the current value to know whether a better medium is held.
+local function set_value(std, m)
   local key, best, current = MATRIX .. std, m, nil
   if rank_of(m) ~= 0 or not top_listed then
     current = call('HGET', key, pod)
@@ -152,6 +170,15 @@ local function refresh(std, m)
   local v = now_value(best)
   if v ~= current then
     call('HSET', key, pod, v)
+  end
+end
+
+-- The pod holds `std` in `m` (again): refresh the residency score and, unless the caller
+-- settles it `later`, the matrix value. Returns true when the pod did not hold `std` in `m`.
+local function refresh(std, m, later)
+  local added = call('ZADD', res_key(m), now, std) == 1
+  if not later then
+    set_value(std, m)
   end
   return added
 end
@@ -209,8 +236,8 @@ end
 
 -- One more holder of (pod, std, m). The first one is the residency entry alone; from the
 -- second on, the refcount field counts them all.
-local function add_holder(std, m)
-  if refresh(std, m) then
+local function add_holder(std, m, later)
+  if refresh(std, m, later) then
     local held = pod_media()
     if not held[m] then
       call('SADD', MEDIA, m)
@@ -285,6 +312,112 @@ if cmd == 'apply' then
     'unknown_removals',
     'std_conflicts',
   }
+
+  -- The operations on one engine block `eh` of the stream; `c` counts for the batch.
+
+  -- 'S': a store with tokens. Engines announce new blocks: one call creates the entry.
+  local function store(eh, std, m)
+    if call('HSETNX', eb, eh, std .. '|' .. m) == 1 then
+      add_holder(std, m)
+    else
+      local old_std, media_text = parse(call('HGET', eb, eh))
+      if old_std ~= std then
+        for _, x in ipairs(split(media_text)) do
+          release(old_std, x)
+        end
+        media_text = nil
+        c[6] = c[6] + 1
+      end
+      hold(eb, eh, std, media_text, m, true)
+    end
+    call('SET', MAPPING .. eh, std, 'EX', ttl)
+    c[1] = c[1] + 1
+  end
+
+  -- 'P': a placeholder, the stream now holds `eh` in `m` too.
+  local function place(eh, m)
+    local old = call('HGET', eb, eh)
+    if old then
+      local std, media_text = parse(old)
+      hold(eb, eh, std, media_text, m, false)
+      c[1] = c[1] + 1
+    else
+      -- Another rank of the pod may have stored it: engine hash -> content is a function of
+      -- the engine, and the placeholder says this rank holds it.
+      local std = call('GET', MAPPING .. eh)
+      if std then
+        hold(eb, eh, std, nil, m, false)
+        c[1] = c[1] + 1
+      else
+        c[4] = c[4] + 1
+      end
+    end
+  end
+
+  -- 'R': the stream no longer holds `eh` in `m`.
+  local function remove(eh, m)
+    local old = call('HGET', eb, eh)
+    local at, std, list
+    if old then
+      local media_text
+      std, media_text = parse(old)
+      list = split(media_text)
+      at = removal_at(list, m)
+    end
+    if at then
+      local x = table.remove(list, at)
+      keep(eb, eh, std, list)
+      release(std, x)
+      c[2] = c[2] + 1
+    else
+      c[5] = c[5] + 1
+    end
+  end
+
+  -- 'M': a placeholder in `to`, then the removal of the same block from `from`: vLLM's
+  -- offload (the block reaches CPU, then leaves GPU). The result is that of place then
+  -- remove, with less work: the engine-blocks entry is read and written once, and when the
+  -- block leaves the top medium the placeholder leaves the matrix value to the release,
+  -- which settles it from the media left (or, while other holders keep the top medium,
+  -- writes it as the placeholder would have).
+  local function move(eh, to, from)
+    local old = call('HGET', eb, eh)
+    if not old then
+      place(eh, to)
+      remove(eh, from)
+      return
+    end
+    local std, media_text = parse(old)
+    local list = split(media_text)
+    local placed = not index_of(list, to)
+    local at = removal_at(list, from)
+    local x = at and list[at]
+    local later = x and top_listed and rank_of(x) == 0
+    if placed then
+      list[#list + 1] = to
+    end
+    if at then
+      table.remove(list, at)
+    end
+    if placed or at then
+      keep(eb, eh, std, list)
+    end
+    if placed then
+      add_holder(std, to, later)
+    else
+      refresh(std, to, later)
+    end
+    c[1] = c[1] + 1
+    if at then
+      if release(std, x) == nil and later then
+        set_value(std, to)
+      end
+      c[2] = c[2] + 1
+    else
+      c[5] = c[5] + 1
+    end
+  end
+
   local argc = #ARGV
   while p <= argc do
     local seq, body_end = ARGV[p], p + 1 + tonumber(ARGV[p + 1])
@@ -328,76 +461,21 @@ if cmd == 'apply' then
           p = p + 3
           if op == 'S' then
             for _ = 1, n do
-              local eh, std = ARGV[p], ARGV[p + 1]
+              store(ARGV[p], ARGV[p + 1], m)
               p = p + 2
-              -- Engines announce new blocks: one call creates the entry.
-              if call('HSETNX', eb, eh, std .. '|' .. m) == 1 then
-                add_holder(std, m)
-              else
-                local old = call('HGET', eb, eh)
-                local sep = string.find(old, '|', 1, true)
-                local old_std, media_text = string.sub(old, 1, sep - 1), nil
-                if old_std == std then
-                  media_text = string.sub(old, sep + 1)
-                else
-                  for _, x in ipairs(split(string.sub(old, sep + 1))) do
-                    release(old_std, x)
-                  end
-                  c[6] = c[6] + 1
-                end
-                hold(eb, eh, std, media_text, m, true)
-              end
-              call('SET', MAPPING .. eh, std, 'EX', ttl)
-              c[1] = c[1] + 1
             end
-          elseif op == 'P' then
+          elseif op == 'M' then
+            local from = ARGV[p]
+            p = p + 1
             for _ = 1, n do
-              local eh = ARGV[p]
+              move(ARGV[p], m, from)
               p = p + 1
-              local old = call('HGET', eb, eh)
-              if old then
-                local sep = string.find(old, '|', 1, true)
-                hold(eb, eh, string.sub(old, 1, sep - 1), string.sub(old, sep + 1), m, false)
-                c[1] = c[1] + 1
-              else
-                -- Another rank of the pod may have stored it: engine hash -> content is a
-                -- function of the engine, and the placeholder says this rank holds it.
-                local std = call('GET', MAPPING .. eh)
-                if std then
-                  hold(eb, eh, std, nil, m, false)
-                  c[1] = c[1] + 1
-                else
-                  c[4] = c[4] + 1
-                end
-              end
             end
-          else -- 'R'
+          else
+            local each = op == 'P' and place or remove
             for _ = 1, n do
-              local eh = ARGV[p]
+              each(ARGV[p], m)
               p = p + 1
-              local old = call('HGET', eb, eh)
-              local list, at, std
-              if old then
-                local sep = string.find(old, '|', 1, true)
-                std, list = string.sub(old, 1, sep - 1), split(string.sub(old, sep + 1))
-                for i, y in ipairs(list) do
-                  if y == m then
-                    at = i
-                    break
-                  end
-                end
-                if not at and m == '' then
-                  at = 1
-                end
-              end
-              if at then
-                local x = table.remove(list, at)
-                keep(eb, eh, std, list)
-                release(std, x)
-                c[2] = c[2] + 1
-              else
-                c[5] = c[5] + 1
-              end
             end
           end
         end
@@ -441,9 +519,8 @@ if cmd == 'drain' then
     local fields = {}
     for i = 1, #flat, 2 do
       local eh, v = flat[i], flat[i + 1]
-      local sep = string.find(v, '|', 1, true)
-      local std = string.sub(v, 1, sep - 1)
-      for _, x in ipairs(split(string.sub(v, sep + 1))) do
+      local std, media_text = parse(v)
+      for _, x in ipairs(split(media_text)) do
         release(std, x)
       end
       if call('HEXISTS', live, eh) == 0 then
@@ -552,10 +629,9 @@ if cmd == 'expire' then
   local owned, fields = 0, 0
   for i = 1, #flat, 2 do
     local eh, v = flat[i], flat[i + 1]
-    local sep = string.find(v, '|', 1, true)
-    local std = string.sub(v, 1, sep - 1)
+    local std, media_text = parse(v)
     local kept, gone = {}, {}
-    for _, x in ipairs(split(string.sub(v, sep + 1))) do
+    for _, x in ipairs(split(media_text)) do
       local score = call('ZSCORE', res_key(x), std)
       if score and tonumber(score) >= cutoff then
         kept[#kept + 1] = x

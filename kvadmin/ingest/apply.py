@@ -205,49 +205,68 @@ def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str,
     """Append one batch's script arguments to `out`: seq, body length, counters, operations.
 
     Operations: "S" m n (engine hash, std)*n for stores with tokens, "P" m n hash*n for
-    placeholders, "R" m n hash*n for removals, "C" for AllBlocksCleared. Consecutive events
-    of one operation and medium make one operation (vLLM sends one event per removed or
-    offloaded block). Returns the number of blocks (to bound a script call) and the counters
-    Python knows.
+    placeholders, "R" m n hash*n for removals, "C" for AllBlocksCleared, and "M" m n from
+    hash*n for a placeholder of one block in m directly followed by the removal of that block
+    from another medium `from` (vLLM's offload: the block reaches CPU, then leaves GPU; the
+    script does less work for the pair). Only single blocks pair up: the events of several
+    blocks apply all placeholders before all removals, which a pair per block would reorder.
+    Consecutive events of one operation and media make one operation (vLLM sends one event
+    per removed or offloaded block). Returns the number of blocks (to bound a script call)
+    and the counters Python knows.
     """
     body: list[str] = []
-    op = m = ""
-    count_at = 0  # where the open operation's count sits in `body`
+    opened: tuple[str, ...] = ()  # the open operation: kind and media
+    count_at = 0  # where its count sits in `body`
     blocks = mismatched = 0
 
-    def extend(kind: str, medium: str | None, n: int) -> None:
-        nonlocal op, m, count_at
-        medium = _medium(medium)
-        if kind == op and medium == m:
+    def extend(n: int, kind: str, medium: str | None, *more: str) -> None:
+        nonlocal opened, count_at
+        operation = (kind, _medium(medium), *more)
+        if operation == opened:
             body[count_at] = str(int(body[count_at]) + n)
         else:
-            op, m, count_at = kind, medium, len(body) + 2
-            body.extend((kind, medium, str(n)))
+            opened, count_at = operation, len(body) + 2
+            body.extend((kind, operation[1], str(n), *more))
 
-    for event in batch.events:
-        if isinstance(event, BlockStored):
+    events = batch.events
+    folded = False  # the event is a removal folded into the placeholder before it
+    for i, event in enumerate(events):
+        if folded:
+            folded = False
+        elif isinstance(event, BlockStored):
             hashes, tokens, size = event.block_hashes, event.token_ids, event.block_size
             n = len(hashes)
             if not n:
                 continue
             blocks += n
             if tokens and size > 0 and len(tokens) == n * size:
-                extend("S", event.medium, n)
+                extend(n, "S", event.medium)
                 for engine_hash, std in zip(hashes, block_hashes(tokens, size, n), strict=True):
                     body.append(engine_hash)
                     body.append(str(std))
+                continue
+            mismatched += bool(tokens)
+            after = events[i + 1] if i + 1 < len(events) else None
+            if (
+                n == 1
+                and isinstance(after, BlockRemoved)
+                and after.block_hashes == hashes
+                and _medium(after.medium) != _medium(event.medium)
+            ):
+                extend(n, "M", event.medium, _medium(after.medium))
+                blocks += n
+                folded = True
             else:
-                mismatched += bool(tokens)
-                extend("P", event.medium, n)
-                body += hashes
+                extend(n, "P", event.medium)
+            body += hashes
         elif isinstance(event, BlockRemoved):
             if event.block_hashes:
                 blocks += len(event.block_hashes)
-                extend("R", event.medium, len(event.block_hashes))
+                extend(len(event.block_hashes), "R", event.medium)
                 body += event.block_hashes
         elif isinstance(event, AllBlocksCleared):
             body.append("C")
-            op = ""
+            opened = ()
     counters = {"events": len(batch.events)}
     if mismatched:
         counters["token_mismatch"] = mismatched

@@ -1,5 +1,6 @@
-"""The index equals the engines' true caches: random runs of stores, offload placeholders,
-removals, clears and stream purges over 2 pods x 2 ranks with colliding contents, checked
+"""The index equals the engines' true caches: random runs of stores, offload placeholders (also
+directly followed by the removal of the same blocks from another medium), removals, clears and
+stream purges over 2 pods x 2 ranks with colliding contents, checked
 against a plain Python model of what each stream holds."""
 
 from collections import Counter
@@ -259,9 +260,22 @@ _events = st.one_of(
     ),
     st.just(AllBlocksCleared()),
 )
+# vLLM's offload: a placeholder in one medium, then the removal of the same blocks from another
+# (the applier folds the pair into one operation when it is of one block; runs of such pairs
+# into one operation of several).
+_offload = st.builds(
+    lambda hashes, to, away: [
+        BlockStored(tuple(hashes), (), 0, to),
+        BlockRemoved(tuple(hashes), away),
+    ],
+    st.lists(st.sampled_from([str(e) for e in range(7)]), min_size=1, max_size=2),
+    st.sampled_from(["CPU", "DISK", "GPU", None]),
+    st.sampled_from(["GPU", "CPU", None, "DISK"]),
+)
+_batch = st.lists(st.one_of(_events.map(lambda event: [event]), _offload), min_size=1, max_size=3)
 _steps = st.lists(
     st.one_of(
-        st.tuples(st.just("batch"), _streams, st.lists(_events, min_size=1, max_size=4)),
+        st.tuples(st.just("batch"), _streams, _batch.map(lambda runs: sum(runs, []))),
         st.tuples(st.just("purge_stream"), _streams, st.just([])),
     ),
     min_size=1,
