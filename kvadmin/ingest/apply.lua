@@ -59,6 +59,11 @@ local function value(ts, m)
   return ts .. '|' .. m
 end
 
+-- Whole seconds of a residency score (to the microsecond) for a matrix value.
+local function seconds(score)
+  return string.match(score, '^%d+')
+end
+
 local function medium_of(v)
   local sep = string.find(v, '|', 1, true)
   if sep then
@@ -131,7 +136,9 @@ local function settle_media()
   shrunk = {}
 end
 
-local now
+-- This call's time: the residency score of its stores (unix seconds to the microsecond) and
+-- its whole seconds, the matrix values' ts.
+local now, now_seconds
 
 -- Per-medium strings built once per call instead of once per block.
 local res_keys, now_values = {}, {}
@@ -147,7 +154,7 @@ end
 local function now_value(m)
   local v = now_values[m]
   if not v then
-    v = value(now, m)
+    v = value(now_seconds, m)
     now_values[m] = v
   end
   return v
@@ -217,7 +224,7 @@ local function release(std, x)
     end
   end
   if best then
-    call('HSET', key, pod, value(ts, best))
+    call('HSET', key, pod, value(seconds(ts), best))
     return 0
   end
   return call('HDEL', key, pod)
@@ -293,6 +300,7 @@ if cmd == 'apply' then
   -- put its seqs above batches that were never applied, and refuse them when they come again.
   local rank, ttl, after = ARGV[p], ARGV[p + 2], ARGV[p + 3]
   now = ARGV[p + 1]
+  now_seconds = seconds(now)
   p = p + 4
   local eb, status = EB .. rank, STATUS .. rank
   local last = tonumber(call('HGET', status, 'last_seq') or '-1')

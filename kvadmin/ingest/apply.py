@@ -14,13 +14,16 @@ Redis Cluster slots and a cluster would refuse the script.
 Layout (key names from `scoring.keys`; pod = "{pod_name}.{namespace}", m = medium as the
 engine spelled it, "" for none, std = decimal standardized hash):
 - `matrix:kv:block:{model}@{std}` HASH pod -> "{ts}|{best m}" ("{ts}" when best m is ""):
-  kthena's router reads it. ts = unix seconds of the pod's last store of the block.
+  kthena's router reads it. ts = unix seconds (whole) of the pod's last store of the block.
 - `{kind}:kv:block:{pod}@{engine hash}` STRING std, EX 86400: kthena's mapping, set on each
   store with tokens, deleted when the stream drops the engine block.
 - `kvadmin:eh:{pod}|{rank}` HASH engine hash -> "{std}|{m1},{m2}": what this stream holds.
   The first medium is the primary tier (stored with tokens); placeholders append theirs.
-- `kvadmin:res:{pod}|{m}` ZSET std -> last store ts, present iff some (rank, engine hash)
-  holds std in m.
+- `kvadmin:res:{pod}|{m}` ZSET std -> last store time (unix seconds to the microsecond),
+  present iff some (rank, engine hash) holds std in m. Within one second, whole-second scores
+  would order stores by hash, scattering each insert over the skiplist; microseconds put new
+  stores at its tail and LRU evictions at its head, where Redis walks through cached nodes
+  (ZADD and ZREM cost about half as much).
 - `kvadmin:rc:{pod}` HASH "{std}|{m}" -> number of (rank, engine hash) pairs holding it, only
   when more than one does: the residency entry alone stands for one holder, which saves a
   write per store and per removal in the common case.
@@ -349,7 +352,7 @@ class Applier:
         rank: int,
         seq: int,
         batch: EventBatch,
-        now: int | None = None,
+        now: float | None = None,
         preference: MediaPreference | None = None,
     ) -> ApplyResult:
         stream = StreamSpec(StreamId(pod, rank), model, kind, "", None, b"", 0)
@@ -359,7 +362,7 @@ class Applier:
         self,
         stream: StreamSpec,
         batches: Sequence[tuple[int, EventBatch]],
-        now: int | None = None,
+        now: float | None = None,
         preference: MediaPreference | None = None,
     ) -> list[ApplyResult]:
         """Apply (seq, batch) pairs of one stream in seq order, in as few round trips as
@@ -502,7 +505,7 @@ class ApplySession:
         self,
         stream: StreamSpec,
         batches: Sequence[tuple[int, EventBatch]],
-        now: int | None = None,
+        now: float | None = None,
         preference: MediaPreference | None = None,
         done: Callable[[list[ApplyResult]], None] | None = None,
     ) -> None:
@@ -519,7 +522,7 @@ class ApplySession:
             *pod_args,
             *preference.script_args(),
             str(stream.id.rank),
-            str(int(time.time()) if now is None else now),
+            f"{time.time():.6f}" if now is None else str(now),
             str(keys.ENGINE_HASH_TTL_SECONDS),
             "",  # after: set per call
         ]

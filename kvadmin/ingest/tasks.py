@@ -58,9 +58,7 @@ def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> No
         batch = EventBatch(ts=time.time(), events=[], skipped={"undecodable": 1})
     spec = _spec(engine, batch.rank)
     started = time.perf_counter()
-    applier.apply_batches(
-        spec, [(seq, batch)], now=int(time.time()), preference=active_media_preference()
-    )
+    applier.apply_batches(spec, [(seq, batch)], preference=active_media_preference())
     recorder.record_apply(applier.client, spec.id, [(seq, batch)], time.perf_counter() - started)
 
 

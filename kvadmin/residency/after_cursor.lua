@@ -3,9 +3,10 @@ One page of one residency ZSET (std -> last store ts), newest first, strictly af
 
 The listing orders blocks by (ts desc, std desc): Redis orders members of equal score by their
 bytes, so that is the ZSET's own reverse order. A cursor (ts, std) need not be a member of this
-ZSET (it came from another pod's, or the block moved since), and thousands of blocks share one
-second, so the start is found by rank: the members scored above ts, then a binary search by
-rank inside the run of members scored exactly ts. Work: O(log n) commands of O(log n) each.
+ZSET (it came from another pod's, or the block moved since), and the blocks of one script call
+of the ingestion share one score, so the start is found by rank: the members scored above ts,
+then a binary search by rank inside the run of members scored exactly ts. Work: O(log n)
+commands of O(log n) each.
 
 KEYS[1]: the ZSET. ARGV: cursor ts ("" = from the newest), cursor std, how many.
 Returns member, score, member, score, ... (at most "how many" pairs).

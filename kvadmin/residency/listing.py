@@ -2,13 +2,14 @@
 
 Nothing here scans the keyspace: the model's pods come from `kvadmin:pods`, their media from
 their media SETs, and the blocks from the per-pod, per-medium residency ZSETs
-(`kvadmin:res:{pod}|{medium}`, std -> last store second), read a page at a time.
+(`kvadmin:res:{pod}|{medium}`, std -> last store time in unix seconds, to the microsecond),
+read a page at a time.
 
-The listing order is (last store second desc, std desc): within one second Redis orders a
-ZSET's members by their bytes, so every ZSET is already in listing order and a page is a k-way
-merge of their heads. A block held by several pods or in several media is listed once, at its
-newest position among the ZSETs the filters select. A cursor is a position (second, std), so
-pages stay put while blocks are stored and removed around them.
+The listing order is (last store time desc, std desc): Redis orders members of equal score by
+their bytes, so every ZSET is already in listing order and a page is a k-way merge of their
+heads. A block held by several pods or in several media is listed once, at its newest position
+among the ZSETs the filters select. A cursor is a position (time, std), so pages stay put while
+blocks are stored and removed around them.
 
 One page:
 1. Each ZSET that has no unread entries left gets its next entries after its last one
@@ -26,6 +27,7 @@ One page:
    position examined, so scrolling on continues from there.
 """
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -45,26 +47,30 @@ FIRST_READ = 8
 _AFTER_CURSOR = Path(__file__).with_name("after_cursor.lua").read_text()
 
 
+_CURSOR = re.compile(r"[0-9]+(\.[0-9]+)?-[0-9]+", re.ASCII)
+
+
 class InvalidCursor(ValueError):
     pass
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class Position:
-    """Where a block sits in the listing: its last store second, then its std text."""
+    """Where a block sits in the listing: its last store time (the residency score), then
+    its std text."""
 
-    ts: int
+    ts: float
     std: str
 
     def __str__(self) -> str:
-        return f"{self.ts}-{self.std}"
+        return f"{self.ts!r}-{self.std}"
 
     @classmethod
     def parse(cls, text: str) -> "Position":
-        ts, dash, std = text.partition("-")
-        if not (dash and ts.isascii() and ts.isdigit() and std.isascii() and std.isdigit()):
+        if not _CURSOR.fullmatch(text):
             raise InvalidCursor(f"{text!r} is not a cursor ({{seconds}}-{{std hash}})")
-        return cls(int(ts), std)
+        ts, _, std = text.partition("-")
+        return cls(float(ts), std)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,14 +146,14 @@ def owners_by_block(
     ]
 
 
-def _rows(client: redis.Redis, model: str, page: list[tuple[int, str]]) -> list[BlockRow]:
+def _rows(client: redis.Redis, model: str, page: list[tuple[float, str]]) -> list[BlockRow]:
     owners = owners_by_block(client, model, [std for _, std in page])
-    return [BlockRow(std, ts, held) for (ts, std), held in zip(page, owners, strict=True)]
+    return [BlockRow(std, int(ts), held) for (ts, std), held in zip(page, owners, strict=True)]
 
 
 def _merge(
     client: redis.Redis, zsets: Sequence[str], after: Position | None, limit: int
-) -> tuple[list[tuple[int, str]], Position | None]:
+) -> tuple[list[tuple[float, str]], Position | None]:
     """Steps 1-4 of the module docstring. Returns up to `limit + 1` (ts, std) in listing
     order, and where to resume when the rounds ran out first (None when exhausted)."""
     want = limit + 1
@@ -155,11 +161,11 @@ def _merge(
     # page; a share of it is usually enough, and a ZSET that runs dry is read further.
     count = min(want, max(FIRST_READ, 2 * want // max(1, len(zsets)) + 1))
     start = (after.ts, after.std) if after else None
-    last: list[tuple[int, str] | None] = [start] * len(zsets)
+    last: list[tuple[float, str] | None] = [start] * len(zsets)
     unread = [0] * len(zsets)  # entries of each ZSET still in the pool
     more = set(range(len(zsets)))  # ZSETs that may hold entries not yet read
-    pool: list[tuple[int, str, int]] = []  # ascending: the next entry is at the end
-    found: list[tuple[int, str]] = []
+    pool: list[tuple[float, str, int]] = []  # ascending: the next entry is at the end
+    found: list[tuple[float, str]] = []
     seen: set[str] = set()
     examined = start
     for _ in range(MAX_ROUNDS):
@@ -167,7 +173,7 @@ def _merge(
             _read(client, zsets, refill, last, unread, more, pool, count)
             count = want
         horizon = max((last[i] for i in more), default=None)  # type: ignore[type-var]
-        taken: list[tuple[int, str]] = []
+        taken: list[tuple[float, str]] = []
         while pool and len(taken) < want - len(found):
             ts, std, i = pool[-1]
             if horizon is not None and (ts, std) < horizon:
@@ -188,10 +194,10 @@ def _read(
     client: redis.Redis,
     zsets: Sequence[str],
     refill: list[int],
-    last: list[tuple[int, str] | None],
+    last: list[tuple[float, str] | None],
     unread: list[int],
     more: set[int],
-    pool: list[tuple[int, str, int]],
+    pool: list[tuple[float, str, int]],
     count: int,
 ) -> None:
     """Step 1: the next `count` entries of each ZSET in `refill`, one round trip."""
@@ -202,7 +208,7 @@ def _read(
         script(keys=[zsets[i]], args=[ts, std, count], client=pipe)
     for i, flat in zip(refill, pipe.execute(), strict=True):
         pairs = zip(flat[::2], flat[1::2], strict=True)
-        entries = [(int(float(score)), std, i) for std, score in pairs]
+        entries = [(float(score), std, i) for std, score in pairs]
         if len(entries) < count:
             more.discard(i)
         if entries:
@@ -213,8 +219,8 @@ def _read(
 
 
 def _newest_here(
-    client: redis.Redis, zsets: Sequence[str], taken: list[tuple[int, str]]
-) -> list[tuple[int, str]]:
+    client: redis.Redis, zsets: Sequence[str], taken: list[tuple[float, str]]
+) -> list[tuple[float, str]]:
     """Step 3: keep the blocks whose newest position among `zsets` is the one taken."""
     if not taken or len(zsets) == 1:
         return taken

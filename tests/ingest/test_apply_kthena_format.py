@@ -7,9 +7,9 @@ import pytest
 import redis
 
 from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, EventBatch, engine_hash_text
+from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch, engine_hash_text
 from scoring.hashing import block_hashes
-from scoring.keys import block_key, engine_hash_key
+from scoring.keys import block_key, engine_hash_key, residency_key
 from tests.conftest import SHARED
 
 NOW = 1_700_000_000
@@ -86,3 +86,22 @@ def test_each_block_pairs_with_its_own_slice_of_the_tokens(
     for engine_hash, std in zip(("1", "2", "3"), block_hashes(tokens), strict=True):
         assert redis_client.get(engine_hash_key("vllm", "p.ns", engine_hash)) == str(std)
         assert redis_client.hget(block_key("M", std), "p.ns") == f"{NOW}|GPU"
+
+
+def test_matrix_values_keep_whole_seconds_of_microsecond_residency(
+    applier: Applier, redis_client: redis.Redis, vector: dict
+) -> None:
+    """Residency orders stores to the microsecond; the router reads whole seconds, also when
+    a removal hands the value over to the medium left (its time comes from residency)."""
+    std = vector["standardized_hash"]
+    engine_hash = engine_hash_text(vector["engine_hash"])
+    offloaded = BlockStored((engine_hash,), (), 0, "CPU")
+    evicted = BlockRemoved((engine_hash,), "GPU")
+    applier.apply_batch("p.ns", "M", "vllm", 0, 0, _store(vector), NOW + 0.25)
+    assert redis_client.hget(block_key("M", std), "p.ns") == f"{NOW}|GPU"
+
+    applier.apply_batch("p.ns", "M", "vllm", 0, 1, EventBatch(0.0, [offloaded]), NOW + 3.5)
+    applier.apply_batch("p.ns", "M", "vllm", 0, 2, EventBatch(0.0, [evicted]), NOW + 5.75)
+
+    assert redis_client.hget(block_key("M", std), "p.ns") == f"{NOW + 3}|CPU"
+    assert redis_client.zscore(residency_key("p.ns", "CPU"), str(std)) == NOW + 3.5

@@ -43,7 +43,7 @@ class Index:
         self.applier = Applier(client)
         self.seqs: dict[tuple[str, int], int] = {}
 
-    def send(self, pod: str, *events: object, at: int = NOW, rank: int = 0, **stream) -> None:
+    def send(self, pod: str, *events: object, at: float = NOW, rank: int = 0, **stream) -> None:
         seq = self.seqs.get((pod, rank), -1) + 1
         self.seqs[pod, rank] = seq
         batch = EventBatch(ts=float(at), events=list(events))  # type: ignore[arg-type]

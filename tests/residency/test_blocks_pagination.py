@@ -1,4 +1,4 @@
-"""/blocks/ pages: a cursor position (second, std), infinite scroll through htmx `revealed`,
+"""/blocks/ pages: a cursor position (store time, std), infinite scroll through htmx `revealed`,
 every block exactly once across pages whatever the ties and shared blocks."""
 
 import re
@@ -84,14 +84,15 @@ def test_a_cursor_between_blocks_of_one_second_resumes_exactly_there(redis_clien
     assert at_gap.page.next_cursor == Position(NOW, ordered[7])
 
 
-# Stores of 12 blocks by 3 pods in 2 media, in few distinct seconds: many ties, many blocks held
-# by several pods or in two media, some removed again.
+# Stores of 12 blocks by 3 pods in 2 media, at few distinct times, some within one second (the
+# ingestion scores to the microsecond): many ties, many blocks held by several pods or in two
+# media, some removed again.
 _stores = st.lists(
     st.tuples(
         st.sampled_from(["a-0.ns", "a-1.ns", "a-2.ns"]),
         st.lists(st.integers(0, 11), min_size=1, max_size=4, unique=True),
         st.sampled_from(["GPU", "CPU", "remove"]),
-        st.integers(0, 3),
+        st.sampled_from([0, 0.25, 0.5, 1, 3]),
     ),
     min_size=1,
     max_size=25,
@@ -114,14 +115,16 @@ def test_paging_lists_every_block_once_at_its_newest_position(
             index.store(pod, blocks, "GPU", at=NOW + second)
         else:
             index.offload(pod, blocks, "CPU", at=NOW + second)
-    newest: dict[str, int] = {}
+    newest: dict[str, float] = {}
     for pod in ("a-0.ns", "a-1.ns", "a-2.ns"):
         for held in [medium] if medium else ["GPU", "CPU"]:
             for member, score in redis_client.zrange(
                 keys.residency_key(pod, held), 0, -1, withscores=True
             ):
-                newest[member] = max(newest.get(member, 0), int(score))
-    expected = sorted(((ts, s) for s, ts in newest.items()), reverse=True)
+                newest[member] = max(newest.get(member, 0), score)
+    expected = [
+        (int(ts), s) for ts, s in sorted(((ts, s) for s, ts in newest.items()), reverse=True)
+    ]
 
     listed, after = [], None
     for _ in range(len(expected) + 2):
