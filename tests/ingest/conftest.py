@@ -27,6 +27,22 @@ def spec_for(publisher: Publisher, pod: str = "vllm-0.default", rank: int = 0) -
     )
 
 
+def snapshot(client: redis.Redis, status: bool = True) -> dict[str, object]:
+    """Every key of the index database and its content, without the stream status hashes
+    unless `status` (a test may scan; the product never does)."""
+    readers = {
+        "hash": client.hgetall,
+        "string": client.get,
+        "set": client.smembers,
+        "zset": lambda key: client.zrange(key, 0, -1, withscores=True),
+    }
+    return {
+        key: readers[client.type(key)](key)
+        for key in client.scan_iter()
+        if status or not key.startswith("kvadmin:stream:")
+    }
+
+
 @pytest.fixture
 def applier(redis_client: redis.Redis) -> Applier:
     """The index writer on this test's empty index database."""

@@ -8,6 +8,7 @@ import redis
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockRemoved, BlockStored, Event, EventBatch
 from scoring.hashing import hash_block
+from tests.ingest.conftest import snapshot
 
 POD = "p.ns"
 TOKENS = tuple(range(16))
@@ -44,21 +45,6 @@ SCENARIOS = {
 }
 
 
-def _index(client: redis.Redis) -> dict[str, object]:
-    """Every key but the stream status (whose batch count differs by design)."""
-    read = {
-        "hash": client.hgetall,
-        "set": client.smembers,
-        "string": client.get,
-        "zset": lambda key: client.zrange(key, 0, -1, withscores=True),
-    }
-    return {
-        key: read[client.type(key)](key)
-        for key in client.scan_iter()
-        if not key.startswith("kvadmin:stream:")
-    }
-
-
 def _run(
     applier: Applier, before: list[tuple[int, list[Event]]], batches: list[list[Event]]
 ) -> dict[str, int]:
@@ -88,10 +74,10 @@ def test_an_offload_pair_ends_as_its_two_events_apart(
 ) -> None:
     before, offloads = SCENARIOS[name]
     apart_counts = _run(applier, before, [[event] for event in offloads])
-    apart = _index(redis_client)
+    apart = snapshot(redis_client, status=False)
     redis_client.flushdb()
 
     together_counts = _run(applier, before, [offloads])
 
-    assert _index(redis_client) == apart
+    assert snapshot(redis_client, status=False) == apart
     assert together_counts == apart_counts

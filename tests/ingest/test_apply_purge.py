@@ -15,6 +15,7 @@ from scoring.keys import (
     refcount_key,
     residency_key,
 )
+from tests.ingest.conftest import snapshot
 
 TOKENS = tuple(range(16 * 25))
 STDS = [hash_block(TOKENS[i : i + 16]) for i in range(0, len(TOKENS), 16)]
@@ -35,22 +36,11 @@ def _fill(applier: Applier, pod: str) -> None:
     _send(applier, pod, 1, 0, BlockStored(HASHES[:3], TOKENS[:48], 16, "GPU"))
 
 
-def _snapshot(client: redis.Redis) -> dict[str, object]:
-    """Every key and its content (a test may scan; the product never does)."""
-    readers = {
-        "hash": client.hgetall,
-        "string": client.get,
-        "set": client.smembers,
-        "zset": lambda key: client.zrange(key, 0, -1, withscores=True),
-    }
-    return {key: readers[client.type(key)](key) for key in client.keys("*")}
-
-
-def _without(snapshot: dict[str, object], pod: str) -> dict[str, object]:
+def _without(index: dict[str, object], pod: str) -> dict[str, object]:
     """What the snapshot should be once `pod` is gone: its keys, fields and stream status
     (which belongs to the ingest loop) aside."""
     kept: dict[str, object] = {}
-    for key, content in snapshot.items():
+    for key, content in index.items():
         if key.startswith("kvadmin:stream:"):
             continue
         if pod in key:
@@ -76,15 +66,12 @@ def test_purging_a_pod_removes_exactly_its_entries(
     _fill(applier, "b.ns")
     redis_client.set("unrelated", "1")
     redis_client.hset(block_key("M", 1), "kthena-only.ns", "5|GPU")
-    before = _snapshot(redis_client)
+    before = snapshot(redis_client)
 
     removed = applier.purge_pod("a.ns")
 
     assert removed == len(STDS)
-    after = {
-        k: v for k, v in _snapshot(redis_client).items() if not k.startswith("kvadmin:stream:")
-    }
-    assert after == _without(before, "a.ns")
+    assert snapshot(redis_client, status=False) == _without(before, "a.ns")
     assert redis_client.hget(block_key("M", STDS[0]), "b.ns") == "100|GPU"
 
 
