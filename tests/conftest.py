@@ -1,8 +1,11 @@
 """Shared fixtures: the session's Redis, real worker and web server subprocesses, a browser."""
 
+import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -163,3 +166,18 @@ def start_fleet() -> Iterator[Callable[..., Fleet]]:
     yield start
     for fleet in fleets:
         fleet.stop()
+
+
+def http_json(url: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
+    """GET (body None) or POST JSON (or raw bytes) against a running server; the status and
+    the decoded answer, errors included."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())

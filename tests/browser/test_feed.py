@@ -5,7 +5,8 @@ import pytest
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from tests.browser.conftest import log_in
-from tests.routing.conftest import MODEL, PODS, hold, http_json, tokens
+from tests.conftest import http_json
+from tests.routing.conftest import MODEL, PODS, hold, tokens
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -7,7 +7,8 @@ import pytest
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet, plan_fleet
 from kvadmin.fleet.wire import Encoding
-from tests.fleet.conftest import StartFleet, local_config, post
+from tests.conftest import http_json
+from tests.fleet.conftest import StartFleet, local_config
 
 
 def test_the_simulate_defaults_give_the_documented_ports() -> None:
@@ -61,7 +62,7 @@ def test_a_port_in_use_fails_the_start_and_releases_the_others() -> None:
         with pytest.raises(OSError):
             Fleet([config]).start()
     with Fleet([config]) as fleet:
-        assert post(f"{config.http_url}/tokenize", {"prompt": "ok"})[0] == 200
+        assert http_json(f"{config.http_url}/tokenize", {"prompt": "ok"})[0] == 200
         assert fleet.pod(config.name).name == config.name
 
 

@@ -7,7 +7,8 @@ import zmq
 
 from kvadmin.ingest.decode import decode_batch, decode_frames
 from kvadmin.ingest.replay import request_replay
-from tests.fleet.conftest import StartFleet, local_config, post
+from tests.conftest import http_json
+from tests.fleet.conftest import StartFleet, local_config
 
 PROMPTS = [list(range(i * 100, i * 100 + 40)) for i in range(1, 9)]
 
@@ -31,7 +32,7 @@ def test_restart_resets_the_seq_and_forgets_the_cache(start_fleet: StartFleet) -
     pod.wait_for_subscribers()
     pod.serve(PROMPTS[0])
     pod.serve(PROMPTS[1])
-    status, _ = post(f"{pod.config.http_url}/admin/fault", {"action": "restart"})
+    status, _ = http_json(f"{pod.config.http_url}/admin/fault", {"action": "restart"})
     assert status == 200
     assert pod.contents() == set()
     _, result = pod.serve(PROMPTS[0])
@@ -45,7 +46,7 @@ def test_dropped_batches_leave_a_gap_that_replay_fills(start_fleet: StartFleet) 
     sub = subscribe(pod.publishers[0].endpoint)
     pod.wait_for_subscribers()
     served = [pod.serve(PROMPTS[0])[1]]
-    status, _ = post(f"{pod.config.http_url}/admin/fault", {"action": "drop", "count": 2})
+    status, _ = http_json(f"{pod.config.http_url}/admin/fault", {"action": "drop", "count": 2})
     assert status == 200
     served += [pod.serve(prompt)[1] for prompt in PROMPTS[1:4]]
     assert [seq_of(sub), seq_of(sub)] == [0, 3]
@@ -59,13 +60,13 @@ def test_dropped_batches_leave_a_gap_that_replay_fills(start_fleet: StartFleet) 
 def test_a_slow_publisher_spaces_batches_without_slowing_requests(start_fleet: StartFleet) -> None:
     pod = start_fleet(local_config()).pods[0]
     url = pod.config.http_url
-    assert post(f"{url}/admin/fault", {"action": "slow", "delay": 0.3})[0] == 200
+    assert http_json(f"{url}/admin/fault", {"action": "slow", "delay": 0.3})[0] == 200
     started = time.monotonic()
     for prompt in PROMPTS[:2]:
-        assert post(f"{url}/v1/completions", {"prompt": prompt})[0] == 200
+        assert http_json(f"{url}/v1/completions", {"prompt": prompt})[0] == 200
     pod.flush()
     assert time.monotonic() - started >= 0.6
-    post(f"{url}/admin/fault", {"action": "slow", "delay": 0})
+    http_json(f"{url}/admin/fault", {"action": "slow", "delay": 0})
     started = time.monotonic()
     pod.serve(PROMPTS[3])
     pod.flush()
@@ -74,6 +75,6 @@ def test_a_slow_publisher_spaces_batches_without_slowing_requests(start_fleet: S
 
 def test_an_unknown_fault_or_rank_is_refused(start_fleet: StartFleet) -> None:
     url = start_fleet(local_config()).pods[0].config.http_url
-    assert post(f"{url}/admin/fault", {"action": "explode"})[0] == 400
-    assert post(f"{url}/admin/fault", {"action": "restart", "rank": 3})[0] == 400
-    assert post(f"{url}/admin/fault", {"action": "drop", "count": 0})[0] == 400
+    assert http_json(f"{url}/admin/fault", {"action": "explode"})[0] == 400
+    assert http_json(f"{url}/admin/fault", {"action": "restart", "rank": 3})[0] == 400
+    assert http_json(f"{url}/admin/fault", {"action": "drop", "count": 0})[0] == 400

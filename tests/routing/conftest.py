@@ -2,8 +2,6 @@
 simulated pods that tokenize."""
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -94,17 +92,3 @@ def local_pod(name: str, kind: str = "vllm") -> PodConfig:
 def dead_url() -> str:
     """An HTTP base URL nothing listens on."""
     return f"http://127.0.0.1:{free_port()}"
-
-
-def http_json(url: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
-    """GET (body None) or POST JSON against a running server."""
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
