@@ -306,8 +306,7 @@ class IngestLoop:
             status.applied_digest(pipe, stream_id, digest)
             session.send(pipe)
 
-        now = int(time.time())
-        session.submit(stream.spec, batches, now, self.preference(), done=applied)
+        session.submit(stream.spec, batches, preference=self.preference(), done=applied)
         stream.last_applied = batches[-1][0]
 
     def settle(self) -> None:
