@@ -122,6 +122,16 @@ local function pod_media()
   return media
 end
 
+-- Whether the pod's refcounts hash exists, looked up once per script call: most pods hold
+-- no block twice, and then a release looks nothing up.
+local refcounts
+local function has_refcounts()
+  if refcounts == nil then
+    refcounts = call('EXISTS', RC) == 1
+  end
+  return refcounts
+end
+
 -- A medium stays in the pod's media set while its residency has entries; checked once per
 -- script call rather than once per removal.
 local function settle_media()
@@ -195,14 +205,16 @@ end
 -- with the time of its own last store; with no medium left the pod's field goes. Returns nil
 -- while other holders remain, 1 when the pod's matrix field went, 0 otherwise.
 local function release(std, x)
-  local field = std .. '|' .. x
-  local holders = call('HGET', RC, field)
-  if holders == '2' then
-    call('HDEL', RC, field)
-    return nil
-  elseif holders then
-    call('HINCRBY', RC, field, -1)
-    return nil
+  if has_refcounts() then
+    local field = std .. '|' .. x
+    local holders = call('HGET', RC, field)
+    if holders == '2' then
+      call('HDEL', RC, field)
+      return nil
+    elseif holders then
+      call('HINCRBY', RC, field, -1)
+      return nil
+    end
   end
   call('ZREM', res_key(x), std)
   shrunk[x] = true
@@ -255,6 +267,7 @@ local function add_holder(std, m, later)
     if call('HINCRBY', RC, field, 1) == 1 then
       call('HSET', RC, field, 2)
     end
+    refcounts = true
   end
 end
 

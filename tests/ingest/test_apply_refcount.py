@@ -48,6 +48,24 @@ def test_two_engine_hashes_with_the_same_content_keep_the_block_until_both_go(
     assert not redis_client.exists(refcount_key(POD))
 
 
+def test_a_second_holder_counts_within_the_batch_that_adds_it(
+    pod: _Pod, redis_client: redis.Redis
+) -> None:
+    """The script looks the refcounts up once per call (here at the release of block 3): a
+    count it creates afterwards must count at once."""
+    other = tuple(range(16, 32))
+    pod.send(0, BlockStored(("1",), TOKENS, 16, "GPU"), BlockStored(("3",), other, 16, "GPU"))
+    pod.send(
+        0,
+        BlockRemoved(("3",), "GPU"),
+        BlockStored(("2",), TOKENS, 16, "GPU"),
+        BlockRemoved(("1",), "GPU"),
+    )
+
+    assert redis_client.hget(KEY, POD) == "100|GPU"
+    assert redis_client.zscore(residency_key(POD, "GPU"), str(STD)) == 100
+
+
 def test_two_ranks_holding_a_block_keep_it_until_both_remove_it(
     pod: _Pod, redis_client: redis.Redis
 ) -> None:
