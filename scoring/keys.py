@@ -61,8 +61,21 @@ def refcount_key(pod: str) -> str:
 
 
 def residency_key(pod: str, medium: str) -> str:
-    """ZSET: std_hash -> unix seconds of the last store; the pod holds it in that medium."""
+    """ZSET: std_hash -> `residency_score` of the last store; the pod holds it in that medium."""
     return f"kvadmin:res:{pod}|{medium}"
+
+
+RESIDENCY_TICKS_PER_SECOND = 1_000_000
+
+
+def residency_score(unix_seconds: float) -> int:
+    """A residency score: unix microseconds (see kvadmin.ingest.apply)."""
+    return round(unix_seconds * RESIDENCY_TICKS_PER_SECOND)
+
+
+def residency_seconds(score: float) -> int:
+    """Whole unix seconds of a residency score."""
+    return int(score) // RESIDENCY_TICKS_PER_SECOND
 
 
 def pod_media_key(pod: str) -> str:

@@ -59,9 +59,13 @@ local function value(ts, m)
   return ts .. '|' .. m
 end
 
--- Whole seconds of a residency score (to the microsecond) for a matrix value.
+-- Whole seconds of a residency score (integer microseconds) for a matrix value.
 local function seconds(score)
-  return string.match(score, '^%d+')
+  local digits = #score - 6
+  if digits < 1 then
+    return '0'
+  end
+  return string.sub(score, 1, digits)
 end
 
 local function medium_of(v)
@@ -146,8 +150,8 @@ local function settle_media()
   shrunk = {}
 end
 
--- This call's time: the residency score of its stores (unix seconds to the microsecond) and
--- its whole seconds, the matrix values' ts.
+-- This call's time: the residency score of its stores (unix microseconds) and its whole
+-- seconds, the matrix values' ts.
 local now, now_seconds
 
 -- Per-medium strings built once per call instead of once per block.

@@ -19,11 +19,12 @@ engine spelled it, "" for none, std = decimal standardized hash):
   store with tokens, deleted when the stream drops the engine block.
 - `kvadmin:eh:{pod}|{rank}` HASH engine hash -> "{std}|{m1},{m2}": what this stream holds.
   The first medium is the primary tier (stored with tokens); placeholders append theirs.
-- `kvadmin:res:{pod}|{m}` ZSET std -> last store time (unix seconds to the microsecond),
-  present iff some (rank, engine hash) holds std in m. Within one second, whole-second scores
-  would order stores by hash, scattering each insert over the skiplist; microseconds put new
-  stores at its tail and LRU evictions at its head, where Redis walks through cached nodes
-  (ZADD and ZREM cost about 40% less, measured on the benchmark's mix).
+- `kvadmin:res:{pod}|{m}` ZSET std -> last store time (`keys.residency_score`: unix
+  microseconds), present iff some (rank, engine hash) holds std in m. Within one second,
+  whole-second scores would order stores by hash, scattering each insert over the skiplist;
+  microseconds put new stores at its tail and LRU evictions at its head, where Redis walks
+  through cached nodes (ZADD and ZREM cost about 40% less, measured on the benchmark's mix).
+  Integers, because Redis parses and prints them several times faster than fractions.
 - `kvadmin:rc:{pod}` HASH "{std}|{m}" -> number of (rank, engine hash) pairs holding it, only
   when more than one does: the residency entry alone stands for one holder, which saves a
   write per store and per removal in the common case.
@@ -412,7 +413,12 @@ class Applier:
         cursor is "0" again when the scan is complete."""
         model, kind = self._pod_identity(pod)
         reply = self._call(
-            "expire", pod, model, kind, str(rank), more=[cursor, str(cutoff), str(self.chunk_size)]
+            "expire",
+            pod,
+            model,
+            kind,
+            str(rank),
+            more=[cursor, str(keys.residency_score(cutoff)), str(self.chunk_size)],
         )
         return ExpireStep(_text(reply[0]) or "0", int(reply[1]), int(reply[2]), int(reply[3]))
 
@@ -423,7 +429,12 @@ class Applier:
         when done and "-1" when retired engine blocks must be drained first."""
         model, kind = self._pod_identity(pod)
         reply = self._call(
-            "sweep", pod, model, kind, medium, more=[str(cutoff), str(self.chunk_size)]
+            "sweep",
+            pod,
+            model,
+            kind,
+            medium,
+            more=[str(keys.residency_score(cutoff)), str(self.chunk_size)],
         )
         return ExpireStep(str(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]))
 
@@ -522,7 +533,7 @@ class ApplySession:
             *pod_args,
             *preference.script_args(),
             str(stream.id.rank),
-            f"{time.time():.6f}" if now is None else str(now),
+            str(time.time_ns() // 1000 if now is None else keys.residency_score(now)),
             str(keys.ENGINE_HASH_TTL_SECONDS),
             "",  # after: set per call
         ]

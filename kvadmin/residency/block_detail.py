@@ -124,7 +124,7 @@ def _residency(
     for i, (pod, medium) in enumerate(wanted):
         score, shared = replies[2 * i], replies[2 * i + 1]
         if score is not None or shared is not None:
-            stored_at = int(score) if score is not None else None
+            stored_at = keys.residency_seconds(score) if score is not None else None
             # The refcount field exists only for more than one holder (see ingest.apply).
             holders = int(shared) if shared is not None else 1
             held[pod].append(Residency(medium, stored_at, holders))

@@ -2,7 +2,7 @@
 
 Nothing here scans the keyspace: the model's pods come from `kvadmin:pods`, their media from
 their media SETs, and the blocks from the per-pod, per-medium residency ZSETs
-(`kvadmin:res:{pod}|{medium}`, std -> last store time in unix seconds, to the microsecond),
+(`kvadmin:res:{pod}|{medium}`, std -> last store time in unix microseconds),
 read a page at a time.
 
 The listing order is (last store time desc, std desc): Redis orders members of equal score by
@@ -14,7 +14,7 @@ blocks are stored and removed around them.
 One page:
 1. Each ZSET that has no unread entries left gets its next entries after its last one
    (after the cursor at first), one script call per ZSET, all in one pipeline
-   (`after_cursor.lua` finds the start by rank, so equal seconds are exact and cheap). The
+   (`after_cursor.lua` finds the start by rank, so equal scores are exact and cheap). The
    first round reads a share of a page from each ZSET, later rounds `limit + 1`.
 2. Entries are taken in listing order only down to the "horizon", the highest last-read
    position of the ZSETs that may hold more: below it a ZSET not yet read further could come
@@ -47,7 +47,7 @@ FIRST_READ = 8
 _AFTER_CURSOR = Path(__file__).with_name("after_cursor.lua").read_text()
 
 
-_CURSOR = re.compile(r"[0-9]+(\.[0-9]+)?-[0-9]+", re.ASCII)
+_CURSOR = re.compile(r"[0-9]+-[0-9]+", re.ASCII)
 
 
 class InvalidCursor(ValueError):
@@ -59,18 +59,18 @@ class Position:
     """Where a block sits in the listing: its last store time (the residency score), then
     its std text."""
 
-    ts: float
+    ts: int
     std: str
 
     def __str__(self) -> str:
-        return f"{self.ts!r}-{self.std}"
+        return f"{self.ts}-{self.std}"
 
     @classmethod
     def parse(cls, text: str) -> "Position":
         if not _CURSOR.fullmatch(text):
-            raise InvalidCursor(f"{text!r} is not a cursor ({{seconds}}-{{std hash}})")
+            raise InvalidCursor(f"{text!r} is not a cursor ({{residency score}}-{{std hash}})")
         ts, _, std = text.partition("-")
-        return cls(float(ts), std)
+        return cls(int(ts), std)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,14 +146,17 @@ def owners_by_block(
     ]
 
 
-def _rows(client: redis.Redis, model: str, page: list[tuple[float, str]]) -> list[BlockRow]:
+def _rows(client: redis.Redis, model: str, page: list[tuple[int, str]]) -> list[BlockRow]:
     owners = owners_by_block(client, model, [std for _, std in page])
-    return [BlockRow(std, int(ts), held) for (ts, std), held in zip(page, owners, strict=True)]
+    return [
+        BlockRow(std, keys.residency_seconds(ts), held)
+        for (ts, std), held in zip(page, owners, strict=True)
+    ]
 
 
 def _merge(
     client: redis.Redis, zsets: Sequence[str], after: Position | None, limit: int
-) -> tuple[list[tuple[float, str]], Position | None]:
+) -> tuple[list[tuple[int, str]], Position | None]:
     """Steps 1-4 of the module docstring. Returns up to `limit + 1` (ts, std) in listing
     order, and where to resume when the rounds ran out first (None when exhausted)."""
     want = limit + 1
@@ -161,11 +164,11 @@ def _merge(
     # page; a share of it is usually enough, and a ZSET that runs dry is read further.
     count = min(want, max(FIRST_READ, 2 * want // max(1, len(zsets)) + 1))
     start = (after.ts, after.std) if after else None
-    last: list[tuple[float, str] | None] = [start] * len(zsets)
+    last: list[tuple[int, str] | None] = [start] * len(zsets)
     unread = [0] * len(zsets)  # entries of each ZSET still in the pool
     more = set(range(len(zsets)))  # ZSETs that may hold entries not yet read
-    pool: list[tuple[float, str, int]] = []  # ascending: the next entry is at the end
-    found: list[tuple[float, str]] = []
+    pool: list[tuple[int, str, int]] = []  # ascending: the next entry is at the end
+    found: list[tuple[int, str]] = []
     seen: set[str] = set()
     examined = start
     for _ in range(MAX_ROUNDS):
@@ -173,7 +176,7 @@ def _merge(
             _read(client, zsets, refill, last, unread, more, pool, count)
             count = want
         horizon = max((last[i] for i in more), default=None)  # type: ignore[type-var]
-        taken: list[tuple[float, str]] = []
+        taken: list[tuple[int, str]] = []
         while pool and len(taken) < want - len(found):
             ts, std, i = pool[-1]
             if horizon is not None and (ts, std) < horizon:
@@ -194,10 +197,10 @@ def _read(
     client: redis.Redis,
     zsets: Sequence[str],
     refill: list[int],
-    last: list[tuple[float, str] | None],
+    last: list[tuple[int, str] | None],
     unread: list[int],
     more: set[int],
-    pool: list[tuple[float, str, int]],
+    pool: list[tuple[int, str, int]],
     count: int,
 ) -> None:
     """Step 1: the next `count` entries of each ZSET in `refill`, one round trip."""
@@ -208,7 +211,7 @@ def _read(
         script(keys=[zsets[i]], args=[ts, std, count], client=pipe)
     for i, flat in zip(refill, pipe.execute(), strict=True):
         pairs = zip(flat[::2], flat[1::2], strict=True)
-        entries = [(float(score), std, i) for std, score in pairs]
+        entries = [(int(score), std, i) for std, score in pairs]
         if len(entries) < count:
             more.discard(i)
         if entries:
@@ -219,8 +222,8 @@ def _read(
 
 
 def _newest_here(
-    client: redis.Redis, zsets: Sequence[str], taken: list[tuple[float, str]]
-) -> list[tuple[float, str]]:
+    client: redis.Redis, zsets: Sequence[str], taken: list[tuple[int, str]]
+) -> list[tuple[int, str]]:
     """Step 3: keep the blocks whose newest position among `zsets` is the one taken."""
     if not taken or len(zsets) == 1:
         return taken

@@ -116,7 +116,7 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
         counts, newest = {}, []
         for medium in media[pod]:
             counts[medium] = int(next(replies))
-            newest += [int(score) for _, score in next(replies)]
+            newest += [keys.residency_seconds(score) for _, score in next(replies)]
         engine = registered.get(pod)
         summaries.append(
             PodSummary(

@@ -9,7 +9,7 @@ import redis
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch, engine_hash_text
 from scoring.hashing import block_hashes
-from scoring.keys import block_key, engine_hash_key, residency_key
+from scoring.keys import block_key, engine_hash_key, residency_key, residency_score
 from tests.conftest import SHARED
 
 NOW = 1_700_000_000
@@ -104,4 +104,4 @@ def test_matrix_values_keep_whole_seconds_of_microsecond_residency(
     applier.apply_batch("p.ns", "M", "vllm", 0, 2, EventBatch(0.0, [evicted]), NOW + 5.75)
 
     assert redis_client.hget(block_key("M", std), "p.ns") == f"{NOW + 3}|CPU"
-    assert redis_client.zscore(residency_key("p.ns", "CPU"), str(std)) == NOW + 3.5
+    assert redis_client.zscore(residency_key("p.ns", "CPU"), str(std)) == residency_score(NOW + 3.5)

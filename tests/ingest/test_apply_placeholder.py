@@ -6,7 +6,13 @@ import redis
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
 from scoring.hashing import hash_block
-from scoring.keys import block_key, engine_blocks_key, residency_key, stream_status_key
+from scoring.keys import (
+    block_key,
+    engine_blocks_key,
+    residency_key,
+    residency_score,
+    stream_status_key,
+)
 
 POD = "p.ns"
 TOKENS = tuple(range(32))
@@ -56,7 +62,7 @@ def test_a_placeholder_resolves_through_another_ranks_mapping(
     assert counts["blocks_stored"] == 1
     assert redis_client.hgetall(engine_blocks_key(POD, 1)) == {"1": f"{FIRST}|CPU"}
     assert redis_client.hget(block_key("M", FIRST), POD) == "100|GPU"
-    assert redis_client.zscore(residency_key(POD, "CPU"), str(FIRST)) == 100
+    assert redis_client.zscore(residency_key(POD, "CPU"), str(FIRST)) == residency_score(100)
 
 
 def test_a_placeholder_after_the_block_was_dropped_does_not_resurrect_it(

@@ -23,6 +23,7 @@ from scoring.keys import (
     pod_ranks_key,
     refcount_key,
     residency_key,
+    residency_score,
     stream_status_key,
 )
 from scoring.weights import TierWeights
@@ -204,7 +205,8 @@ def _expected_keys(ref: Reference) -> dict[str, object]:
         for key in counts:
             std, m = key.split("|", 1)
             media.add(m)
-            expected.setdefault(residency_key(pod, m), {})[std] = ref.stored_at[pod, int(std), m]
+            at = residency_score(ref.stored_at[pod, int(std), m])
+            expected.setdefault(residency_key(pod, m), {})[std] = at
         if media:
             expected[pod_media_key(pod)] = media
         if ref.ranks.get(pod):

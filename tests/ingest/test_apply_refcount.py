@@ -7,7 +7,7 @@ import redis
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockRemoved, BlockStored, Event, EventBatch
 from scoring.hashing import hash_block
-from scoring.keys import block_key, engine_hash_key, refcount_key, residency_key
+from scoring.keys import block_key, engine_hash_key, refcount_key, residency_key, residency_score
 
 POD = "p.ns"
 TOKENS = tuple(range(16))
@@ -63,7 +63,7 @@ def test_a_second_holder_counts_within_the_batch_that_adds_it(
     )
 
     assert redis_client.hget(KEY, POD) == "100|GPU"
-    assert redis_client.zscore(residency_key(POD, "GPU"), str(STD)) == 100
+    assert redis_client.zscore(residency_key(POD, "GPU"), str(STD)) == residency_score(100)
 
 
 def test_two_ranks_holding_a_block_keep_it_until_both_remove_it(
@@ -74,7 +74,7 @@ def test_two_ranks_holding_a_block_keep_it_until_both_remove_it(
 
     pod.send(0, BlockRemoved(("1",), "GPU"))
     assert redis_client.hget(KEY, POD) == "100|GPU"
-    assert redis_client.zscore(residency_key(POD, "GPU"), str(STD)) == 100
+    assert redis_client.zscore(residency_key(POD, "GPU"), str(STD)) == residency_score(100)
 
     pod.send(1, BlockRemoved(("1",), "GPU"))
     assert not redis_client.exists(KEY)

@@ -7,7 +7,7 @@ import redis
 from kvadmin.ingest.apply import Applier, MediaPreference
 from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
 from scoring.hashing import hash_block
-from scoring.keys import block_key, pod_media_key, residency_key
+from scoring.keys import block_key, pod_media_key, residency_key, residency_score
 from scoring.weights import TierWeights
 
 POD = "vllm-0.default"
@@ -41,8 +41,8 @@ def test_a_block_offloaded_to_cpu_is_resident_in_both_and_valued_gpu(
     stream.send(BlockStored(("7",), (), 0, "CPU"))
 
     assert redis_client.hget(KEY, POD) == "101|GPU"
-    assert redis_client.zscore(residency_key(POD, "GPU"), str(STD)) == 100
-    assert redis_client.zscore(residency_key(POD, "CPU"), str(STD)) == 101
+    assert redis_client.zscore(residency_key(POD, "GPU"), str(STD)) == residency_score(100)
+    assert redis_client.zscore(residency_key(POD, "CPU"), str(STD)) == residency_score(101)
     assert redis_client.smembers(pod_media_key(POD)) == {"GPU", "CPU"}
 
 

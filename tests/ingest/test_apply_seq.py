@@ -7,7 +7,7 @@ from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
 from kvadmin.ingest.streams import StreamId, StreamSpec
 from scoring.hashing import hash_block
-from scoring.keys import block_key, refcount_key, residency_key, stream_status_key
+from scoring.keys import block_key, refcount_key, residency_key, residency_score, stream_status_key
 
 TOKENS = tuple(range(16))
 STD = hash_block(TOKENS)
@@ -33,7 +33,7 @@ def test_a_duplicate_seq_is_not_applied_twice(applier: Applier, redis_client: re
 
     assert (first.applied, again.duplicate, older.duplicate) == (True, True, True)
     assert redis_client.hgetall(refcount_key("p.ns")) == {}  # one holder: the residency alone
-    assert redis_client.zscore(residency_key("p.ns", "GPU"), str(STD)) == 100
+    assert redis_client.zscore(residency_key("p.ns", "GPU"), str(STD)) == residency_score(100)
     assert redis_client.hget(block_key("M", STD), "p.ns") == "100|GPU"
     status = redis_client.hgetall(stream_status_key("p.ns", 0))
     assert (status["last_seq"], status["batches"], status["blocks_stored"]) == ("5", "1", "1")

@@ -9,6 +9,7 @@ import redis
 
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockStored, EventBatch
+from scoring.keys import residency_score, residency_seconds
 from scoring.weights import TierWeights
 
 MODEL = "Qwen/Qwen3-8B"
@@ -105,7 +106,7 @@ def expected_after_gc(
     for key, content in before.items():
         if key.startswith("kvadmin:res:"):
             pod, _, medium = key.removeprefix("kvadmin:res:").partition("|")
-            fresh = [(std, score) for std, score in content if score >= cutoff]
+            fresh = [(std, score) for std, score in content if score >= residency_score(cutoff)]
             for std, score in fresh:
                 held.setdefault((pod, std), {})[medium] = score
             _put(after, key, fresh)
@@ -138,7 +139,7 @@ def expected_after_gc(
                 medium = value.partition("|")[2]
                 if medium not in media:
                     best = weights.best_medium(media)
-                    value = str(int(media[best])) + (f"|{best}" if best else "")
+                    value = str(residency_seconds(media[best])) + (f"|{best}" if best else "")
                 fields[pod] = value
             _put(after, key, fields)
     return after

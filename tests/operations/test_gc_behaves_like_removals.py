@@ -8,7 +8,14 @@ import redis
 from kvadmin.ingest import gc
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
-from scoring.keys import block_key, engine_blocks_key, engine_hash_key, refcount_key, residency_key
+from scoring.keys import (
+    block_key,
+    engine_blocks_key,
+    engine_hash_key,
+    refcount_key,
+    residency_key,
+    residency_score,
+)
 from tests.ingest.blocks import std, tokens
 
 POD, MODEL = "vllm-0.ns", "M"
@@ -56,7 +63,7 @@ def test_a_collected_block_can_be_removed_and_stored_again(redis_client) -> None
     assert redis_client.hgetall(refcount_key(POD)) == {}
     engine.send(0, NOW, stored(1))
 
-    assert redis_client.zscore(residency_key(POD, "GPU"), str(std(1))) == NOW
+    assert redis_client.zscore(residency_key(POD, "GPU"), str(std(1))) == residency_score(NOW)
     assert redis_client.hget(block_key(MODEL, std(1)), POD) == f"{NOW}|GPU"
     engine.send(0, NOW, BlockRemoved(("101",), "GPU"))
     assert redis_client.exists(block_key(MODEL, std(1)), residency_key(POD, "GPU")) == 0

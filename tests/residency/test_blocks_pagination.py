@@ -76,12 +76,13 @@ def test_a_cursor_between_blocks_of_one_second_resumes_exactly_there(redis_clien
     between = ordered[5] + "0"
     assert ordered[5] < between < ordered[4]
 
-    at_member = browse_blocks(BlocksQuery(after=Position(NOW, ordered[4])), limit=3)
-    at_gap = browse_blocks(BlocksQuery(after=Position(NOW, between)), limit=3)
+    at = keys.residency_score(NOW)
+    at_member = browse_blocks(BlocksQuery(after=Position(at, ordered[4])), limit=3)
+    at_gap = browse_blocks(BlocksQuery(after=Position(at, between)), limit=3)
 
     assert [row.std for row in at_member.page.rows] == ordered[5:8]
     assert [row.std for row in at_gap.page.rows] == ordered[5:8]
-    assert at_gap.page.next_cursor == Position(NOW, ordered[7])
+    assert at_gap.page.next_cursor == Position(at, ordered[7])
 
 
 # Stores of 12 blocks by 3 pods in 2 media, at few distinct times, some within one second (the
@@ -123,7 +124,8 @@ def test_paging_lists_every_block_once_at_its_newest_position(
             ):
                 newest[member] = max(newest.get(member, 0), score)
     expected = [
-        (int(ts), s) for ts, s in sorted(((ts, s) for s, ts in newest.items()), reverse=True)
+        (keys.residency_seconds(ts), s)
+        for ts, s in sorted(((ts, s) for s, ts in newest.items()), reverse=True)
     ]
 
     listed, after = [], None
