@@ -206,9 +206,10 @@ end
 
 -- One holder of (pod, std, x) went away. With none left the pod no longer holds std in x:
 -- the residency goes, and when x was the value's medium the next best held one takes over,
--- with the time of its own last store; with no medium left the pod's field goes. Returns nil
--- while other holders remain, 1 when the pod's matrix field went, 0 otherwise.
-local function release(std, x)
+-- with the time of its own last store; with no medium left the pod's field goes. `fresh`, when
+-- given, is a medium the caller stored std in at `now`. Returns nil while other holders
+-- remain, 1 when the pod's matrix field went, 0 otherwise.
+local function release(std, x, fresh)
   if has_refcounts() then
     local field = std .. '|' .. x
     local holders = call('HGET', RC, field)
@@ -233,7 +234,7 @@ local function release(std, x)
   local best, ts
   for y in pairs(held) do
     if y ~= x then
-      local score = call('ZSCORE', res_key(y), std)
+      local score = y == fresh and now or call('ZSCORE', res_key(y), std)
       if score and (not best or better(y, best)) then
         best, ts = y, score
       end
@@ -434,7 +435,7 @@ if cmd == 'apply' then
     end
     c[1] = c[1] + 1
     if at then
-      if release(std, x) == nil and later then
+      if release(std, x, to) == nil and later then
         set_value(std, to)
       end
       c[2] = c[2] + 1
