@@ -107,6 +107,12 @@ local function removal_at(list, m)
   return index_of(list, m) or (m == '' and 1 or nil)
 end
 
+-- Whether a removal in `m` takes the one medium of `media_text`, the common case, decided
+-- without building the list (a table is costly here: it is garbage right away).
+local function only(media_text, m)
+  return (media_text == m or m == '') and not find(media_text, ',', 1, true)
+end
+
 -- An engine-blocks value "{std}|{media list}": std, media list text.
 local function parse(v)
   local sep = find(v, '|', 1, true)
@@ -250,12 +256,17 @@ local function release(std, x, fresh)
   return call('HDEL', key, pod)
 end
 
+-- The stream no longer holds engine block `eh`: the entry and its mapping key go.
 -- The stream still holds engine block `eh` (= std) in the media of `list`; with none left
--- the entry and its mapping key go. The caller releases the media that left the list.
+-- it drops the block. The caller releases the media that left the list.
+local function drop(eb, eh)
+  call('HDEL', eb, eh)
+  call('DEL', MAPPING .. eh)
+end
+
 local function keep(eb, eh, std, list)
   if #list == 0 then
-    call('HDEL', eb, eh)
-    call('DEL', MAPPING .. eh)
+    drop(eb, eh)
   else
     call('HSET', eb, eh, std .. '|' .. table.concat(list, ','))
   end
@@ -386,21 +397,27 @@ if cmd == 'apply' then
   -- 'R': the stream no longer holds `eh` in `m`.
   local function remove(eh, m)
     local old = call('HGET', eb, eh)
-    local at, std, list
-    if old then
-      local media_text
-      std, media_text = parse(old)
-      list = split(media_text)
-      at = removal_at(list, m)
-    end
-    if at then
-      local x = table.remove(list, at)
-      keep(eb, eh, std, list)
-      release(std, x)
-      c[2] = c[2] + 1
-    else
+    if not old then
       c[5] = c[5] + 1
+      return
     end
+    local std, media_text = parse(old)
+    local x
+    if only(media_text, m) then
+      x = media_text
+      drop(eb, eh)
+    else
+      local list = split(media_text)
+      local at = removal_at(list, m)
+      if not at then
+        c[5] = c[5] + 1
+        return
+      end
+      x = table.remove(list, at)
+      keep(eb, eh, std, list)
+    end
+    release(std, x)
+    c[2] = c[2] + 1
   end
 
   -- 'M': a placeholder in `to`, then the removal of the same block from `from`: vLLM's
@@ -417,20 +434,27 @@ if cmd == 'apply' then
       return
     end
     local std, media_text = parse(old)
-    local list = split(media_text)
-    local placed = not index_of(list, to)
-    local at = removal_at(list, from)
-    local x = at and list[at]
+    local placed, at, x
+    if media_text ~= to and only(media_text, from) then
+      -- The usual offload: the block's one medium gives way to `to`.
+      placed, at, x = true, 1, media_text
+      call('HSET', eb, eh, std .. '|' .. to)
+    else
+      local list = split(media_text)
+      placed = not index_of(list, to)
+      at = removal_at(list, from)
+      x = at and list[at]
+      if placed then
+        list[#list + 1] = to
+      end
+      if at then
+        table.remove(list, at)
+      end
+      if placed or at then
+        keep(eb, eh, std, list)
+      end
+    end
     local later = x and top_listed and rank_of(x) == 0
-    if placed then
-      list[#list + 1] = to
-    end
-    if at then
-      table.remove(list, at)
-    end
-    if placed or at then
-      keep(eb, eh, std, list)
-    end
     if placed then
       add_holder(std, to, later)
     else
