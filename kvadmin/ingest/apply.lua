@@ -250,7 +250,7 @@ local function release(std, x, fresh)
     end
   end
   if best then
-    call('HSET', key, pod, value(seconds(ts), best))
+    call('HSET', key, pod, ts == now and now_value(best) or value(seconds(ts), best))
     return 0
   end
   return call('HDEL', key, pod)
