@@ -257,13 +257,13 @@ local function release(std, x, fresh)
 end
 
 -- The stream no longer holds engine block `eh`: the entry and its mapping key go.
--- The stream still holds engine block `eh` (= std) in the media of `list`; with none left
--- it drops the block. The caller releases the media that left the list.
 local function drop(eb, eh)
   call('HDEL', eb, eh)
   call('DEL', MAPPING .. eh)
 end
 
+-- The stream still holds engine block `eh` (= std) in the media of `list`; with none left
+-- it drops the block. The caller releases the media that left the list.
 local function keep(eb, eh, std, list)
   if #list == 0 then
     drop(eb, eh)
