@@ -256,6 +256,11 @@ local function release(std, x, fresh)
   return call('HDEL', key, pod)
 end
 
+-- The stream holds engine block `eh` (= std) in the media of `media_text` (see parse).
+local function write(eb, eh, std, media_text)
+  call('HSET', eb, eh, std .. '|' .. media_text)
+end
+
 -- The stream no longer holds engine block `eh`: the entry and its mapping key go.
 local function drop(eb, eh)
   call('HDEL', eb, eh)
@@ -268,7 +273,7 @@ local function keep(eb, eh, std, list)
   if #list == 0 then
     drop(eb, eh)
   else
-    call('HSET', eb, eh, std .. '|' .. table.concat(list, ','))
+    write(eb, eh, std, table.concat(list, ','))
   end
 end
 
@@ -307,7 +312,7 @@ local function hold(eb, eh, std, media_text, m, primary)
   else
     media_text = m
   end
-  call('HSET', eb, eh, std .. '|' .. media_text)
+  write(eb, eh, std, media_text)
   add_holder(std, m)
 end
 
@@ -439,7 +444,7 @@ if cmd == 'apply' then
     if media_text ~= to and only(media_text, from) then
       -- The usual offload: the block's one medium gives way to `to`.
       placed, at, x = true, 1, media_text
-      call('HSET', eb, eh, std .. '|' .. to)
+      write(eb, eh, std, to)
     else
       local list = split(media_text)
       placed = not index_of(list, to)

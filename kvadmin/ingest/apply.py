@@ -412,13 +412,9 @@ class Applier:
         seconds) are dropped as removals would drop them. Start at cursor "0"; the returned
         cursor is "0" again when the scan is complete."""
         model, kind = self._pod_identity(pod)
+        before = str(keys.residency_score(cutoff))
         reply = self._call(
-            "expire",
-            pod,
-            model,
-            kind,
-            str(rank),
-            more=[cursor, str(keys.residency_score(cutoff)), str(self.chunk_size)],
+            "expire", pod, model, kind, str(rank), more=[cursor, before, str(self.chunk_size)]
         )
         return ExpireStep(_text(reply[0]) or "0", int(reply[1]), int(reply[2]), int(reply[3]))
 
@@ -428,14 +424,8 @@ class Applier:
         `expire_step` went over every rank). `progress` is "1" while more may be left, "0"
         when done and "-1" when retired engine blocks must be drained first."""
         model, kind = self._pod_identity(pod)
-        reply = self._call(
-            "sweep",
-            pod,
-            model,
-            kind,
-            medium,
-            more=[str(keys.residency_score(cutoff)), str(self.chunk_size)],
-        )
+        before = str(keys.residency_score(cutoff))
+        reply = self._call("sweep", pod, model, kind, medium, more=[before, str(self.chunk_size)])
         return ExpireStep(str(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]))
 
     def _calls(
@@ -533,7 +523,7 @@ class ApplySession:
             *pod_args,
             *preference.script_args(),
             str(stream.id.rank),
-            str(time.time_ns() // 1000 if now is None else keys.residency_score(now)),
+            str(keys.residency_score(time.time() if now is None else now)),
             str(keys.ENGINE_HASH_TTL_SECONDS),
             "",  # after: set per call
         ]
