@@ -232,16 +232,8 @@ local function release(std, x, fresh)
   end
   call('ZREM', res_key(x), std)
   shrunk[x] = true
-  local held = pod_media()
-  local key = MATRIX .. std
-  if rank_of(x) ~= 0 or not top_listed then
-    local current = call('HGET', key, pod)
-    if current and medium_of(current) ~= x then
-      return 0
-    end
-  end
   local best, ts
-  for y in pairs(held) do
+  for y in pairs(pod_media()) do
     if y ~= x then
       local score = y == fresh and now or call('ZSCORE', res_key(y), std)
       if score and (not best or better(y, best)) then
@@ -249,11 +241,21 @@ local function release(std, x, fresh)
       end
     end
   end
-  if best then
-    call('HSET', key, pod, ts == now and now_value(best) or value(seconds(ts), best))
-    return 0
+  local key = MATRIX .. std
+  if not best then
+    return call('HDEL', key, pod)
   end
-  return call('HDEL', key, pod)
+  -- Other media remain: the value changes only if it named x, which it surely did when x
+  -- is the top medium. (Looking at the other media first saves this read when none remain,
+  -- as for a block evicted from CPU after leaving GPU.)
+  if rank_of(x) ~= 0 or not top_listed then
+    local current = call('HGET', key, pod)
+    if current and medium_of(current) ~= x then
+      return 0
+    end
+  end
+  call('HSET', key, pod, ts == now and now_value(best) or value(seconds(ts), best))
+  return 0
 end
 
 -- The stream holds engine block `eh` (= std) in the media of `media_text` (see parse).
