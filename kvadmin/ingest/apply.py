@@ -61,7 +61,7 @@ Decisions:
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -430,6 +430,18 @@ class Applier:
             removed += count
             if not more:
                 return removed
+
+    def forget_pod(self, pod: str, ranks: Iterable[int] = ()) -> int:
+        """`purge_pod` for a pod whose engine left the registry: the status of its streams
+        goes too (last seq, counters, start time), so an engine registered again under that
+        name starts afresh; an old last seq would make its first batches look applied
+        already. The streams are those of `ranks` and those the index holds blocks of."""
+        indexed = self.client.smembers(keys.pod_ranks_key(pod))
+        removed = self.purge_pod(pod)
+        streams = {int(rank) for rank in indexed} | set(ranks)
+        if streams:
+            self.client.delete(*(keys.stream_status_key(pod, rank) for rank in streams))
+        return removed
 
     def drain_pod(self, pod: str) -> None:
         """Release every retired engine block of the pod (left by a worker that died between

@@ -5,8 +5,9 @@ Engines announce removals, but a removal can be lost for good (a dead engine, ba
 beyond the replay buffer with purging off, a pod renamed). kthena's sidecar collects such
 leftovers by scanning 100 matrix keys an hour; here every run covers every pod:
 
-1. Pods in `kvadmin:pods` that the engine registry no longer lists are purged (the pods hash
-   is read before the registry, so a pod registered meanwhile is never mistaken for removed).
+1. Pods in `kvadmin:pods` that the engine registry no longer lists are purged, the status of
+   their streams with them (the pods hash is read before the registry, so a pod registered
+   meanwhile is never mistaken for removed).
 2. For each remaining pod: retired engine blocks a dead worker left undrained are released;
    then every rank's engine blocks are scanned in HSCAN steps and each medium whose residency
    (the pod's last store of the block in that medium) is older than the cutoff is dropped
@@ -143,7 +144,7 @@ class _Run:
                 self.purge_pod(pod)
 
     def purge_pod(self, pod: str) -> None:
-        self.report.purged_blocks += self.timed(self.applier.purge_pod, pod)
+        self.report.purged_blocks += self.timed(self.applier.forget_pod, pod)
         self.report.pods_purged += 1
 
     def collect_pod(self, pod: str) -> None:

@@ -4,18 +4,20 @@ import pytest
 from django.core.management import call_command
 
 from kvadmin.engines.models import Engine
+from kvadmin.ingest import status
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockStored, EventBatch
+from kvadmin.ingest.pushed import push_stream
 from kvadmin.ingest.streams import StreamId, StreamSpec
 from scoring.hashing import hash_block
-from scoring.keys import block_key
+from scoring.keys import block_key, stream_status_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "m"
 
 
-def _store(redis_client, pod: str, blocks: range) -> None:
-    spec = StreamSpec(StreamId(pod, 0), MODEL, "vllm", "tcp://x:1", None, b"", 16)
+def _store(redis_client, pod: str, blocks: range, rank: int = 0) -> None:
+    spec = StreamSpec(StreamId(pod, rank), MODEL, "vllm", "tcp://x:1", None, b"", 16)
     events = [
         BlockStored((str(1000 + n),), tuple(range(n * 16, n * 16 + 16)), 16, "GPU") for n in blocks
     ]
@@ -30,4 +32,24 @@ def test_it_purges_the_removed_pod_only(redis_client) -> None:
     key = block_key(MODEL, hash_block(list(range(16))))
     assert redis_client.hgetall(key).keys() == {"b-0.default"}
     assert not Engine.objects.filter(pod="a-0.default").exists()
-    assert not [k for k in redis_client.keys("*a-0.default*") if "stream" not in k]
+    assert not redis_client.keys("*a-0.default*")
+
+
+def test_its_streams_start_afresh_when_registered_again(redis_client) -> None:
+    """A stream's last seq outliving its engine would make a new engine's first batches
+    look applied already: every stream of the pod goes, pushed ones and ones that stored
+    nothing included."""
+    pod = "a-0.default"
+    Engine.objects.create(pod=pod, model=MODEL, events_endpoint="tcp://127.0.0.1:1", dp_size=2)
+    _store(redis_client, pod, range(2))
+    _store(redis_client, pod, range(2, 4), rank=push_stream(pod, 1).rank)
+    status.connected(redis_client, StreamId(pod, 1), "worker")  # connected, nothing stored
+    Engine.objects.create(pod="b-0.default", model=MODEL, events_endpoint="tcp://127.0.0.1:1")
+    _store(redis_client, "b-0.default", range(2))
+
+    call_command("engines", "remove", "--pod", pod)
+
+    for rank in (0, 1, push_stream(pod, 0).rank, push_stream(pod, 1).rank):
+        assert status.last_seq(redis_client, StreamId(pod, rank)) == -1
+        assert not redis_client.exists(stream_status_key(pod, rank))
+    assert status.last_seq(redis_client, StreamId("b-0.default", 0)) == 0

@@ -8,7 +8,7 @@ import redis
 from kvadmin.ingest import gc
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockStored, EventBatch
-from scoring.keys import POD_MODELS_KEY, block_key, residency_key
+from scoring.keys import POD_MODELS_KEY, block_key, residency_key, stream_status_key
 from tests.ingest.blocks import std, tokens
 
 MODEL = "M"
@@ -32,6 +32,8 @@ def test_an_unregistered_pod_is_purged(redis_client: redis.Redis) -> None:
     assert redis_client.hgetall(block_key(MODEL, std(1))).keys() == {"kept.ns"}
     assert redis_client.exists(block_key(MODEL, std(3))) == 0
     assert redis_client.exists(residency_key("gone.ns", "GPU")) == 0
+    assert redis_client.exists(stream_status_key("gone.ns", 0)) == 0
+    assert redis_client.hget(stream_status_key("kept.ns", 0), "last_seq") == "0"
     assert (report.ownerships, report.blocks) == (0, 0), "kept.ns's entries are fresh"
 
 
