@@ -16,6 +16,7 @@ slot, which kthena's key layout does not give; `BaselineIndexReader` works there
 from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 from time import perf_counter
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import redis
@@ -30,6 +31,13 @@ from scoring.weights import TierWeights
 _WALK_LUA = (Path(__file__).parent / "prefix_walk.lua").read_text()
 
 
+StartKeys = Mapping[str, Sequence[str]]
+"""Per pod, hashes whose `started_at` field (unix seconds) is a start of the pod, one per
+stream (kvadmin's stream status): a reader takes them in the same round trip as the blocks,
+and the latest start, with the caller's `pod_started_at`, is the pod's (SPEC 2.4 step 1)."""
+NO_START_KEYS: StartKeys = MappingProxyType({})
+
+
 class PrefixReader(Protocol):
     """What `score_request` needs of an index reader."""
 
@@ -40,6 +48,7 @@ class PrefixReader(Protocol):
         blocks: Sequence[int],
         candidates: Set[str] | None,
         pod_started_at: Mapping[str, int],
+        start_keys: StartKeys = NO_START_KEYS,
     ) -> PrefixWalk:
         """Walk the request's `blocks` of `model` over the index (one round trip)."""
         ...
@@ -55,16 +64,26 @@ class BaselineIndexReader:
         blocks: Sequence[int],
         candidates: Set[str] | None,
         pod_started_at: Mapping[str, int],
+        start_keys: StartKeys = NO_START_KEYS,
     ) -> PrefixWalk:
+        if not blocks:
+            return PrefixWalk({})
         pipeline = client.pipeline(transaction=False)
         for block in blocks:
             pipeline.hgetall(block_key(model, block))
-        replies = pipeline.execute() if blocks else []
+        starts = [(pod, key) for pod, pod_keys in start_keys.items() for key in pod_keys]
+        for _pod, key in starts:
+            pipeline.hget(key, "started_at")
+        replies = pipeline.execute()
         owners = {
             block: {pod: parse_value(raw) for pod, raw in reply.items()}
-            for block, reply in zip(blocks, replies, strict=True)
+            for block, reply in zip(blocks, replies[: len(blocks)], strict=True)
         }
-        return walk_prefix(blocks, owners, candidates, pod_started_at)
+        started = dict(pod_started_at)
+        for (pod, _key), value in zip(starts, replies[len(blocks) :], strict=True):
+            if value is not None:
+                started[pod] = max(int(value), started.get(pod, int(value)))
+        return walk_prefix(blocks, owners, candidates, started)
 
 
 class IndexReader:
@@ -86,15 +105,15 @@ class IndexReader:
         blocks: Sequence[int],
         candidates: Set[str] | None,
         pod_started_at: Mapping[str, int],
+        start_keys: StartKeys = NO_START_KEYS,
     ) -> PrefixWalk:
         if not blocks:
             return PrefixWalk({})
         if self._script is None:
             self._script = client.register_script(_WALK_LUA)
-        reply = self._script(
-            block_keys(model, blocks), _script_args(candidates, pod_started_at), client
-        )
-        return _decoded(reply)
+        keys = block_keys(model, blocks)
+        args = _script_args(len(keys), candidates, pod_started_at, start_keys, keys)
+        return _decoded(self._script(keys, args, client))
 
 
 INDEX_READER = IndexReader()
@@ -110,13 +129,14 @@ def score_request(
     block_size: int = DEFAULT_BLOCK_SIZE,
     max_blocks: int = DEFAULT_MAX_BLOCKS,
     reader: PrefixReader = INDEX_READER,
+    start_keys: StartKeys = NO_START_KEYS,
 ) -> ScoreResult:
-    """From token ids to an explained result: hash the blocks, read the index once, score.
-    The result carries the time each step took."""
+    """From token ids to an explained result: hash the blocks, read the index (and the pods'
+    `start_keys`) once, score. The result carries the time each step took."""
     started = perf_counter()
     blocks = block_hashes(token_ids, block_size, max_blocks)
     hashed = perf_counter()
-    walk = reader.walk(client, model, blocks, candidates, pod_started_at)
+    walk = reader.walk(client, model, blocks, candidates, pod_started_at, start_keys)
     read = perf_counter()
     result = score_walk(walk, len(blocks), weights)
     done = perf_counter()
@@ -128,18 +148,25 @@ def score_request(
     return result
 
 
-def _script_args(candidates: Set[str] | None, pod_started_at: Mapping[str, int]) -> list[str]:
-    """ARGV of prefix_walk.lua. Start times of non-candidates are left out: those owners are
-    dropped before freshness matters."""
+def _script_args(
+    n_blocks: int,
+    candidates: Set[str] | None,
+    pod_started_at: Mapping[str, int],
+    start_keys: StartKeys,
+    keys: list[str],
+) -> list[str]:
+    """ARGV of prefix_walk.lua; appends the pods' start keys to `keys`, after the blocks'.
+    Start times of non-candidates are left out: those owners are dropped before freshness
+    matters."""
     if candidates is None:
-        args = ["0"]
-        for pod, started_at in pod_started_at.items():
-            args += (pod, str(started_at))
+        args, pods = ["0", str(n_blocks)], pod_started_at.keys() | start_keys.keys()
     else:
-        args = ["1"]
-        for pod in candidates:
-            started_at = pod_started_at.get(pod)
-            args += (pod, "" if started_at is None else str(started_at))
+        args, pods = ["1", str(n_blocks)], candidates
+    for pod in pods:
+        started_at = pod_started_at.get(pod)
+        pod_keys = start_keys.get(pod, ())
+        args += (pod, "" if started_at is None else str(started_at), str(len(pod_keys)))
+        keys += pod_keys
     return args
 
 

@@ -1,10 +1,12 @@
 -- The prefix walk of SPEC 2.4 (steps 1 and 2) inside Redis; its Python twin is
 -- scoring.score.walk_prefix, and both must give the same PrefixWalk on every index.
 --
--- KEYS: the request's block keys, in block order.
--- ARGV: "1" when only the listed pods are candidates, "0" when every pod is; then pairs
---       (pod id, unix second of its last start as decimal text, "" if unknown) listing the
---       candidates, or with "0" the pods whose start is known.
+-- KEYS: the request's block keys, in block order; then the pods' start keys.
+-- ARGV: "1" when only the listed pods are candidates, "0" when every pod is; the number of
+--       block keys; then triples (pod id, unix second of its last start as decimal text, ""
+--       if unknown, n) listing the candidates, or with "0" the pods whose start may be known:
+--       the pod's next n start keys are hashes whose `started_at` field is a start of the pod
+--       too (its streams' status), and the latest start counts.
 -- Reply: {c, s, p, the c non-candidate owners of the first block, the s stale-dropped pods,
 --         then for each of the p pods holding the first block: pod, r, r pairs (medium, blocks)},
 --         the pairs being the runs of media of its matched blocks (false for no medium).
@@ -18,10 +20,19 @@ local find, sub, match, tonumber, unpack = string.find, string.sub, string.match
 local HMGET_CHUNK = 1000 -- unpack() is bounded by Lua's C stack
 
 local restricted = ARGV[1] == '1'
+local n_blocks = tonumber(ARGV[2])
 local is_candidate, started, started_text = {}, {}, {}
-for i = 2, #ARGV, 2 do
+local start_key = n_blocks
+for i = 3, #ARGV, 3 do
   local pod, start = ARGV[i], ARGV[i + 1]
   is_candidate[pod] = true
+  for _ = 1, tonumber(ARGV[i + 2]) do
+    start_key = start_key + 1
+    local recorded = redis.call('HGET', KEYS[start_key], 'started_at')
+    if recorded and (start == '' or tonumber(recorded) > tonumber(start)) then
+      start = recorded
+    end
+  end
   if start ~= '' then
     started[pod], started_text[pod] = tonumber(start), start
   end
@@ -157,7 +168,7 @@ local function add_repeats()
   repeats = 0
 end
 
-for b = 2, #KEYS do
+for b = 2, n_blocks do
   if n_active == 0 then
     break
   end

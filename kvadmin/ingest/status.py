@@ -50,20 +50,6 @@ def started(client: redis.Redis, stream: StreamId) -> None:
     client.hset(_key(stream), "started_at", int(time.time()) - 1)
 
 
-def start_times(client: redis.Redis, streams: list[StreamId]) -> dict[str, int]:
-    """Each pod's last (re)start in unix seconds, as kthena's freshness rule needs it (SPEC 2.4
-    step 1): the latest `started_at` of its streams, for the pods where a reader recorded one.
-    One round trip."""
-    pipeline = client.pipeline(transaction=False)
-    for stream in streams:
-        pipeline.hget(_key(stream), "started_at")
-    started: dict[str, int] = {}
-    for stream, value in zip(streams, pipeline.execute() if streams else [], strict=True):
-        if value is not None:
-            started[stream.pod] = max(started.get(stream.pod, int(value)), int(value))
-    return started
-
-
 def disconnected(client: redis.Redis, stream: StreamId) -> None:
     client.hset(_key(stream), mapping={"connected": 0, "owner": ""})
 

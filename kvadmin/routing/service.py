@@ -6,12 +6,12 @@ chooses a pod and records the decision:
 1. Candidates: the enabled engines serving the model, or the `pods` given (each must be a
    registered engine of the model).
 2. Token ids: given, or from a candidate engine's /tokenize (`routing.tokenize`).
-3. Each candidate's last (re)start, as the ingest reader recorded it per stream (one pipelined
-   round trip), so ownership written before it is dropped (SPEC 2.4 step 1); a data-parallel
-   pod restarts with its newest rank.
-4. `scoring.index.score_request` with the active tier weights: one Redis round trip.
-5. `scoring.choice.choose`: the highest score; ties and no-hit requests by rendezvous hashing.
-6. The decision goes to the decision log (`routing.decisions`) and the scoring metrics
+3. `scoring.index.score_request` with the active tier weights, in one Redis round trip
+   (SPEC 5.8) that also reads each candidate's last (re)start as the ingest reader recorded
+   it per stream, so ownership written before it is dropped (SPEC 2.4 step 1); a
+   data-parallel pod restarts with its newest rank.
+4. `scoring.choice.choose`: the highest score; ties and no-hit requests by rendezvous hashing.
+5. The decision goes to the decision log (`routing.decisions`) and the scoring metrics
    (`metrics.recorder`) in one pipelined round trip, and nothing else: the live feed reads
    the log on its own (`routing.tail`).
 
@@ -30,8 +30,6 @@ import redis
 
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
-from kvadmin.ingest import status
-from kvadmin.ingest.streams import StreamId
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import index_client
 from kvadmin.routing import decisions
@@ -41,6 +39,7 @@ from kvadmin.weights.active import active_weights
 from scoring.choice import choose
 from scoring.hashing import hash_block
 from scoring.index import score_request
+from scoring.keys import stream_status_key
 from scoring.score import PodScore, ScoreResult
 from scoring.weights import TierWeights
 
@@ -139,12 +138,14 @@ def score(
             model,
             tokens,
             set(pods_),
-            status.start_times(
-                client, [StreamId(c.pod, rank) for c in candidates for rank in range(c.dp_size)]
-            ),
+            {},
             active.weights,
             block_size=knob("BLOCK_SIZE"),
             max_blocks=knob("MAX_BLOCKS"),
+            start_keys={
+                c.pod: [stream_status_key(c.pod, rank) for rank in range(c.dp_size)]
+                for c in candidates
+            },
         )
     except redis.RedisError as error:
         recorder.record_scoring_error(client, model, "redis")

@@ -85,6 +85,29 @@ def test_the_lua_reader_reloads_its_script_after_a_script_flush(
 
 
 @pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("restricted", [True, False], ids=["candidates", "every pod"])
+def test_it_reads_the_pods_starts_in_the_same_round_trip(
+    counting_client: redis.Redis, reader: PrefixReader, restricted: bool
+) -> None:
+    """The latest start of a pod's streams and of the one given counts (SPEC 2.4 step 1)."""
+    tokens = list(range(32))
+    blocks = block_hashes(tokens)
+    write_index(counting_client, {b: {"a": "5|GPU", "b": "5|GPU", "c": "5|GPU"} for b in blocks})
+    counting_client.hset("start:a|0", "started_at", 4)
+    counting_client.hset("start:a|1", "started_at", 5)  # a restarted at 5: its blocks are older
+    counting_client.hset("start:b|0", "started_at", 4)
+    start_keys = {"a": ["start:a|0", "start:a|1"], "b": ["start:b|0", "start:b|9"], "c": []}
+    candidates = {"a", "b", "c"} if restricted else None
+    args = (MODEL, tokens, candidates, {"b": 3, "c": 5}, TierWeights())
+    score_request(counting_client, *args, reader=reader, start_keys=start_keys)  # loads Lua
+    before = CountingConnection.sends
+    result = score_request(counting_client, *args, reader=reader, start_keys=start_keys)
+    assert CountingConnection.sends - before == 1
+    assert result.scores == {"b": 100}
+    assert set(result.dropped_stale) == {"a", "c"}
+
+
+@pytest.mark.parametrize("reader", READERS)
 def test_it_scores_a_request_from_token_ids_with_timings(
     redis_client: redis.Redis, reader: PrefixReader
 ) -> None:
