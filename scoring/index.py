@@ -111,8 +111,8 @@ class IndexReader:
             return PrefixWalk({})
         if self._script is None:
             self._script = client.register_script(_WALK_LUA)
-        keys = block_keys(model, blocks)
-        args = _script_args(len(keys), candidates, pod_started_at, start_keys, keys)
+        blocks_keys = block_keys(model, blocks)
+        keys, args = _script_input(blocks_keys, candidates, pod_started_at, start_keys)
         return _decoded(self._script(keys, args, client))
 
 
@@ -148,26 +148,26 @@ def score_request(
     return result
 
 
-def _script_args(
-    n_blocks: int,
+def _script_input(
+    keys: list[str],
     candidates: Set[str] | None,
     pod_started_at: Mapping[str, int],
     start_keys: StartKeys,
-    keys: list[str],
-) -> list[str]:
-    """ARGV of prefix_walk.lua; appends the pods' start keys to `keys`, after the blocks'.
-    Start times of non-candidates are left out: those owners are dropped before freshness
-    matters."""
+) -> tuple[list[str], list[str]]:
+    """KEYS and ARGV of prefix_walk.lua for the request's block `keys`. Start times of
+    non-candidates are left out: those owners are dropped before freshness matters."""
     if candidates is None:
-        args, pods = ["0", str(n_blocks)], pod_started_at.keys() | start_keys.keys()
+        args, pods = ["0"], pod_started_at.keys() | start_keys.keys()
     else:
-        args, pods = ["1", str(n_blocks)], candidates
+        args, pods = ["1"], candidates
+    args.append(str(len(keys)))
+    keys = list(keys)
     for pod in pods:
         started_at = pod_started_at.get(pod)
         pod_keys = start_keys.get(pod, ())
         args += (pod, "" if started_at is None else str(started_at), str(len(pod_keys)))
         keys += pod_keys
-    return args
+    return keys, args
 
 
 def _decoded(reply: list[Any]) -> PrefixWalk:
