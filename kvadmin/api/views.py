@@ -30,7 +30,8 @@ def push_events(request: HttpRequest, pod: str) -> JsonResponse:
     declared = int(request.headers.get("Content-Length") or 0)
     if declared > limit:
         return _error(413, f"batch is {declared} bytes; the limit is {limit}")
-    if not Engine.objects.filter(pod=pod).exists():
+    engine = Engine.objects.filter(pod=pod).first()
+    if engine is None:
         return _error(404, f"no engine {pod!r} is registered")
     try:
         body = request.body
@@ -42,7 +43,7 @@ def push_events(request: HttpRequest, pod: str) -> JsonResponse:
         batch = decode_batch(body)
     except UndecodableBatch as error:
         return _error(400, f"undecodable batch: {error}")
-    seq = pushed.enqueue(index_bytes_client(), pod, body)
+    seq = pushed.enqueue(index_bytes_client(), pod, engine.pk, body)
     apply_pushed.delay(pod)
     return JsonResponse(
         {"accepted": True, "seq": seq, "events": len(batch.events), "skipped": batch.skipped},

@@ -4,7 +4,13 @@ The API validates a batch and appends it to a per-pod Redis list with a per-pod 
 atomic script); a Celery task drains the list in order under a per-pod lock, so batches of
 one pod are applied in the order they were accepted, exactly once (the applier refuses seqs
 at or below the last applied one). Each data-parallel rank's pushes form their own stream.
+
+Each entry names the registration that accepted it (the engine's primary key): batches still
+queued when their engine is removed must not reach an engine registered again under the same
+pod name.
 """
+
+from typing import NamedTuple
 
 import redis
 
@@ -16,7 +22,7 @@ LOCK_SECONDS = 60
 
 _ENQUEUE = """
 local seq = redis.call('INCR', KEYS[1])
-redis.call('RPUSH', KEYS[2], seq .. '|' .. ARGV[1])
+redis.call('RPUSH', KEYS[2], seq .. ':' .. ARGV[1] .. '|' .. ARGV[2])
 return seq
 """
 
@@ -31,15 +37,27 @@ def push_stream(pod: str, rank: int | None) -> StreamId:
     return StreamId(pod, -((rank or 0) + 1))
 
 
-def enqueue(client: redis.Redis, pod: str, payload: bytes) -> int:
-    """Append a validated batch; returns its seq among the pod's pushed batches."""
+class Pushed(NamedTuple):
+    seq: int
+    engine_id: int | None
+    """The engine registration that accepted it; None in entries queued by older builds."""
+    payload: bytes
+
+
+def enqueue(client: redis.Redis, pod: str, engine_id: int, payload: bytes) -> int:
+    """Append a batch validated for the engine `engine_id`; returns its seq among the pod's
+    pushed batches. An entry is "{seq}:{engine id}|{payload}"."""
     script = client.register_script(_ENQUEUE)
-    return int(script(keys=[seq_key(pod), queue_key(pod)], args=[payload]))
+    return int(script(keys=[seq_key(pod), queue_key(pod)], args=[engine_id, payload]))
 
 
-def pending(client: redis.Redis, pod: str, limit: int = DRAIN_CHUNK) -> list[tuple[int, bytes]]:
-    entries = client.lrange(queue_key(pod), 0, limit - 1)
-    return [(int(seq), payload) for seq, _, payload in (e.partition(b"|") for e in entries)]
+def pending(client: redis.Redis, pod: str, limit: int = DRAIN_CHUNK) -> list[Pushed]:
+    entries = []
+    for entry in client.lrange(queue_key(pod), 0, limit - 1):
+        head, _, payload = entry.partition(b"|")
+        seq, _, engine_id = head.partition(b":")
+        entries.append(Pushed(int(seq), int(engine_id) if engine_id else None, payload))
+    return entries
 
 
 def done(client: redis.Redis, pod: str, count: int) -> None:

@@ -1,10 +1,12 @@
+import logging
 import time
 
+import redis
 from celery import shared_task
 
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
-from kvadmin.ingest import gc, pushed
+from kvadmin.ingest import gc, pushed, status
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.decode import UndecodableBatch, decode_batch
 from kvadmin.ingest.events import EventBatch
@@ -12,6 +14,8 @@ from kvadmin.ingest.streams import StreamSpec
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import index_bytes_client, index_client
 from kvadmin.weights.active import active_media_preference
+
+log = logging.getLogger(__name__)
 
 
 def _spec(engine: Engine, rank: int | None) -> StreamSpec:
@@ -38,10 +42,17 @@ def apply_pushed(pod: str) -> int:
             return applied  # another task is draining this pod and will see our batches
         try:
             while entries := pushed.pending(client, pod):
-                # Once per chunk: a removed engine's batches are dropped (its entries purged).
+                # Once per chunk: batches of a removed engine are dropped (its entries were
+                # purged), also when the pod is registered again meanwhile.
                 engine = Engine.objects.filter(pod=pod).first()
-                for seq, payload in entries if engine else ():
-                    _apply_one(applier, engine, seq, payload)
+                stale = 0
+                for entry in entries:
+                    if engine is not None and entry.engine_id in (engine.pk, None):
+                        _apply_one(applier, engine, entry.seq, entry.payload)
+                    else:
+                        stale += 1
+                if stale:
+                    _dropped(client, pod, engine, stale)
                 pushed.done(client, pod, len(entries))
                 applied += len(entries)
         finally:
@@ -49,6 +60,12 @@ def apply_pushed(pod: str) -> int:
         # A batch pushed while we released the lock would otherwise wait for the next push.
         if not client.llen(pushed.queue_key(pod)):
             return applied
+
+
+def _dropped(client: redis.Redis, pod: str, engine: Engine | None, count: int) -> None:
+    log.warning("%s: dropped %d batches pushed by a removed engine", pod, count)
+    if engine is not None:  # the pod's new engine shows how many it shed
+        status.count(client, pushed.push_stream(pod, 0), "stale_pushes", count)
 
 
 def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> None:

@@ -40,6 +40,10 @@ STREAM_COUNTERS = {
     "batches_lost": ("kvadmin_ingest_batches_lost", "Batches the engine no longer buffered"),
     "restarts": ("kvadmin_ingest_publisher_restarts", "Publisher restarts (seq went back)"),
     "purges": ("kvadmin_ingest_purges", "Stream purges (after a restart or lost batches)"),
+    "stale_pushes": (
+        "kvadmin_ingest_stale_pushes",
+        "Pushed batches dropped because the engine registration that accepted them was removed",
+    ),
 }
 ANOMALIES = ("token_mismatch", "unresolved_placeholders", "unknown_removals", "std_conflicts")
 

@@ -1,11 +1,14 @@
 """POST /api/v1/events/<pod>: engines push msgpack batches; a real worker applies them in order."""
 
 import pytest
+import redis
 from django.test import Client, override_settings
 
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
+from kvadmin.engines.removal import remove_engine
 from kvadmin.fleet.wire import Encoding, encode_batch
+from kvadmin.ingest import pushed, status
 from tests.ingest.blocks import key, removed, stored
 from tests.waiting import wait_until
 
@@ -74,3 +77,27 @@ def test_pushed_batches_are_applied_in_order_by_a_worker(token, redis_client, ce
     wait_until(lambda: redis_client.hget(key(1), POD), what="block 1 applied")
     assert redis_client.hget(key(1), POD).endswith("|CPU")
     assert redis_client.hget(key(2), POD) is None
+
+
+def test_batches_queued_for_a_removed_engine_never_reach_the_next_one(
+    token, redis_client, celery_worker
+):
+    """Removed with a pushed batch still queued, then registered again under the same pod:
+    the old registration's batch is dropped and counted, the new one's applies."""
+    pushed.enqueue(redis_client, POD, Engine.objects.get(pod=POD).pk, _batch(stored(1)))
+    remove_engine(POD)
+    Engine.objects.create(pod=POD, model="Qwen/Qwen3-8B", events_endpoint="tcp://127.0.0.1:1")
+
+    assert _post(_batch(stored(2)), token).status_code == 202
+    stream = pushed.push_stream(POD, 0)
+    wait_until(lambda: status.read(redis_client, stream).get("stale_pushes") == "1", what="drop")
+    assert redis_client.hget(key(2), POD)
+    assert redis_client.hget(key(1), POD) is None
+
+
+def test_queue_entries_keep_payloads_whole_and_read_older_builds_entries(redis_client, redis_url):
+    payload = b"\x93|:\x01|"  # msgpack may hold the separators
+    pushed.enqueue(redis_client, POD, 7, payload)
+    redis_client.rpush(pushed.queue_key(POD), b"9|" + payload)  # queued by an older build
+    entries = pushed.pending(redis.Redis.from_url(redis_url), POD)
+    assert entries == [pushed.Pushed(1, 7, payload), pushed.Pushed(9, None, payload)]
