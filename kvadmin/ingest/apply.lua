@@ -350,6 +350,7 @@ if cmd == 'apply' then
   local out = { 0 }
   local totals = {}
   local applied = 0
+  local last_ts -- the publish time of the last applied batch that has one
   local c
   local names = {
     'blocks_stored',
@@ -481,8 +482,8 @@ if cmd == 'apply' then
 
   local argc = #ARGV
   while p <= argc do
-    local seq, body_end = ARGV[p], p + 1 + tonumber(ARGV[p + 1])
-    p = p + 2
+    local seq, ts, body_end = ARGV[p], ARGV[p + 1], p + 2 + tonumber(ARGV[p + 2])
+    p = p + 3
     if tonumber(seq) <= last then
       out[#out + 1] = 0
       for _ = 1, 6 do
@@ -503,6 +504,9 @@ if cmd == 'apply' then
       end
       applied = applied + 1
       last = tonumber(seq)
+      if ts ~= '' then
+        last_ts = ts
+      end
       -- stored, removed, clears, unresolved placeholders, unknown removals, std conflicts
       c = { 0, 0, 0, 0, 0, 0 }
       for _ = 1, tonumber(ARGV[p]) do
@@ -551,7 +555,11 @@ if cmd == 'apply' then
     end
   end
   if applied > 0 then
-    call('HSET', status, 'last_seq', last)
+    if last_ts then
+      call('HSET', status, 'last_seq', last, 'last_batch_ts', last_ts)
+    else
+      call('HSET', status, 'last_seq', last)
+    end
     call('HINCRBY', status, 'batches', applied)
     for name, count in pairs(totals) do
       if count ~= 0 then

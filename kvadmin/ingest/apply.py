@@ -33,7 +33,8 @@ engine spelled it, "" for none, std = decimal standardized hash):
 - `kvadmin:eh-retired:{pod}|{rank}|{gen}` HASH (registered in `kvadmin:retired:{pod}`): a
   stream's engine blocks moved aside by AllBlocksCleared or `purge_stream`, still counted in
   the refcounts until drained in chunks.
-- `kvadmin:stream:{pod}|{rank}` HASH: last_seq, generation and the counters batches, events,
+- `kvadmin:stream:{pod}|{rank}` HASH: last_seq, last_batch_ts (the engine's publish time of
+  the last applied batch that has one), generation and the counters batches, events,
   blocks_stored, blocks_removed, clears, token_mismatch, unresolved_placeholders,
   unknown_removals, std_conflicts, skipped_{reason} (from the decoder).
 
@@ -206,7 +207,8 @@ def _medium(medium: str | None) -> str:
 
 
 def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str, int]]:
-    """Append one batch's script arguments to `out`: seq, body length, counters, operations.
+    """Append one batch's script arguments to `out`: seq, publish time ("" when unknown),
+    body length, counters, operations.
 
     Operations: "S" m n (engine hash, std)*n for stores with tokens, "P" m n hash*n for
     placeholders, "R" m n hash*n for removals, "C" for AllBlocksCleared, and "M" m n from
@@ -279,7 +281,7 @@ def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str,
     head = [str(len(counters))]
     for name, count in counters.items():
         head += (name, str(count))
-    out += (str(seq), str(len(head) + len(body)))
+    out += (str(seq), repr(batch.ts) if batch.ts > 0 else "", str(len(head) + len(body)))
     out += head
     out += body
     return blocks, counters

@@ -57,8 +57,9 @@ Event = BlockStored | BlockRemoved | AllBlocksCleared
 
 @dataclass(slots=True)
 class EventBatch:
-    """One published batch. `skipped` counts events dropped while decoding, by reason
-    (e.g. "unknown_tag", "bad_hash", "malformed"); the rest of the batch still applies."""
+    """One published batch. `ts` is the engine's publish time (unix seconds), 0 when unknown.
+    `skipped` counts events dropped while decoding, by reason (e.g. "unknown_tag",
+    "bad_hash", "malformed"); the rest of the batch still applies."""
 
     ts: float
     events: list[Event]

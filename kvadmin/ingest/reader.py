@@ -261,6 +261,8 @@ class IngestLoop:
             self.failures.failed(f"frames:{stream.spec.id}", "ingest %s: %s", stream.spec.id, error)
             return
         action = classify_seq(seq, self._last_seen(stream), stream.last_live)
+        if action is SeqAction.DUPLICATE and stream.last_live < 0:
+            action = self._first_since_connecting(stream, payload)
         stream.last_live = seq
         if action is SeqAction.DUPLICATE:
             return
@@ -274,6 +276,20 @@ class IngestLoop:
                 return
         self.queue(stream, seq, payload)
 
+    def _first_since_connecting(self, stream: _Stream, payload: bytes) -> SeqAction:
+        """The first live batch has a seq applied already: a duplicate, unless the engine
+        published it after the last applied batch. Then the publisher restarted while nobody
+        read it, which the seq alone cannot tell (nor, without a replay socket, anything
+        else). A duplicate was published before the last applied batch, on the same clock."""
+        last = status.last_batch_ts(self.client, stream.spec.id)
+        try:
+            published = decode_batch(payload).ts
+        except UndecodableBatch:
+            return SeqAction.DUPLICATE
+        if last is not None and published > last:
+            return SeqAction.RESTART
+        return SeqAction.DUPLICATE
+
     def _last_seen(self, stream: _Stream) -> int:
         return stream.pending[-1][0] if stream.pending else stream.last_applied
 
@@ -284,7 +300,7 @@ class IngestLoop:
             self.failures.failed(
                 f"decode:{stream.spec.id}", "ingest %s: seq %d: %s", stream.spec.id, seq, error
             )
-            batch = EventBatch(ts=time.time(), events=[], skipped={"undecodable": 1})
+            batch = EventBatch(ts=0.0, events=[], skipped={"undecodable": 1})
         stream.pending.append((seq, batch))
         stream.last_payload = payload
 

@@ -22,6 +22,12 @@ def last_seq(client: redis.Redis, stream: StreamId) -> int:
     return int(value) if value is not None else -1
 
 
+def last_batch_ts(client: redis.Redis, stream: StreamId) -> float | None:
+    """The engine's publish time of the last applied batch that carried one."""
+    value = client.hget(_key(stream), "last_batch_ts")
+    return float(value) if value is not None else None
+
+
 def reset_last_seq(client: redis.Redis, stream: StreamId) -> None:
     client.hset(_key(stream), "last_seq", -1)
 

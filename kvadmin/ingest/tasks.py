@@ -72,7 +72,7 @@ def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> No
     try:
         batch = decode_batch(payload)
     except UndecodableBatch:  # validated by the API; the engine may have vanished since
-        batch = EventBatch(ts=time.time(), events=[], skipped={"undecodable": 1})
+        batch = EventBatch(ts=0.0, events=[], skipped={"undecodable": 1})
     spec = _spec(engine, batch.rank)
     started = time.perf_counter()
     applier.apply_batches(spec, [(seq, batch)], preference=active_media_preference())

@@ -1,5 +1,7 @@
 """A reader consumes one engine's stream: live batches, replay, gaps, restarts, bad input."""
 
+from dataclasses import replace
+
 import zmq
 
 from kvadmin.fleet.publisher import Publisher
@@ -91,6 +93,52 @@ def test_a_restart_while_nobody_read_is_detected_on_takeover(publisher, start_lo
     wait_until(lambda: _medium(redis_client, 3) == "GPU", what="new run applied")
     assert redis_client.hget(key(1), POD) is None
     assert int(status.read(redis_client, STREAM)["restarts"]) == 1
+
+
+def test_without_replay_a_restart_while_nobody_read_is_told_by_publish_times(
+    publisher, start_loop, redis_client
+):
+    """The new run's seqs are at or below the last applied one: only the engine's publish
+    times tell them from duplicates."""
+    spec = replace(spec_for(publisher), replay_endpoint=None)
+    loop = start_loop([spec])
+    _caught_up(publisher, redis_client)
+    publisher.publish([stored(1)])
+    seq = publisher.publish([stored(2)])
+    wait_until(lambda: _applied(redis_client, seq), what="first run applied")
+    loop.stop()
+    wait_until(lambda: status.read(redis_client, STREAM).get("connected") == "0", what="stop")
+    publisher.restart()
+    publisher.publish([stored(3)])  # seq 0, published while nobody reads: lost
+    start_loop([spec])
+    _caught_up(publisher, redis_client)
+    publisher.publish([stored(4)])  # seq 1, the last applied seq
+    wait_until(lambda: _medium(redis_client, 4) == "GPU", what="new run applied")
+    assert redis_client.hget(key(1), POD) is None
+    counters = status.read(redis_client, STREAM)
+    assert (counters["restarts"], counters["batches_lost"]) == ("1", "1")
+
+
+def test_without_replay_an_applied_seq_published_no_later_stays_a_duplicate(
+    publisher, start_loop, redis_client
+):
+    spec = replace(spec_for(publisher), replay_endpoint=None)
+    loop = start_loop([spec])
+    _caught_up(publisher, redis_client)
+    publisher.publish([stored(1)], ts=100.0)
+    seq = publisher.publish([stored(2)], ts=200.0)
+    wait_until(lambda: _applied(redis_client, seq), what="batches applied")
+    loop.stop()
+    wait_until(lambda: status.read(redis_client, STREAM).get("connected") == "0", what="stop")
+    publisher.restart()  # only to send seq 1 again, as a late duplicate
+    publisher.publish([stored(8)], ts=200.0)  # seq 0, nobody reads
+    start_loop([spec])
+    _caught_up(publisher, redis_client)
+    publisher.publish([stored(9)], ts=200.0)  # seq 1 again, published no later
+    publisher.publish([stored(3)], ts=300.0)  # seq 2
+    wait_until(lambda: _medium(redis_client, 3) == "GPU", what="seq 2 applied")
+    assert _medium(redis_client, 1) == "GPU" and _medium(redis_client, 9) is None
+    assert "restarts" not in status.read(redis_client, STREAM)
 
 
 def test_a_gap_beyond_the_replay_buffer_is_counted_and_purged(start_loop, redis_client) -> None:
