@@ -90,8 +90,8 @@ def test_a_repeated_prompt_is_not_tokenized_twice(start_fleet, post_score, redis
     fleet.stop()  # nobody can tokenize any more
     status, again = post_score({"model": MODEL, "prompt": PROMPT})
     assert (first_status, status) == (200, 200)
-    assert again["tokens"] == first["tokens"] and again["timings_ms"]["tokenize"] < 1
-    assert post_score({"model": MODEL, "prompt": PROMPT + "!"})[0] == 503
+    assert again["tokens"] == first["tokens"]
+    assert post_score({"model": MODEL, "prompt": PROMPT + "!"})[0] == 503  # nobody tokenizes
 
 
 def test_the_tokenize_bodies_are_kthenas() -> None:
