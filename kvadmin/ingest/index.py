@@ -1,8 +1,12 @@
 """Index maintenance entry points for the Django side (engine removal, purge buttons)."""
 
+import logging
+
+from kvadmin.ingest import pushed
 from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.pushed import push_stream
 from kvadmin.redis_clients import index_client
+
+log = logging.getLogger(__name__)
 
 
 def purge_pod(pod: str) -> int:
@@ -12,6 +16,19 @@ def purge_pod(pod: str) -> int:
 
 def forget_pod(pod: str, dp_size: int) -> int:
     """Remove every index entry of a pod whose engine left the registry, and the status of
-    its streams, pushed ones included; returns how many block ownerships went."""
-    ranks = [*range(dp_size), *(push_stream(pod, rank).rank for rank in range(dp_size))]
-    return Applier(index_client()).forget_pod(pod, ranks)
+    its streams, pushed ones included; returns how many block ownerships went.
+
+    A task applying a chunk of the pod's pushed batches finishes it first (later chunks see
+    the engine gone and drop theirs): otherwise that chunk could land after the purge.
+    """
+    client = index_client()
+    ranks = [*range(dp_size), *(pushed.push_stream(pod, rank).rank for rank in range(dp_size))]
+    lock = pushed.DrainLock(client, pod)
+    held = lock.acquire(wait=pushed.LOCK_SECONDS)
+    if not held:  # a stalled holder: its chunk may land later; GC purges unregistered pods
+        log.warning("%s: forgetting the pod while pushed batches may still be applied", pod)
+    try:
+        return Applier(client).forget_pod(pod, ranks)
+    finally:
+        if held:
+            lock.release()

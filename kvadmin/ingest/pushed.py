@@ -10,6 +10,8 @@ queued when their engine is removed must not reach an engine registered again un
 pod name.
 """
 
+import secrets
+import time
 from typing import NamedTuple
 
 import redis
@@ -26,6 +28,16 @@ redis.call('RPUSH', KEYS[2], seq .. ':' .. ARGV[1] .. '|' .. ARGV[2])
 return seq
 """
 
+# KEYS: the lock; ARGV: the holder's token, then "renew" or "release".
+_HOLDER = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+if ARGV[2] == 'renew' then
+  return redis.call('EXPIRE', KEYS[1], ARGV[3])
+end
+return redis.call('DEL', KEYS[1])
+"""
 
 queue_key = keys.push_queue_key
 seq_key = keys.push_seq_key
@@ -62,3 +74,33 @@ def pending(client: redis.Redis, pod: str, limit: int = DRAIN_CHUNK) -> list[Pus
 
 def done(client: redis.Redis, pod: str, count: int) -> None:
     client.ltrim(queue_key(pod), count, -1)
+
+
+class DrainLock:
+    """A pod's drain lock: only its holder applies the pod's pushed batches or forgets the pod.
+
+    Taken with a token of its own and renewed before each chunk, so a holder whose lock lapsed
+    (a stalled worker) neither releases nor outlives the next holder's.
+    """
+
+    def __init__(self, client: redis.Redis, pod: str) -> None:
+        self.client = client
+        self.key = lock_key(pod)
+        self.token = secrets.token_hex(16)
+        self.script = client.register_script(_HOLDER)
+
+    def acquire(self, wait: float = 0.0) -> bool:
+        """Take the lock, waiting up to `wait` seconds for its holder; False if still held."""
+        deadline = time.monotonic() + wait
+        while not self.client.set(self.key, self.token, nx=True, ex=LOCK_SECONDS):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def renew(self) -> bool:
+        """Keep the lock for another LOCK_SECONDS; False when it lapsed to someone else."""
+        return bool(self.script(keys=[self.key], args=[self.token, "renew", LOCK_SECONDS]))
+
+    def release(self) -> None:
+        self.script(keys=[self.key], args=[self.token, "release"])

@@ -37,11 +37,11 @@ def apply_pushed(pod: str) -> int:
     applier = Applier(client)
     applied = 0
     while True:
-        lock = client.set(pushed.lock_key(pod), b"1", nx=True, ex=pushed.LOCK_SECONDS)
-        if not lock:
+        lock = pushed.DrainLock(client, pod)
+        if not lock.acquire():
             return applied  # another task is draining this pod and will see our batches
         try:
-            while entries := pushed.pending(client, pod):
+            while lock.renew() and (entries := pushed.pending(client, pod)):
                 # Once per chunk: batches of a removed engine are dropped (its entries were
                 # purged), also when the pod is registered again meanwhile.
                 engine = Engine.objects.filter(pod=pod).first()
@@ -56,7 +56,7 @@ def apply_pushed(pod: str) -> int:
                 pushed.done(client, pod, len(entries))
                 applied += len(entries)
         finally:
-            client.delete(pushed.lock_key(pod))
+            lock.release()
         # A batch pushed while we released the lock would otherwise wait for the next push.
         if not client.llen(pushed.queue_key(pod)):
             return applied

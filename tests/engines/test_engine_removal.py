@@ -1,16 +1,20 @@
 """Removing an engine purges exactly its index entries."""
 
+import threading
+
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from kvadmin.engines.models import Engine
 from kvadmin.ingest import status
 from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockStored, EventBatch
-from kvadmin.ingest.pushed import push_stream
+from kvadmin.ingest.pushed import DrainLock, push_stream
 from kvadmin.ingest.streams import StreamId, StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import block_key, stream_status_key
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "m"
@@ -53,3 +57,38 @@ def test_its_streams_start_afresh_when_registered_again(redis_client) -> None:
         assert status.last_seq(redis_client, StreamId(pod, rank)) == -1
         assert not redis_client.exists(stream_status_key(pod, rank))
     assert status.last_seq(redis_client, StreamId("b-0.default", 0)) == 0
+
+
+def test_it_waits_for_a_chunk_of_pushed_batches_being_applied(redis_client) -> None:
+    """A task applying pushed batches holds the pod's drain lock; a chunk it had started
+    when the engine went must not land after the purge."""
+    pod = "a-0.default"
+    Engine.objects.create(pod=pod, model=MODEL, events_endpoint="tcp://127.0.0.1:1")
+    task = DrainLock(redis_client, pod)
+    assert task.acquire()
+
+    def remove() -> None:
+        try:
+            call_command("engines", "remove", "--pod", pod)
+        finally:
+            connection.close()
+
+    remover = threading.Thread(target=remove)
+    remover.start()
+    wait_until(lambda: not Engine.objects.filter(pod=pod).exists(), what="the engine row gone")
+    _store(redis_client, pod, range(2), rank=push_stream(pod, 0).rank)  # the task's chunk
+    task.release()
+    remover.join(timeout=30)
+    assert not remover.is_alive()
+    assert not redis_client.keys("*a-0.default*")
+
+
+def test_a_lapsed_holder_neither_renews_nor_releases_the_next_holders_lock(redis_client):
+    stalled, next_holder = (DrainLock(redis_client, "a-0.default") for _ in range(2))
+    assert stalled.acquire()
+    redis_client.delete(stalled.key)  # its lock lapsed
+    assert next_holder.acquire()
+    assert not stalled.renew()
+    stalled.release()
+    assert not DrainLock(redis_client, "a-0.default").acquire()
+    assert next_holder.renew()
