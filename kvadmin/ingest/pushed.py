@@ -28,6 +28,16 @@ redis.call('RPUSH', KEYS[2], seq .. ':' .. ARGV[1] .. '|' .. ARGV[2])
 return seq
 """
 
+_DONE = """
+while true do
+  local head = redis.call('LINDEX', KEYS[1], 0)
+  if not head or tonumber(string.match(head, '^%d+')) > tonumber(ARGV[1]) then
+    return
+  end
+  redis.call('LPOP', KEYS[1])
+end
+"""
+
 # KEYS: the lock; ARGV: the holder's token, then "renew" or "release".
 _HOLDER = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -72,8 +82,10 @@ def pending(client: redis.Redis, pod: str, limit: int = DRAIN_CHUNK) -> list[Pus
     return entries
 
 
-def done(client: redis.Redis, pod: str, count: int) -> None:
-    client.ltrim(queue_key(pod), count, -1)
+def done(client: redis.Redis, pod: str, through_seq: int) -> None:
+    """Take the entries up to `through_seq` off the queue. By seq, not by count: a holder
+    whose lock lapsed mid-chunk must not trim entries that the next holder has not read."""
+    client.register_script(_DONE)(keys=[queue_key(pod)], args=[through_seq])
 
 
 class DrainLock:

@@ -53,7 +53,7 @@ def apply_pushed(pod: str) -> int:
                         stale += 1
                 if stale:
                     _dropped(client, pod, engine, stale)
-                pushed.done(client, pod, len(entries))
+                pushed.done(client, pod, entries[-1].seq)
                 applied += len(entries)
         finally:
             lock.release()

@@ -101,3 +101,13 @@ def test_queue_entries_keep_payloads_whole_and_read_older_builds_entries(redis_c
     redis_client.rpush(pushed.queue_key(POD), b"9|" + payload)  # queued by an older build
     entries = pushed.pending(redis.Redis.from_url(redis_url), POD)
     assert entries == [pushed.Pushed(1, 7, payload), pushed.Pushed(9, None, payload)]
+
+
+def test_taking_entries_off_twice_takes_no_more(redis_client) -> None:
+    """A holder whose lock lapsed mid-chunk finishes after the next holder took the same
+    entries off: the entries behind them stay."""
+    for n in range(4):
+        pushed.enqueue(redis_client, POD, 7, b"%d" % n)
+    pushed.done(redis_client, POD, 2)
+    pushed.done(redis_client, POD, 2)
+    assert redis_client.lrange(pushed.queue_key(POD), 0, -1) == ["3:7|2", "4:7|3"]
