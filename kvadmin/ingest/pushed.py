@@ -38,7 +38,7 @@ while true do
 end
 """
 
-# KEYS: the lock; ARGV: the holder's token, then "renew" or "release".
+# KEYS: the lock; ARGV: the holder's token, then "renew" and the seconds, or "release".
 _HOLDER = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
