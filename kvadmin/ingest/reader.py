@@ -12,7 +12,8 @@ Redis, written atomically with each batch) and:
 3. on a gap, replays the missing batches; what the engine no longer buffers is counted lost
    and, when configured, the stream's entries are purged (the index can no longer be trusted);
 4. on a seq going backwards (publisher restart), purges the stream's entries and replays the
-   new run from 0.
+   new run from 0; so too when the first batch after connecting has an applied seq but was
+   published after the last applied batch (a restart while nobody read).
 
 A Redis failure drops every stream; they are reclaimed with exponential backoff and resume
 from the last applied seq. Nothing is applied twice: the applier refuses seqs at or below it.

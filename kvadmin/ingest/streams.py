@@ -40,7 +40,9 @@ def classify_seq(seq: int, last_applied: int, last_live: int) -> SeqAction:
     `last_applied` is the last seq applied to the index (-1 for none); `last_live` the last seq
     this connection's SUB socket delivered (-1 since connecting). A PUB socket delivers one
     publisher's messages in order, so a live seq going backwards is a publisher restart; an
-    old seq that did not go backwards was already applied through replay.
+    old seq that did not go backwards was already applied through replay. (The first seq
+    since connecting has nothing to go back from: the reader tells a restart there by the
+    batch's publish time.)
     """
     if seq < last_live:
         return SeqAction.RESTART
