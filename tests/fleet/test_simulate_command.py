@@ -8,14 +8,16 @@ from django.core.management.base import CommandError
 
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
-from kvadmin.redis_server import free_port
+from kvadmin.fleet.fleet import REPLAY_PORT_OFFSET
+from tests.fleet.conftest import free_base_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_it_registers_serves_traffic_and_cleans_up(redis_client) -> None:
     out = StringIO()
-    base, http = free_port(), free_port()
+    base = free_base_port(1, REPLAY_PORT_OFFSET, REPLAY_PORT_OFFSET + 1)  # 2 pods
+    http = free_base_port(1)
     call_command(
         "simulate", "--pods", "2", "--kind", "vllm,sglang", "--base-port", str(base),
         "--http-port", str(http), "--register", "--traffic", "200", "--requests", "6",

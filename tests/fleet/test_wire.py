@@ -1,7 +1,6 @@
 """The emulated engine publisher over real ZMQ sockets on 127.0.0.1: live stream, replay in both
 frame layouts, and the fault switches the ingestion tests rely on (SPEC 4.1)."""
 
-import socket
 import time
 from collections.abc import Callable, Iterator
 
@@ -12,7 +11,7 @@ from kvadmin.fleet.publisher import Publisher, offset_endpoint, open_ranks
 from kvadmin.fleet.wire import Encoding, block_removed
 from kvadmin.ingest.decode import END_OF_REPLAY, decode_frames, decode_replay_frames
 from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored
-from kvadmin.redis_server import free_port
+from tests.fleet.conftest import free_base_port
 
 TIMEOUT_MS = 5000
 STORE = BlockStored(("18446744073709551615",), tuple(range(16)), 16, "GPU")
@@ -79,20 +78,6 @@ def replayed_seqs(context: zmq.Context, publisher: Publisher, start: int) -> lis
 
 def received_seqs(sub: zmq.Socket, count: int) -> list[int]:
     return [decode_frames(sub.recv_multipart()).seq for _ in range(count)]
-
-
-def consecutive_free_ports(count: int) -> int:
-    """A base port with `count` free ports from it on (engines bind base + rank)."""
-    for _ in range(100):
-        base = free_port()
-        try:
-            for port in range(base + 1, base + count):
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise AssertionError(f"no {count} consecutive free ports")
 
 
 def test_a_subscriber_receives_seq_numbered_batches_that_decode_back(
@@ -221,7 +206,7 @@ def test_drop_makes_a_gap_on_pub_that_replay_fills(
 def test_data_parallel_ranks_publish_on_offset_ports_with_their_own_seq(
     context: zmq.Context, subscribe: Subscribe
 ) -> None:
-    pub_base, replay_base = consecutive_free_ports(2), consecutive_free_ports(2)
+    pub_base, replay_base = free_base_port(1), free_base_port(1)
     ranks = open_ranks(
         2,
         f"tcp://127.0.0.1:{pub_base}",
@@ -254,7 +239,7 @@ def test_data_parallel_ranks_publish_on_offset_ports_with_their_own_seq(
 
 
 def test_open_ranks_closes_what_it_opened_when_a_rank_cannot_bind() -> None:
-    base = consecutive_free_ports(2)
+    base = free_base_port(1)
     with Publisher(f"tcp://127.0.0.1:{base + 1}", None):
         with pytest.raises(zmq.ZMQError):
             open_ranks(2, f"tcp://127.0.0.1:{base}")
