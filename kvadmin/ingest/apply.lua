@@ -11,11 +11,11 @@ kvadmin's index writer, one script with six commands (ARGV[1]):
 apply.py builds the arguments and documents the data layout. Standardized hashes stay strings
 here: Lua numbers are doubles and would round 63-bit hashes.
 
-Each operation calls Redis directly, about 7.5 commands per stored block. Tried and measured
-slower: caching the stream's engine blocks and the pod's residency in Lua tables (read with
-HMGET/ZMSCORE up front, written back with one variadic command per key) cut that to 2 commands
-per block, but Redis spent 25-30% more time per block: in Redis's Lua, a new table entry costs
-about as much as the redis.call it saves.
+Each operation calls Redis directly: 6.4 commands per stored block on the benchmark's mix.
+Tried and measured slower: caching the stream's engine blocks and the pod's residency in Lua
+tables (read with HMGET/ZMSCORE up front, written back with one variadic command per key) cut
+that to 2 commands per block, but Redis spent 25-30% more time per block: in Redis's Lua, a new
+table entry costs about as much as the redis.call it saves.
 
 KEYS: refcounts, pod media, pod ranks, retired set, pod models, pod kinds.
 ARGV: command, pod, then key prefixes (matrix, mapping, engine blocks, residency, stream status,
