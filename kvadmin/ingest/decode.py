@@ -67,6 +67,12 @@ def decode_batch(payload: bytes) -> EventBatch:
     return _decode_loose(payload)
 
 
+def undecodable_batch() -> EventBatch:
+    """What an undecodable payload applies as: no events, one `undecodable` skip and no
+    publish time (0), so its seq still counts as applied and the skip is counted."""
+    return EventBatch(ts=0.0, events=[], skipped={"undecodable": 1})
+
+
 def decode_frames(frames: Sequence[bytes]) -> PublishedBatch:
     """Decode one PUB message `[topic, seq(8 bytes big-endian), payload]`."""
     topic, seq, payload = split_frames(frames)

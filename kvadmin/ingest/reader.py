@@ -33,7 +33,13 @@ import zmq
 
 from kvadmin.ingest import status
 from kvadmin.ingest.apply import DEFAULT_PREFERENCE, Applier, ApplySession, MediaPreference
-from kvadmin.ingest.decode import BadFrames, UndecodableBatch, decode_batch, split_frames
+from kvadmin.ingest.decode import (
+    BadFrames,
+    UndecodableBatch,
+    decode_batch,
+    split_frames,
+    undecodable_batch,
+)
 from kvadmin.ingest.events import EventBatch
 from kvadmin.ingest.leases import LeaseKeeper, Leases
 from kvadmin.ingest.replay import Replayed, ReplayFailed, request_replay
@@ -301,7 +307,7 @@ class IngestLoop:
             self.failures.failed(
                 f"decode:{stream.spec.id}", "ingest %s: seq %d: %s", stream.spec.id, seq, error
             )
-            batch = EventBatch(ts=0.0, events=[], skipped={"undecodable": 1})
+            batch = undecodable_batch()
         stream.pending.append((seq, batch))
         stream.last_payload = payload
 

@@ -8,8 +8,7 @@ from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
 from kvadmin.ingest import gc, pushed, status
 from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.decode import UndecodableBatch, decode_batch
-from kvadmin.ingest.events import EventBatch
+from kvadmin.ingest.decode import UndecodableBatch, decode_batch, undecodable_batch
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import index_bytes_client, index_client
@@ -72,7 +71,7 @@ def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> No
     try:
         batch = decode_batch(payload)
     except UndecodableBatch:  # validated by the API; the engine may have vanished since
-        batch = EventBatch(ts=0.0, events=[], skipped={"undecodable": 1})
+        batch = undecodable_batch()
     spec = _spec(engine, batch.rank)
     started = time.perf_counter()
     applier.apply_batches(spec, [(seq, batch)], preference=active_media_preference())
