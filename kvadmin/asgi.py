@@ -10,7 +10,10 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from kvadmin.routine_logs import quiet_access_log  # noqa: E402
 from kvadmin.websocket_urls import websocket_urlpatterns  # noqa: E402
+
+quiet_access_log()
 
 application = ProtocolTypeRouter(
     {

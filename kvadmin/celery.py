@@ -1,6 +1,6 @@
 import os
 
-from celery import Celery
+from celery import Celery, signals
 from click import Option
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kvadmin.settings")
@@ -20,6 +20,26 @@ def _install_ingest(sender: Celery, **kwargs) -> None:
     from kvadmin.ingest.runner import IngestBootstep
 
     sender.steps["worker"].add(IngestBootstep)
+
+
+@signals.worker_init.connect
+@signals.beat_init.connect
+def _wait_for_redis(sender: object, **kwargs) -> None:
+    """Start consuming only once Redis answers: one still loading its data would fail the
+    ingest loop's first reads."""
+    from django.conf import settings
+
+    from kvadmin.conf import knob
+    from kvadmin.redis_server import wait_until_ready
+
+    wait_until_ready(settings.REDIS_URL, knob("STARTUP_TIMEOUT"), "celery")
+
+
+@signals.after_setup_logger.connect
+def _quiet_routine_lines(**kwargs) -> None:
+    from kvadmin.routine_logs import quiet_celery
+
+    quiet_celery()
 
 
 @app.task(name="kvadmin.ping")

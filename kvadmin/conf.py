@@ -14,6 +14,13 @@ from django.dispatch import receiver
 
 CONFIG_DEFAULTS: dict[str, Any] = {
     "DEMO": True,  # make run starts a simulated fleet with traffic
+    # make run leaves routine lines out of its log: beat's ticks, task results, and
+    # successful calls of gateways, the demo fleet and probes (kvadmin/routine_logs.py).
+    "QUIET_LOGS": True,
+    # The port make run's web server listens on, on 127.0.0.1.
+    "PORT": 8000,
+    # How long each process waits at start for Redis to answer (and load its data).
+    "STARTUP_TIMEOUT": 120.0,
     "INGEST": True,  # Celery workers consume KV event streams
     "LEASE_SECONDS": 10.0,  # a dead worker's streams are taken over after this
     "PURGE_ON_GAP": True,  # purge a stream's entries when events are lost for good

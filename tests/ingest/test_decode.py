@@ -1,11 +1,11 @@
-"""Every engine's batch and event encodings decode to the same kvadmin events (SPEC 4.2).
+"""Every engine's batch and event encodings decode to the same kvadmin events (compatibility.md
+4.2).
 
 Payloads are written out literally, as the engines' msgspec structs put them on the wire, so a
 mistake in the wire emulator cannot hide a mistake here.
 """
 
 import json
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,8 +19,8 @@ from kvadmin.ingest.events import (
     EventBatch,
     engine_hash_text,
 )
+from tests.conftest import CONFORMANCE
 
-CONFORMANCE = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "kthena.json"
 TOKENS = list(range(100, 132))  # two blocks of 16
 TS = 1789095808.8378847
 

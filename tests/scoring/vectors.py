@@ -1,13 +1,13 @@
-"""The kthena conformance vectors (SPEC 2), loaded from the shared folder, never copied here."""
+"""The kthena conformance vectors (docs/compatibility.md section 2), as test parameters."""
 
 import json
 from typing import Any
 
 import pytest
 
-from tests.conftest import SHARED
+from tests.conftest import CONFORMANCE
 
-KTHENA: dict[str, Any] = json.loads((SHARED / "conformance" / "kthena.json").read_text())
+KTHENA: dict[str, Any] = json.loads(CONFORMANCE.read_text())
 
 
 def named(cases: list[dict[str, Any]]) -> list[Any]:

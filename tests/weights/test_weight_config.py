@@ -1,5 +1,5 @@
 """A saved configuration is validated by the scoring rules, keeps only configured entries and
-scores with them merged over kthena's defaults (SPEC 2.5)."""
+scores with them merged over kthena's defaults (compatibility.md 2.5)."""
 
 import json
 import math
@@ -8,9 +8,9 @@ import pytest
 
 from kvadmin.weights.config import SPEC_DEFAULTS, WeightConfig, diff
 from scoring.weights import InvalidTierWeights
-from tests.conftest import SHARED
+from tests.conftest import CONFORMANCE
 
-WEIGHT_CONFIG = json.loads((SHARED / "conformance" / "kthena.json").read_text())["weight_config"]
+WEIGHT_CONFIG = json.loads(CONFORMANCE.read_text())["weight_config"]
 
 
 @pytest.mark.parametrize("case", WEIGHT_CONFIG, ids=lambda case: case["note"][:40])

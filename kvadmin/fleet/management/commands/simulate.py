@@ -6,15 +6,20 @@ import threading
 from argparse import ArgumentParser
 
 import redis
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from kvadmin.api.models import ApiToken
+from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
 from kvadmin.engines.removal import remove_engine
-from kvadmin.fleet.fleet import Fleet, plan_fleet
+from kvadmin.fleet.fleet import READY_LINE, Fleet, plan_fleet
 from kvadmin.fleet.scoring_router import ScoringApiRouter
 from kvadmin.fleet.traffic import RandomRouter, Router, TrafficGenerator
 from kvadmin.fleet.workload import Workload
+from kvadmin.redis_clients import index_client
+from kvadmin.redis_server import wait_until_ready
+from scoring.keys import DEMO_PODS_KEY
 
 logger = logging.getLogger(__name__)
 SIMULATOR_TOKEN = "simulator"
@@ -58,6 +63,9 @@ class Command(BaseCommand):
             )
         except ValueError as error:
             raise CommandError(str(error)) from None
+        # Registering writes to Redis: one still loading its data after a restart answers
+        # LOADING, and the fleet must not die of it.
+        wait_until_ready(settings.REDIS_URL, knob("STARTUP_TIMEOUT"), "fleet")
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
@@ -69,6 +77,7 @@ class Command(BaseCommand):
                     f"{config.name}: events {config.events_endpoint}, "
                     f"replay {config.replay_endpoint}, http {config.http_url}"
                 )
+            self.stdout.write(f"{READY_LINE} {len(configs)} pods, {options['traffic']} requests/s")
             try:
                 if options["traffic"] > 0:
                     router = self._router(options)
@@ -89,6 +98,7 @@ class Command(BaseCommand):
         registered = []
         for config in configs:
             fields = config.engine_fields()
+            index_client().hset(DEMO_PODS_KEY, config.name, config.dp_size)
             Engine.objects.update_or_create(pod=fields.pop("pod"), defaults=fields)
             registered.append(config.name)
         return registered
