@@ -30,6 +30,7 @@ def fill(server: RedisServer) -> None:
             for n in range(start, start + 1000):
                 pipe.set(f"history:{n}", os.urandom(1000))
             pipe.execute()
+
     # Compacted, as the stack's Redis does at every start: a base of RDB data, loaded key by
     # key (and so slowed down by key-load-delay).
     def rewritten() -> bool:
