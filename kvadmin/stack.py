@@ -42,7 +42,7 @@ from django.conf import settings  # noqa: E402
 from kvadmin.conf import knob  # noqa: E402
 from kvadmin.dashboard.first_admin import password_file, saved_login  # noqa: E402
 from kvadmin.fleet.fleet import READY_LINE as FLEET_READY_LINE  # noqa: E402
-from kvadmin.redis_server import wait_until_ready  # noqa: E402
+from kvadmin.redis_server import compact, wait_until_ready  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NEEDS = {"worker": "redis", "beat": "redis", "web": "redis", "fleet": "web"}
@@ -207,17 +207,9 @@ class Stack:
             self.start(service)
             if service.name == "redis":
                 self._wait_for("redis")
-                self._compact_redis()
+                compact(settings.REDIS_URL)
             if service.name in READY_LINES and not service.ready.wait(knob("STARTUP_TIMEOUT")):
                 self.say(f"{service.name} did not say it is up; going on")
-
-    def _compact_redis(self) -> None:
-        """Rewrite the append-only file at every start, so restarts never let it grow."""
-        import redis
-
-        client = redis.Redis.from_url(settings.REDIS_URL)
-        with client, contextlib.suppress(redis.ResponseError):  # one is already running
-            client.bgrewriteaof()
 
     # 3. The login, last.
     def banner(self) -> None:
