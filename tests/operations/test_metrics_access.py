@@ -17,13 +17,13 @@ def test_it_refuses_an_anonymous_scrape(client: Client) -> None:
 
 
 def test_it_answers_a_valid_token(client: Client) -> None:
-    _, token = ApiToken.issue("prometheus")
+    _, token = ApiToken.issue("prometheus", "metrics")
 
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
 
 
 def test_it_refuses_a_revoked_token(client: Client) -> None:
-    row, token = ApiToken.issue("prometheus")
+    row, token = ApiToken.issue("prometheus", "metrics")
     row.revoke()
 
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 401
