@@ -39,12 +39,24 @@ def redis_db_url(url: str, offset: int) -> str:
     return urlunsplit(parts._replace(path=f"/{db}"))
 
 
+# SQLite with several writers (web workers, Celery, the CLI): WAL lets readers go on beside
+# the one writer; a transaction takes the write lock when it begins (IMMEDIATE), because one
+# that upgrades a read lock later fails with "database is locked" at once, whatever the
+# timeout; and a writer waits up to `timeout` seconds for the lock instead of failing.
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+
+
 def _database(url: str | None) -> dict:
+    sqlite = {"ENGINE": "django.db.backends.sqlite3", "OPTIONS": SQLITE_OPTIONS}
     if not url:
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "kvadmin.sqlite3"}
+        return sqlite | {"NAME": VAR_DIR / "kvadmin.sqlite3"}
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": parts.path}
+        return sqlite | {"NAME": parts.path}
     if parts.scheme in ("postgres", "postgresql"):
         return {
             "ENGINE": "django.db.backends.postgresql",
