@@ -30,8 +30,7 @@ def test_it_refuses_a_revoked_token(client: Client) -> None:
 
 
 def test_a_session_login_is_not_enough(client: Client, django_user_model) -> None:
-    django_user_model.objects.create_user("alice", password="pw-alice-123")
-    client.login(username="alice", password="pw-alice-123")
+    client.force_login(django_user_model.objects.create_user("alice", password="pw-alice-123"))
 
     assert client.get("/metrics").status_code == 401
 
