@@ -92,9 +92,8 @@ def build(rng: random.Random) -> tuple[list[list[int]], str, str]:
     for i, pod in enumerate(PODS):
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint=f"tcp://10.0.0.{i}:5557")
     token = ApiToken.issue("bench")[1]
-    get_user_model().objects.create_user("bench", password="pw-bench-123")
     client = Client()
-    assert client.login(username="bench", password="pw-bench-123")
+    client.force_login(get_user_model().objects.create_user("bench", password="pw-bench-123"))
     cookie = f"sessionid={client.cookies['sessionid'].value}"
 
     system = [rng.randrange(151_000) for _ in range(128)]

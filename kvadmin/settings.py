@@ -6,6 +6,7 @@ the Celery broker, the channel layer and the cache use the next three databases.
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -39,12 +40,24 @@ def redis_db_url(url: str, offset: int) -> str:
     return urlunsplit(parts._replace(path=f"/{db}"))
 
 
+# SQLite with several writers (web workers, Celery, the CLI): WAL lets readers go on beside
+# the one writer; a transaction takes the write lock when it begins (IMMEDIATE), because one
+# that upgrades a read lock later fails with "database is locked" at once, whatever the
+# timeout; and a writer waits up to `timeout` seconds for the lock instead of failing.
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+
+
 def _database(url: str | None) -> dict:
+    sqlite = {"ENGINE": "django.db.backends.sqlite3", "OPTIONS": SQLITE_OPTIONS}
     if not url:
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "kvadmin.sqlite3"}
+        return sqlite | {"NAME": VAR_DIR / "kvadmin.sqlite3"}
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": parts.path}
+        return sqlite | {"NAME": parts.path}
     if parts.scheme in ("postgres", "postgresql"):
         return {
             "ENGINE": "django.db.backends.postgresql",
@@ -207,3 +220,19 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("KVADMIN_LOG_LEVEL", "INFO")},
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
+
+# Login throttling (django-axes): after KVADMIN_LOGIN_FAILURE_LIMIT failed logins of one
+# username from one client address, that pair is refused until KVADMIN_LOGIN_COOLOFF_MINUTES
+# after its last attempt. `manage.py axes_reset` (or axes_reset_username NAME) unlocks.
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as axes requires
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses locked-out pairs before any password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("KVADMIN_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("KVADMIN_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False  # no banner in every process's log; failures and lockouts are still logged

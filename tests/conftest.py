@@ -142,9 +142,8 @@ def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
 def session_cookie(transactional_db, django_user_model) -> str:
     """Alice is logged in: the Cookie header of her session, for websockets of the real ASGI
     server (which reads the file-based test database, hence a transactional test)."""
-    django_user_model.objects.create_user("alice", password="pw-alice-123")
     client = Client()
-    assert client.login(username="alice", password="pw-alice-123")
+    client.force_login(django_user_model.objects.create_user("alice", password="pw-alice-123"))
     return f"sessionid={client.cookies['sessionid'].value}"
 
 

@@ -1,4 +1,8 @@
-"""Bearer-token authentication for /api/ views (no session, no CSRF: machine clients)."""
+"""Bearer-token authentication for /api/ views (no session, no CSRF: machine clients).
+
+No token, or an unknown or revoked one, is 401; a valid token without the scope the endpoint
+needs is 403 naming that scope (kvadmin.api.scopes).
+"""
 
 from collections.abc import Callable
 from datetime import timedelta
@@ -10,6 +14,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from kvadmin.api.models import ApiToken, digest
+from kvadmin.api.scopes import Scope
 
 # Recording every use would turn each API call into a database write.
 _LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -27,18 +32,55 @@ def authenticate(request: HttpRequest) -> ApiToken | None:
     return row
 
 
-def api_token_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    @login_not_required
-    @csrf_exempt
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if authenticate(request) is None:
-            response = JsonResponse(
-                {"error": "a valid API token is required (Authorization: Bearer <token>)"},
-                status=401,
-            )
-            response["WWW-Authenticate"] = 'Bearer realm="kvadmin"'
-            return response
-        return view(request, *args, **kwargs)
+def unauthorized() -> JsonResponse:
+    response = JsonResponse(
+        {"error": "a valid API token is required (Authorization: Bearer <token>)"}, status=401
+    )
+    response["WWW-Authenticate"] = 'Bearer realm="kvadmin"'
+    return response
 
-    return wrapped
+
+def out_of_scope(token: ApiToken, scope: Scope, pod: str | None = None) -> JsonResponse:
+    missing = f"{scope}={pod}" if scope is Scope.EVENTS_PUSH and pod is not None else str(scope)
+    where = f" for pod {pod!r}" if scope is Scope.EVENTS_PUSH and pod is not None else ""
+    return JsonResponse(
+        {
+            "error": f"token {token.name!r} lacks the scope {scope.value!r}{where} "
+            f"(it has: {token.scopes or 'none'})",
+            "missing_scope": missing,
+        },
+        status=403,
+    )
+
+
+def token_refusal(
+    request: HttpRequest, scope: Scope, pod: str | None = None
+) -> JsonResponse | None:
+    """None when the request's token holds `scope` (for `pod`); otherwise the 401 or 403."""
+    token = authenticate(request)
+    if token is None:
+        return unauthorized()
+    if not token.grants.allows(scope, pod):
+        return out_of_scope(token, scope, pod)
+    return None
+
+
+def api_token_required(
+    scope: Scope,
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """The view needs a token holding `scope`; for events:push, for the view's `pod`."""
+
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @login_not_required
+        @csrf_exempt
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            pod = kwargs.get("pod") if scope is Scope.EVENTS_PUSH else None
+            if (refusal := token_refusal(request, scope, pod)) is not None:
+                return refusal
+            return view(request, *args, **kwargs)
+
+        wrapped.required_scope = scope  # type: ignore[attr-defined]  # read by the OpenAPI doc
+        return wrapped
+
+    return decorator

@@ -2,9 +2,12 @@
 
 import hashlib
 import secrets
+from collections.abc import Iterable
 
 from django.db import models
 from django.utils import timezone
+
+from kvadmin.api.scopes import DEFAULT_GRANTS, Grants, parse_grants, validate_grants
 
 TOKEN_PREFIX = "kva_"
 
@@ -27,6 +30,13 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    scopes = models.CharField(
+        max_length=2000,
+        default=DEFAULT_GRANTS,
+        validators=[validate_grants],
+        help_text="Space-separated: score, decisions:read, metrics, events:push (every pod) "
+        "or events:push=POD,POD (those pods only).",
+    )
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -37,11 +47,19 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.hint}…)"
 
+    @property
+    def grants(self) -> Grants:
+        return parse_grants(self.scopes)
+
     @classmethod
-    def issue(cls, name: str) -> tuple["ApiToken", str]:
-        """Create a token; returns the row and the plain token, which is not kept anywhere."""
+    def issue(
+        cls, name: str, scopes: str | Iterable[str] = DEFAULT_GRANTS
+    ) -> tuple["ApiToken", str]:
+        """Create a token with `scopes` (grants text, see kvadmin.api.scopes; ValidationError
+        when unreadable); returns the row and the plain token, which is not kept anywhere."""
+        grants = str(parse_grants(scopes))
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        row = cls.objects.create(name=name, digest=digest(token), hint=token[:8])
+        row = cls.objects.create(name=name, digest=digest(token), hint=token[:8], scopes=grants)
         return row, token
 
     def revoke(self) -> None:

@@ -5,13 +5,16 @@ field, which status) is the part clients need spelled out. tests/routing/test_op
 checks that every route in kvadmin/api/urls.py appears here; add a route, describe it here.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from kvadmin.api import scoring, views
 from kvadmin.api.auth import authenticate
+from kvadmin.api.scopes import Scope
 from kvadmin.routing.service import INPUTS, MAX_REQUEST_ID
 
 
@@ -32,6 +35,10 @@ _SCHEMAS: dict[str, Any] = {
         "properties": {
             "error": {"type": "string", "description": "What is wrong, naming the field."},
             "field": {"type": "string", "description": "The request field at fault, if any."},
+            "missing_scope": {
+                "type": "string",
+                "description": "On 403: the grant the token lacks (`score`, `events:push=<pod>`…).",
+            },
         },
     },
     "ScoreRequest": {
@@ -214,21 +221,59 @@ _PATHS: dict[str, Any] = {
     },
     "/api/v1/openapi.json": {
         "get": {
-            "summary": "This document (an API token or a logged-in session)",
+            "summary": "This document (an API token of any scope, or a logged-in session)",
             "responses": {"200": {"description": "OpenAPI 3.1"}, "401": _UNAUTHORIZED},
         }
     },
 }
+
+# The views behind the operations that need a token scope: each view's decorator names it.
+_SCOPED_VIEWS: dict[tuple[str, str], Callable[..., Any]] = {
+    ("/api/v1/score", "post"): scoring.score,
+    ("/api/v1/decisions", "get"): scoring.recent_decisions,
+    ("/api/v1/events/{pod}", "post"): views.push_events,
+}
+
+
+def _scoped(path: str, method: str, operation: dict[str, Any]) -> dict[str, Any]:
+    """`operation` with its scope's security requirement and 403, when it needs one."""
+    view = _SCOPED_VIEWS.get((path, method))
+    if view is None:
+        return operation
+    scope: Scope = view.required_scope  # type: ignore[attr-defined]
+    where = ""
+    if scope is Scope.EVENTS_PUSH:
+        where = " for this pod (`events:push`, every pod, or `events:push=...,<pod>,...`)"
+    forbidden = _error_response(
+        f"The token lacks the `{scope}` scope{where}; `missing_scope` names what is missing."
+    )
+    return operation | {
+        "security": [{"token": [scope.value]}],
+        "x-required-scope": scope.value,
+        "responses": operation["responses"] | {"403": forbidden},
+    }
+
 
 DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {"title": "kvadmin API", "version": "1"},
     "components": {
         "schemas": _SCHEMAS,
-        "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
+        "securitySchemes": {
+            "token": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API token (`manage.py api_token create`). An operation "
+                "that needs a scope names it in `security` and `x-required-scope`; a token "
+                "without it is answered 403.",
+            }
+        },
     },
     "security": [{"token": []}],
-    "paths": _PATHS,
+    "paths": {
+        path: {method: _scoped(path, method, op) for method, op in operations.items()}
+        for path, operations in _PATHS.items()
+    },
 }
 
 

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from kvadmin.api.auth import api_token_required
+from kvadmin.api.scopes import Scope
 from kvadmin.routing import decisions, service
 
 MAX_DECISIONS = 1000
@@ -27,7 +28,7 @@ def _error(status: int, message: str, field: str | None = None) -> HttpResponse:
     return _json(body, status)
 
 
-@api_token_required
+@api_token_required(Scope.SCORE)
 @require_POST
 def score(request: HttpRequest) -> HttpResponse:
     """Score the candidate pods for one request and record the decision."""
@@ -53,7 +54,7 @@ def score(request: HttpRequest) -> HttpResponse:
     return _json(decisions.to_api(decision))
 
 
-@api_token_required
+@api_token_required(Scope.DECISIONS_READ)
 @require_GET
 def recent_decisions(request: HttpRequest) -> HttpResponse:
     """The newest recorded decisions, newest first, optionally of one model or pod."""

@@ -6,6 +6,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_POST
 
 from kvadmin.api.auth import api_token_required
+from kvadmin.api.scopes import Scope
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
 from kvadmin.ingest import pushed
@@ -20,7 +21,7 @@ def _error(status: int, message: str) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
 
-@api_token_required
+@api_token_required(Scope.EVENTS_PUSH)
 @require_POST
 def push_events(request: HttpRequest, pod: str) -> JsonResponse:
     """Accept one msgpack KV event batch for `pod`; it is applied in order by a worker."""

@@ -1,4 +1,5 @@
-"""Who may read /metrics: a client address in KVADMIN_METRICS_ALLOW, or an API token.
+"""Who may read /metrics: a client address in KVADMIN_METRICS_ALLOW, or an API token with the
+`metrics` scope.
 
 Addresses and networks are comma-separated (`10.0.0.0/8,127.0.0.1`). The address is the
 connection's peer (REMOTE_ADDR): behind a proxy, use a token or allow the proxy's address.
@@ -11,6 +12,7 @@ from functools import cache
 from django.http import HttpRequest
 
 from kvadmin.api.auth import authenticate
+from kvadmin.api.scopes import Scope
 from kvadmin.conf import knob
 
 log = logging.getLogger(__name__)
@@ -42,4 +44,5 @@ def address_allowed(address: str) -> bool:
 def may_read_metrics(request: HttpRequest) -> bool:
     if address_allowed(request.META.get("REMOTE_ADDR", "")):
         return True
-    return authenticate(request) is not None
+    token = authenticate(request)
+    return token is not None and token.grants.allows(Scope.METRICS)

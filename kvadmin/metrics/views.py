@@ -10,6 +10,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from kvadmin.api.auth import authenticate, out_of_scope
+from kvadmin.api.scopes import Scope
 from kvadmin.metrics.access import may_read_metrics
 from kvadmin.metrics.collector import build_registry
 from kvadmin.metrics.health import readiness
@@ -23,6 +25,8 @@ REGISTRY = build_registry()
 @never_cache
 def metrics(request: HttpRequest) -> HttpResponse:
     if not may_read_metrics(request):
+        if (token := authenticate(request)) is not None:
+            return out_of_scope(token, Scope.METRICS)
         response = HttpResponse(
             "metrics need an API token (Authorization: Bearer <token>) or an address in "
             "KVADMIN_METRICS_ALLOW\n",

@@ -26,24 +26,39 @@ class NothingChanged(Exception):
     """The configuration equals the current version: no version is added."""
 
 
-class StaleDraft(Exception):
-    """Another version was saved since the draft was loaded: saving would undo it unseen."""
-
-    def __init__(self, base: int, current: "TierWeightsVersion | None") -> None:
-        self.base = base
-        self.current = current
-        who = f" by {current.author}" if current else ""
-        number = current.version if current else 0
-        super().__init__(
-            f"version {number} was saved{who} after you loaded version {base}: "
-            "reload the page and apply your change again"
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class HistoryEntry:
     version: TierWeightsVersion
     changes: list[Change]
+
+    def __str__(self) -> str:
+        version = self.version
+        reason = f" · “{version.reason}”" if version.reason else ""
+        changes = "; ".join(str(change) for change in self.changes) or "no change"
+        return (
+            f"version {version.version} · {version.created_at:%Y-%m-%d %H:%M:%S} UTC · "
+            f"{version.author}{reason}: {changes}"
+        )
+
+
+class StaleDraft(Exception):
+    """Another version was saved since the draft was loaded: saving would undo it unseen.
+    `saved_since` tells what those versions changed, who saved them, when and why."""
+
+    def __init__(self, base: int, saved_since: list[HistoryEntry]) -> None:
+        self.base = base
+        self.saved_since = saved_since
+        """Newest first."""
+        if saved_since:
+            newest = saved_since[0].version
+            summary = f"version {newest.version} was saved by {newest.author} after you loaded"
+        else:  # a base that was never saved (from the future, or made up)
+            summary = f"the current version is {current_version().version}, not the one you loaded,"
+        super().__init__(f"{summary} version {base}: reload the page and apply your change again")
+
+    @property
+    def details(self) -> list[str]:
+        return [str(entry) for entry in self.saved_since]
 
 
 def current_version() -> TierWeightsVersion:
@@ -53,24 +68,62 @@ def current_version() -> TierWeightsVersion:
 
 
 def save_version(
+    config: WeightConfig, *, author: str, base_version: int, reason: str = ""
+) -> TierWeightsVersion:
+    """Append `config` as the next version. `base_version` is the version the draft was made
+    from: when another save came in between, refuse with `StaleDraft` (no silent overwrite)."""
+    return _append(config, author=author, reason=reason, base_version=base_version)
+
+
+def restore_version(version: int, *, author: str) -> TierWeightsVersion:
+    """Append a copy of an earlier version as the newest one (TierWeightsVersion.DoesNotExist
+    when there is no such version; NothingChanged when it equals the current one)."""
+    old = TierWeightsVersion.objects.get(version=version)
+    # A restore names the version it puts in effect, whatever is current: no base to check.
+    return _append(
+        old.weight_config,
+        author=author,
+        reason=f"restored version {version}",
+        base_version=None,
+        restored_from=version,
+    )
+
+
+def history(limit: int = 50, *, after: int = 0) -> list[HistoryEntry]:
+    """The latest `limit` versions newer than `after`, newest first, each with what it
+    changed from the one before it (the first version against the SPEC defaults)."""
+    newest = TierWeightsVersion.objects.filter(version__gte=after).order_by("-version")
+    versions = list(newest[: limit + 1])
+    entries = []
+    for index, version in enumerate(versions[:limit]):
+        if version.version <= after:  # fetched only as the one before the oldest entry
+            break
+        previous = versions[index + 1].weight_config if index + 1 < len(versions) else None
+        before = previous if previous is not None else SPEC_DEFAULTS
+        entries.append(HistoryEntry(version, diff(before, version.weight_config)))
+    return entries
+
+
+def _append(
     config: WeightConfig,
     *,
     author: str,
-    reason: str = "",
-    base_version: int | None = None,
+    reason: str,
+    base_version: int | None,
     restored_from: int | None = None,
 ) -> TierWeightsVersion:
-    """Append `config` as the next version. With `base_version` (the version a draft was
-    made from), refuse with `StaleDraft` when another save came in between."""
     reason = reason.strip()
     if len(reason) > REASON_MAX_LENGTH:
         raise ValueError(f"the reason is longer than {REASON_MAX_LENGTH} characters")
     try:
+        # Saves queue here, one at a time: on SQLite the transaction begins IMMEDIATE (the
+        # write lock first, see settings.DATABASES); elsewhere select_for_update locks the
+        # latest row. Either way the version read is still the latest when the next is written.
         with transaction.atomic():
             latest = TierWeightsVersion.objects.select_for_update().order_by("-version").first()
             number = latest.version if latest else 0
             if base_version is not None and base_version != number:
-                raise StaleDraft(base_version, latest)
+                raise _Stale
             if config == (latest.weight_config if latest else SPEC_DEFAULTS):
                 raise NothingChanged(f"version {number} already has these weights")
             saved = TierWeightsVersion.objects.create(
@@ -81,34 +134,16 @@ def save_version(
                 restored_from=restored_from,
             )
             transaction.on_commit(lambda: _announce(saved.version, config))
-    except IntegrityError:
-        # Another save took the same number between our read and our insert.
-        raise StaleDraft(base_version or 0, current_version()) from None
+    except (_Stale, IntegrityError):
+        # IntegrityError: another save took the same number between our read and our insert
+        # (a database that does not serialise as above).
+        base = base_version if base_version is not None else number
+        raise StaleDraft(base, history(after=base)) from None
     return saved
 
 
-def restore_version(version: int, *, author: str) -> TierWeightsVersion:
-    """Append a copy of an earlier version as the newest one (TierWeightsVersion.DoesNotExist
-    when there is no such version; NothingChanged when it equals the current one)."""
-    old = TierWeightsVersion.objects.get(version=version)
-    return save_version(
-        old.weight_config,
-        author=author,
-        reason=f"restored version {version}",
-        restored_from=version,
-    )
-
-
-def history(limit: int = 50) -> list[HistoryEntry]:
-    """The latest `limit` versions, newest first, each with what it changed from the one
-    before it (the first version against the SPEC defaults)."""
-    versions = list(TierWeightsVersion.objects.order_by("-version")[: limit + 1])
-    entries = []
-    for index, version in enumerate(versions[:limit]):
-        previous = versions[index + 1].weight_config if index + 1 < len(versions) else None
-        before = previous if previous is not None else SPEC_DEFAULTS
-        entries.append(HistoryEntry(version, diff(before, version.weight_config)))
-    return entries
+class _Stale(Exception):
+    """Leaves the transaction (rolled back) before StaleDraft reads what changed."""
 
 
 def _announce(version: int, config: WeightConfig) -> None:

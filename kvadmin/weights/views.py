@@ -1,9 +1,12 @@
 """The tier-weights page: look (anyone logged in), edit and restore (the change permission).
 
 Invalid drafts come back with status 200 and the errors beside their fields, so htmx swaps
-them in; nothing is saved. Without htmx the same views work as a plain form (redirect after a
-successful save).
+them in; nothing is saved. A draft made from a version that is no longer the current one
+answers 409 with what was saved since (the page tells htmx to swap 409s too). Without htmx
+the same views work as a plain form (redirect after a successful save).
 """
+
+from collections.abc import Sequence
 
 import redis
 from django.contrib import messages
@@ -43,8 +46,11 @@ def weights(request: HttpRequest) -> HttpResponse:
 @permission_required(EDIT_PERMISSION, raise_exception=True)
 def save(request: HttpRequest) -> HttpResponse:
     draft = parse_draft(request.POST)
-    notice = ""
-    if draft.config is not None:
+    notice, status, saved_since = "", 200, []
+    if draft.base_version is None:
+        draft.form_errors.append("the form does not say which version it edits: reload the page")
+        status = 400
+    elif draft.config is not None:
         try:
             saved = save_version(
                 draft.config,
@@ -52,12 +58,18 @@ def save(request: HttpRequest) -> HttpResponse:
                 reason=draft.reason,
                 base_version=draft.base_version,
             )
-        except (StaleDraft, NothingChanged) as refused:
+        except StaleDraft as stale:
+            draft.form_errors.append(str(stale))
+            saved_since, status = stale.details, 409
+        except NothingChanged as refused:
             draft.form_errors.append(str(refused))
         else:
             notice = f"Saved version {saved.version}."
             draft = None
-    return _workspace(request, draft, notice)
+    response = _workspace(request, draft, notice, saved_since)
+    if draft is not None:
+        response.status_code = status
+    return response
 
 
 @require_POST
@@ -110,13 +122,15 @@ def export_json(request: HttpRequest) -> HttpResponse:
     return _attachment(request, response, f"tier-weights-v{version.version}.json")
 
 
-def _workspace(request: HttpRequest, draft: Draft | None, notice: str) -> HttpResponse:
+def _workspace(
+    request: HttpRequest, draft: Draft | None, notice: str, saved_since: Sequence[str] = ()
+) -> HttpResponse:
     """After a write: the refreshed editor, history and export (htmx), or the page."""
     if not request.htmx and draft is None:
         if notice:
             messages.success(request, notice)
         return redirect("weights")
-    context = _context(request, draft, notice)
+    context = _context(request, draft, notice) | {"saved_since": saved_since}
     template = f"{PAGE}#workspace" if request.htmx else PAGE
     return render(request, template, context)
 

@@ -20,7 +20,7 @@ URL = f"/api/v1/events/{POD}"
 @pytest.fixture
 def token() -> str:
     Engine.objects.create(pod=POD, model="Qwen/Qwen3-8B", events_endpoint="tcp://127.0.0.1:1")
-    return ApiToken.issue("engine-pusher")[1]
+    return ApiToken.issue("engine-pusher", "events:push")[1]
 
 
 def _post(body: bytes, token: str | None, content_type: str = "application/msgpack"):

@@ -23,3 +23,16 @@ def test_a_wrong_password_is_refused(page, asgi_server, django_user_model) -> No
     page.click("button[type=submit]")
     assert page.get_by_role("alert").is_visible()
     assert page.url.startswith(f"{asgi_server}/accounts/login/")
+
+
+def test_repeated_failures_lock_the_login_out_with_a_clear_page(
+    page, asgi_server, django_user_model
+) -> None:
+    django_user_model.objects.create_user("bob", password="pw-bob-12345")
+    for _ in range(5):
+        page.goto(f"{asgi_server}/accounts/login/")
+        page.fill("input[name=username]", "bob")
+        page.fill("input[name=password]", "wrong")
+        page.click("button[type=submit]")
+    assert page.get_by_role("heading", name="Too many failed logins").is_visible()
+    assert "Try again 15 minutes after your last" in page.get_by_role("main").inner_text()

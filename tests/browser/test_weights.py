@@ -8,8 +8,9 @@ from django.contrib.auth.models import Permission
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.weights.active import forget_cached_weights
-from kvadmin.weights.config import SPEC_DEFAULTS
+from kvadmin.weights.config import SPEC_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
+from kvadmin.weights.versions import save_version
 from tests.browser.conftest import log_in
 from tests.weights.index import MODEL, cache_blocks
 from tests.weights.recorded import record
@@ -122,3 +123,25 @@ def test_an_editor_previews_an_added_medium_without_saving(
     assert "2 of 3 would choose a different pod" in page.locator("#whatif").inner_text()
     assert TierWeightsVersion.objects.count() == 1
     assert page.locator("#active-version").inner_text() == "1"
+
+
+def test_a_stale_save_shows_what_another_operator_saved_meanwhile(
+    page, asgi_server, weights_setup
+) -> None:
+    log_in(page, asgi_server, "erin", PASSWORD)
+    page.goto(f"{asgi_server}/weights/")
+    save_version(
+        WeightConfig.validated({"gpu": 1.0, "cpu": 0.6, "cpu_pinned": 0.8}),
+        author="bob",
+        reason="CPU is slow",
+        base_version=1,
+    )
+
+    page.get_by_label("Weight of cpu", exact=True).fill("0.5")
+    page.get_by_role("button", name="Save").click()
+
+    alert = page.locator(".form-errors")
+    assert "version 2 was saved by bob after you loaded version 1" in alert.inner_text()
+    assert "bob · “CPU is slow”: cpu 0.8 → 0.6" in alert.locator(".saved-since").inner_text()
+    assert page.get_by_label("Weight of cpu", exact=True).input_value() == "0.5", "draft kept"
+    assert TierWeightsVersion.objects.count() == 2

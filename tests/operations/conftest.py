@@ -30,7 +30,7 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
 @pytest.fixture
 def scrape(db) -> Scrape:
     """GET /metrics with a Prometheus scraper's API token; the parsed samples."""
-    _, token = ApiToken.issue("prometheus")
+    _, token = ApiToken.issue("prometheus", "metrics")
     client = Client()
 
     def get() -> Samples:

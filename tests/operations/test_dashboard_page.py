@@ -18,8 +18,7 @@ def test_it_needs_a_login(client: Client) -> None:
 def test_every_tile_is_there_and_links_to_its_details(
     client: Client, django_user_model, redis_client
 ) -> None:
-    django_user_model.objects.create_user("erin", password="pw-erin-12345")
-    client.login(username="erin", password="pw-erin-12345")
+    client.force_login(django_user_model.objects.create_user("erin", password="pw-erin-12345"))
 
     html = client.get("/").content.decode()
 

@@ -17,21 +17,20 @@ def test_it_refuses_an_anonymous_scrape(client: Client) -> None:
 
 
 def test_it_answers_a_valid_token(client: Client) -> None:
-    _, token = ApiToken.issue("prometheus")
+    _, token = ApiToken.issue("prometheus", "metrics")
 
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
 
 
 def test_it_refuses_a_revoked_token(client: Client) -> None:
-    row, token = ApiToken.issue("prometheus")
+    row, token = ApiToken.issue("prometheus", "metrics")
     row.revoke()
 
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 401
 
 
 def test_a_session_login_is_not_enough(client: Client, django_user_model) -> None:
-    django_user_model.objects.create_user("alice", password="pw-alice-123")
-    client.login(username="alice", password="pw-alice-123")
+    client.force_login(django_user_model.objects.create_user("alice", password="pw-alice-123"))
 
     assert client.get("/metrics").status_code == 401
 

@@ -64,7 +64,7 @@ def engines(db) -> list[Engine]:
 @pytest.fixture
 def token(db) -> str:
     """A gateway's API token."""
-    return ApiToken.issue("gateway")[1]
+    return ApiToken.issue("gateway", "score decisions:read")[1]
 
 
 Post = Callable[..., tuple[int, dict[str, Any]]]

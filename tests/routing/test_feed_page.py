@@ -13,8 +13,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def operator(client, django_user_model):
     """Bob is logged in."""
-    django_user_model.objects.create_user("bob", password="pw-bob-12345")
-    client.login(username="bob", password="pw-bob-12345")
+    client.force_login(django_user_model.objects.create_user("bob", password="pw-bob-12345"))
     return client
 
 

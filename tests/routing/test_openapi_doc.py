@@ -25,8 +25,7 @@ def test_every_api_route_is_documented(client, token) -> None:
 
 
 def test_a_logged_in_operator_can_read_it(client, django_user_model) -> None:
-    django_user_model.objects.create_user("alice", password="pw-alice-123")
-    client.login(username="alice", password="pw-alice-123")
+    client.force_login(django_user_model.objects.create_user("alice", password="pw-alice-123"))
     assert client.get("/api/v1/openapi.json").status_code == 200
 
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from kvadmin.weights.models import TierWeightsVersion
-from kvadmin.weights.versions import save_version
+from kvadmin.weights.versions import current_version, save_version
 from tests.weights.forms import DEFAULT_ROWS, HTMX, weights_form
 from tests.weights.recorded import DRAFT_CONFIG
 
@@ -28,7 +28,9 @@ def viewing(client, viewer, fresh_weights):
 
 @pytest.mark.parametrize(("method", "url"), WRITES)
 def test_a_viewer_gets_403_on_every_write(viewing, method: str, url: str) -> None:
-    save_version(DRAFT_CONFIG, author="erin")  # so that a restore of version 1 would change
+    save_version(
+        DRAFT_CONFIG, author="erin", base_version=current_version().version
+    )  # so that a restore of version 1 would change
     data = weights_form(("gpu", "0.5")) if method == "post" else {}
     response = getattr(viewing, method)(url, data, **HTMX)
     assert response.status_code == 403
@@ -36,7 +38,7 @@ def test_a_viewer_gets_403_on_every_write(viewing, method: str, url: str) -> Non
 
 
 def test_a_viewer_sees_the_weights_but_no_way_to_edit(viewing) -> None:
-    save_version(DRAFT_CONFIG, author="erin")
+    save_version(DRAFT_CONFIG, author="erin", base_version=current_version().version)
     main = viewing.get("/weights/").content.decode().split("<main>", 1)[1]
     for control in ("<form", "<input", "hx-post", "hx-get"):
         assert control not in main, control

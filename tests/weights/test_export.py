@@ -8,7 +8,7 @@ import yaml
 from django.core.management import call_command
 
 from kvadmin.weights.config import WeightConfig
-from kvadmin.weights.versions import save_version
+from kvadmin.weights.versions import current_version, save_version
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +27,11 @@ def kvcache_args(text: str) -> dict:
 
 
 def test_the_yaml_is_the_kvcache_aware_plugin_args(viewing) -> None:
-    save_version(WeightConfig.validated({"GPU": 1.0, "Disk": 0.25}), author="erin")
+    save_version(
+        WeightConfig.validated({"GPU": 1.0, "Disk": 0.25}),
+        author="erin",
+        base_version=current_version().version,
+    )
     response = viewing.get("/weights/export/kthena.yaml")
     assert response["Content-Type"] == "application/yaml"
     assert kvcache_args(response.content.decode()) == {
@@ -39,7 +43,11 @@ def test_the_yaml_is_the_kvcache_aware_plugin_args(viewing) -> None:
 
 
 def test_a_fallback_kthena_cannot_express_is_flagged(viewing) -> None:
-    save_version(WeightConfig.validated({}, fallback=0.5), author="erin")
+    save_version(
+        WeightConfig.validated({}, fallback=0.5),
+        author="erin",
+        base_version=current_version().version,
+    )
     text = viewing.get("/weights/export/kthena.yaml").content.decode()
     assert "# WARNING: kvadmin's fallback is 0.5" in text
     assert viewing.get("/weights/export/weights.json").json()["kthenaCompatible"] is False
@@ -47,7 +55,10 @@ def test_a_fallback_kthena_cannot_express_is_flagged(viewing) -> None:
 
 def test_the_json_has_the_configured_and_the_effective_weights(viewing) -> None:
     save_version(
-        WeightConfig.validated({"disk": 0.25}, notes={"disk": "NVMe"}), author="erin", reason="x"
+        WeightConfig.validated({"disk": 0.25}, notes={"disk": "NVMe"}),
+        author="erin",
+        reason="x",
+        base_version=current_version().version,
     )
     data = viewing.get("/weights/export/weights.json").json()
     assert data["version"] == 2 and data["author"] == "erin"

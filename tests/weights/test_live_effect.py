@@ -11,7 +11,7 @@ import pytest
 
 from kvadmin.weights.config import WeightConfig
 from kvadmin.weights.tasks import weights_in_use
-from kvadmin.weights.versions import save_version
+from kvadmin.weights.versions import current_version, save_version
 from tests.conftest import ROOT, stop_process
 from tests.waiting import wait_until
 
@@ -55,7 +55,11 @@ def seconds_until(what: str, arrived) -> float:
 def test_a_saved_version_reaches_another_process_within_a_second(scorer: Scorer) -> None:
     delays = []
     for version, cpu in ((2, 0.5), (3, 0.2), (4, 0.0)):
-        save_version(WeightConfig.validated({"cpu": cpu}), author="erin")
+        save_version(
+            WeightConfig.validated({"cpu": cpu}),
+            author="erin",
+            base_version=current_version().version,
+        )
         expected = {"version": version, "score": int((1 + cpu) / 2 * 100)}
         delays.append(seconds_until(f"version {version}", lambda e=expected: scorer.ask() == e))
     assert max(delays) < 1.0, delays
@@ -68,7 +72,9 @@ def test_a_saved_version_reaches_a_celery_worker_within_a_second(
         return weights_in_use.delay().get(timeout=5)["version"]
 
     wait_until(lambda: worker_version() == 1, timeout=10, what="the worker on version 1")
-    save_version(WeightConfig.validated({"gpu": 0.9}), author="erin")
+    save_version(
+        WeightConfig.validated({"gpu": 0.9}), author="erin", base_version=current_version().version
+    )
     delay = seconds_until("the worker on version 2", lambda: worker_version() == 2)
     assert delay < 1.0
     assert weights_in_use.delay().get(timeout=5)["weights"]["gpu"] == 0.9

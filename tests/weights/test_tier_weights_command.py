@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 
 from kvadmin.weights.active import VERSION_KEY
 from kvadmin.weights.models import TierWeightsVersion
+from kvadmin.weights.versions import current_version
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.django_db
@@ -21,6 +22,11 @@ def run(*args: str) -> str:
     return out.getvalue()
 
 
+def current() -> str:
+    """The version a script read (`tier_weights show`) before its change."""
+    return str(current_version().version)
+
+
 def refused(*args: str) -> str:
     versions = TierWeightsVersion.objects.count()
     with pytest.raises(CommandError) as raised:
@@ -30,7 +36,10 @@ def refused(*args: str) -> str:
 
 
 def test_set_merges_over_the_current_weights(fresh_weights) -> None:
-    assert run("set", "gpu=1", "cpu=0.7", "--reason", "nightly tune") == "saved version 2\n"
+    assert (
+        run("set", "--base-version", current(), "gpu=1", "cpu=0.7", "--reason", "nightly tune")
+        == "saved version 2\n"
+    )
     saved = TierWeightsVersion.objects.get(version=2)
     assert saved.config["weights"] == {"cpu": 0.7, "cpu_pinned": 0.8, "gpu": 1.0}
     assert saved.reason == "nightly tune"
@@ -38,14 +47,14 @@ def test_set_merges_over_the_current_weights(fresh_weights) -> None:
 
 
 def test_set_matches_names_ignoring_case(fresh_weights) -> None:
-    run("set", "CPU=0.6", "Disk=0.2", "--fallback", "0.9")
+    run("set", "--base-version", current(), "CPU=0.6", "Disk=0.2", "--fallback", "0.9")
     saved = TierWeightsVersion.objects.get(version=2)
     assert saved.config["weights"] == {"cpu": 0.6, "cpu_pinned": 0.8, "disk": 0.2, "gpu": 1.0}
     assert saved.config["fallback"] == 0.9
 
 
 def test_set_names_every_bad_entry(fresh_weights) -> None:
-    message = refused("set", "gpu=1.5", "cpu=nan", "=0.5", "disk")
+    message = refused("set", "--base-version", current(), "gpu=1.5", "cpu=nan", "=0.5", "disk")
     assert "'gpu': must be between 0 and 1, got 1.5" in message
     assert "'cpu': must be a number between 0 and 1, got NaN" in message
     assert "'': the name is empty" in message
@@ -53,26 +62,32 @@ def test_set_names_every_bad_entry(fresh_weights) -> None:
 
 
 def test_set_refuses_the_same_medium_twice_in_different_case(fresh_weights) -> None:
-    message = refused("set", "disk=0.5", "DISK=0.4")
+    message = refused("set", "--base-version", current(), "disk=0.5", "DISK=0.4")
     assert "'disk': the same medium as 'DISK'" in message
 
 
 def test_set_refuses_a_bad_fallback(fresh_weights) -> None:
-    assert "fallback: must be between 0 and 1, got -0.1" in refused("set", "--fallback=-0.1")
+    assert "fallback: must be between 0 and 1, got -0.1" in refused(
+        "set", "--base-version", current(), "--fallback=-0.1"
+    )
 
 
 def test_set_can_remove_a_medium(fresh_weights) -> None:
-    run("set", "--remove", "CPU_PINNED")
+    run("set", "--base-version", current(), "--remove", "CPU_PINNED")
     assert TierWeightsVersion.objects.get(version=2).config["weights"] == {"cpu": 0.8, "gpu": 1.0}
-    assert "'disk': not configured" in refused("set", "--remove", "disk")
+    assert "'disk': not configured" in refused(
+        "set", "--base-version", current(), "--remove", "disk"
+    )
 
 
 def test_setting_the_same_weights_saves_nothing(fresh_weights) -> None:
-    assert "version 1 already has these weights" in refused("set", "gpu=1")
+    assert "version 1 already has these weights" in refused(
+        "set", "--base-version", current(), "gpu=1"
+    )
 
 
 def test_show_lists_the_effective_weights(fresh_weights) -> None:
-    run("set", "disk=0.25")
+    run("set", "--base-version", current(), "disk=0.25")
     out = run("show")
     assert "version 2" in out
     assert "disk             0.25   configured" in out
@@ -80,7 +95,7 @@ def test_show_lists_the_effective_weights(fresh_weights) -> None:
 
 
 def test_history_and_restore(fresh_weights) -> None:
-    run("set", "gpu=0.5", "--reason", "experiment")
+    run("set", "--base-version", current(), "gpu=0.5", "--reason", "experiment")
     assert run("restore", "1") == "restored version 1 as version 3\n"
     history = run("history")
     assert "gpu 1 → 0.5" in history and "gpu 0.5 → 1" in history
@@ -88,9 +103,21 @@ def test_history_and_restore(fresh_weights) -> None:
         run("restore", "9")
 
 
+# The shell's process writes (or takes the write lock) beside this one's: a transactional test
+# holds no transaction open meanwhile.
+@pytest.mark.django_db(transaction=True)
 def test_a_refusal_exits_non_zero_from_the_shell(subprocess_env) -> None:
     result = subprocess.run(
-        [sys.executable, "manage.py", "tier_weights", "set", "gpu=1.5", "fs=-1"],
+        [
+            sys.executable,
+            "manage.py",
+            "tier_weights",
+            "set",
+            "--base-version",
+            "1",
+            "gpu=1.5",
+            "fs=-1",
+        ],
         cwd=ROOT,
         env=subprocess_env,
         capture_output=True,
@@ -109,3 +136,31 @@ def test_publish_repairs_an_announcement_redis_lost(fresh_weights) -> None:
     assert run("publish") == "Redis already names version 1 or a newer one\n"
     assert run("publish", "--force") == "published version 1\n"
     assert fresh_weights.get(VERSION_KEY) == "1"
+
+
+def test_set_needs_the_version_it_was_made_from(fresh_weights) -> None:
+    assert "--base-version" in refused("set", "gpu=0.9")
+
+
+def test_a_stale_base_version_saves_nothing_and_tells_what_changed(fresh_weights) -> None:
+    run("set", "--base-version", "1", "cpu=0.5", "--reason", "CPU is slow", "--author", "bob")
+
+    message = refused("set", "--base-version", "1", "gpu=0.9")
+
+    assert "version 2 was saved by bob after you loaded version 1" in message
+    assert "version 2 · " in message and " UTC · bob · “CPU is slow”: cpu 0.8 → 0.5" in message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stale_base_version_exits_non_zero_from_the_shell(subprocess_env, version_one) -> None:
+    command = [sys.executable, "manage.py", "tier_weights", "set", "--base-version", "0"]
+    result = subprocess.run(
+        [*command, "gpu=0.9"],
+        cwd=ROOT,
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "after you loaded version 0" in result.stderr

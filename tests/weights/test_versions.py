@@ -35,7 +35,7 @@ def test_a_save_appends_one_version_with_author_and_reason() -> None:
 
 def test_saving_the_same_weights_adds_nothing() -> None:
     with pytest.raises(NothingChanged):
-        save_version(SPEC_DEFAULTS, author="erin")
+        save_version(SPEC_DEFAULTS, author="erin", base_version=current_version().version)
     assert TierWeightsVersion.objects.count() == 1
 
 
@@ -47,7 +47,7 @@ def test_a_draft_made_from_an_older_version_is_refused() -> None:
 
 
 def test_restoring_appends_a_copy_of_the_old_version() -> None:
-    save_version(LOWER_CPU, author="erin")
+    save_version(LOWER_CPU, author="erin", base_version=current_version().version)
     restored = restore_version(1, author="bob")
     assert restored.version == 3
     assert restored.restored_from == 1
@@ -61,7 +61,7 @@ def test_restoring_the_current_weights_adds_nothing() -> None:
 
 
 def test_the_history_shows_what_each_version_changed() -> None:
-    save_version(LOWER_CPU, author="erin")
+    save_version(LOWER_CPU, author="erin", base_version=current_version().version)
     restore_version(1, author="bob")
     entries = history()
     assert [entry.version.version for entry in entries] == [3, 2, 1]
@@ -74,7 +74,7 @@ def test_a_save_is_published_when_the_transaction_commits(
     fresh_weights, django_capture_on_commit_callbacks
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        saved = save_version(LOWER_CPU, author="erin")
+        saved = save_version(LOWER_CPU, author="erin", base_version=current_version().version)
     active = active_weights()
     assert active.version == saved.version
     assert active.weights.weight_for("CPU") == 0.5
@@ -93,6 +93,6 @@ def test_a_version_redis_refuses_is_saved_and_reported(
     """Redis down at the moment of the save: the version exists, scoring keeps the old one
     and the log says how to repair."""
     with django_capture_on_commit_callbacks(execute=True):
-        saved = save_version(LOWER_CPU, author="erin")
+        saved = save_version(LOWER_CPU, author="erin", base_version=current_version().version)
     assert current_version() == saved
     assert "tier weights version 2 saved but not published" in caplog.text

@@ -4,7 +4,7 @@ where each weight comes from; editors get the form, with the version scoring use
 import pytest
 
 from kvadmin.weights.config import WeightConfig
-from kvadmin.weights.versions import save_version
+from kvadmin.weights.versions import current_version, save_version
 from tests.weights.index import cache_blocks
 
 pytestmark = pytest.mark.django_db
@@ -45,7 +45,9 @@ def test_a_configure_button_prefills_a_row_for_a_seen_medium(editing, fresh_weig
 
 
 def test_an_unconfigured_default_is_shown_as_kthenas(editing) -> None:
-    save_version(WeightConfig.validated({"gpu": 1.0}), author="erin")
+    save_version(
+        WeightConfig.validated({"gpu": 1.0}), author="erin", base_version=current_version().version
+    )
     html = main(editing.get("/weights/"))
     cpu = html.split("<td>cpu</td>", 1)[1].split("</tr>", 1)[0]
     assert "<td>0.8</td>" in cpu and "kthena default" in cpu
@@ -61,7 +63,12 @@ def test_editors_get_the_form_with_the_current_version(editing) -> None:
 
 
 def test_the_history_lists_every_version_with_its_diff(editing) -> None:
-    save_version(WeightConfig.validated({"gpu": 0.9}), author="erin", reason="try it")
+    save_version(
+        WeightConfig.validated({"gpu": 0.9}),
+        author="erin",
+        reason="try it",
+        base_version=current_version().version,
+    )
     html = main(editing.get("/weights/"))
     history = html.split('id="history-title"', 1)[1]
     assert "Version 2" in history and "erin" in history and "“try it”" in history

@@ -35,6 +35,14 @@ class Command(BaseCommand):
         change.add_argument("weights", nargs="*", metavar="MEDIUM=WEIGHT")
         change.add_argument("--fallback", help="weight of unknown and missing media")
         change.add_argument("--remove", action="append", default=[], metavar="MEDIUM")
+        change.add_argument(
+            "--base-version",
+            type=int,
+            required=True,
+            metavar="N",
+            help="the version this change is made from (`show` names it); when another was "
+            "saved since, nothing is saved and the command tells what changed (exit 1)",
+        )
         change.add_argument("--reason", default="")
         change.add_argument("--author", default=f"{getpass.getuser()} (cli)")
         restore = sub.add_parser("restore", help="save a copy of an earlier version")
@@ -89,10 +97,13 @@ class Command(BaseCommand):
                 draft.config,
                 author=options["author"],
                 reason=draft.reason,
-                base_version=current.version,
+                base_version=options["base_version"],
             )
-        except (NothingChanged, StaleDraft) as refused:
+        except NothingChanged as refused:
             raise CommandError(f"nothing saved: {refused}") from None
+        except StaleDraft as stale:
+            since = "".join(f"\n  {line}" for line in stale.details)
+            raise CommandError(f"nothing saved: {stale}{since}") from None
         self.stdout.write(f"saved version {saved.version}")
 
     def _restore(self, **options) -> None:
