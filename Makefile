@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint bench admin-password reset-demo clean
+.PHONY: run test test-postgres setup lint bench admin-password reset-demo clean
 
 # The Procfile's processes under kvadmin/stack.py: Redis (REDIS_URL, or an embedded one), a
 # Celery worker and beat, the web server and, unless KVADMIN_DEMO is off, the simulated fleet.
@@ -15,6 +15,11 @@ run: setup
 test: setup
 	@bin/system-deps --browser
 	$(VENV)/bin/pytest
+
+# The same suite on a private PostgreSQL server that the test session starts itself.
+test-postgres: setup
+	@bin/system-deps --browser --postgres
+	KVADMIN_TEST_DATABASE=postgresql $(VENV)/bin/pytest
 
 # A new random password for the admin user, printed and kept in var/admin-password.
 admin-password: setup

@@ -53,6 +53,9 @@ SQLITE_OPTIONS = {
 
 def _database(url: str | None) -> dict:
     sqlite = {"ENGINE": "django.db.backends.sqlite3", "OPTIONS": SQLITE_OPTIONS}
+    # File-based test database, so server and worker subprocesses in tests see the same data;
+    # the test session names its own file so that concurrent sessions never share one.
+    sqlite["TEST"] = {"NAME": os.environ.get("KVADMIN_TEST_DB", VAR_DIR / "test-kvadmin.sqlite3")}
     if not url:
         return sqlite | {"NAME": VAR_DIR / "kvadmin.sqlite3"}
     parts = urlsplit(url)
@@ -128,11 +131,6 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": _database(os.environ.get("DATABASE_URL"))}
-# File-based test database, so server and worker subprocesses in tests see the same data; the
-# test session names its own file so that concurrent sessions never share one.
-DATABASES["default"].setdefault(
-    "TEST", {"NAME": os.environ.get("KVADMIN_TEST_DB", VAR_DIR / "test-kvadmin.sqlite3")}
-)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

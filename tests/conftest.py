@@ -40,13 +40,22 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client.close()
 
 
+def test_database_url() -> str:
+    """The test database (created by then) as a DATABASE_URL, for subprocesses."""
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("sqlite3"):
+        return f"sqlite://{database['NAME']}"
+    return (
+        f"postgresql://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
+    )
+
+
 @pytest.fixture(scope="session")
 def subprocess_env(django_db_setup, django_db_blocker) -> dict[str, str]:
     """Environment for server and worker subprocesses: this session's Redis and test database."""
-    test_db = settings.DATABASES["default"]["NAME"]
     return os.environ | {
         "DJANGO_SETTINGS_MODULE": "kvadmin.settings",
-        "DATABASE_URL": f"sqlite://{test_db}",
+        "DATABASE_URL": test_database_url(),
         "REDIS_URL": services.redis_server().url,
         "PYTHONUNBUFFERED": "1",
     }

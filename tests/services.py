@@ -1,7 +1,9 @@
-"""A pytest plugin (loaded with `-p tests.services`) that starts this session's redis-server
-before Django reads its settings, so every setting derived from REDIS_URL points at it.
+"""A pytest plugin (loaded with `-p tests.services`) that starts this session's servers
+before Django reads its settings, so every setting derived from REDIS_URL and DATABASE_URL
+points at them: a redis-server, and with KVADMIN_TEST_DATABASE=postgresql (`make
+test-postgres`) a PostgreSQL server; otherwise the database is a SQLite file.
 
-Never the developer's or CI's running Redis: a new server on a free port, gone at the end.
+Never the developer's or CI's running servers: new ones on free ports, gone at the end.
 """
 
 import os
@@ -10,15 +12,22 @@ import tempfile
 import pytest
 
 from kvadmin.redis_server import RedisServer
+from tests.postgres import PostgresServer
 
 _server: RedisServer | None = None
+_postgres: PostgresServer | None = None
 _scratch = tempfile.TemporaryDirectory(prefix="kvadmin-tests-")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args) -> None:
-    global _server
+    global _server, _postgres
     _server = RedisServer().start()
+    if os.environ.get("KVADMIN_TEST_DATABASE") == "postgresql":
+        _postgres = PostgresServer().start()
+        os.environ["DATABASE_URL"] = _postgres.url
+    else:
+        os.environ.pop("DATABASE_URL", None)
     os.environ["REDIS_URL"] = _server.url
     os.environ.pop("CELERY_BROKER_URL", None)
     os.environ["KVADMIN_DEMO"] = "0"
@@ -31,6 +40,8 @@ def pytest_load_initial_conftests(early_config, parser, args) -> None:
 def pytest_unconfigure(config) -> None:
     if _server is not None:
         _server.stop()
+    if _postgres is not None:
+        _postgres.stop()
     _scratch.cleanup()
 
 
