@@ -93,6 +93,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Redis down or stalled: 503 pages and API answers (kvadmin/unavailable.py).
+    "kvadmin.unavailable.RedisOutageMiddleware",
 ]
 
 ROOT_URLCONF = "kvadmin.urls"
@@ -143,6 +145,9 @@ STATIC_ROOT = VAR_DIR / "static"
 # Unset: the embedded redis-server that `make run` starts, off the standard port.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
 INDEX_REDIS_URL = REDIS_URL
+# Request-path Redis clients (pages, API, cache) give up after this many seconds, so an outage
+# answers 503 quickly; blocking readers (ingest loop, channel layer receive) never time out.
+REDIS_TIMEOUT_SECONDS = float(os.environ.get("REDIS_TIMEOUT_SECONDS", "0.5"))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", redis_db_url(REDIS_URL, 1))
 CELERY_RESULT_BACKEND = CELERY_BROKER_URL
@@ -186,7 +191,10 @@ CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": redis_db_url(REDIS_URL, 3),
-        "OPTIONS": {"CONNECTION_POOL_KWARGS": {"socket_timeout": None}},
+        "OPTIONS": {
+            "SOCKET_TIMEOUT": REDIS_TIMEOUT_SECONDS,
+            "SOCKET_CONNECT_TIMEOUT": REDIS_TIMEOUT_SECONDS,
+        },
     }
 }
 SESSION_ENGINE = "django.contrib.sessions.backends.db"

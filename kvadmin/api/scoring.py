@@ -4,7 +4,6 @@
 from typing import Any
 
 import msgspec
-import redis
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_POST
@@ -64,10 +63,7 @@ def recent_decisions(request: HttpRequest) -> HttpResponse:
         limit = 0
     if not 1 <= limit <= MAX_DECISIONS:
         return _error(400, f"`limit` must be an integer from 1 to {MAX_DECISIONS}", "limit")
-    try:
-        found = decisions.recent(
-            limit, model=request.GET.get("model") or None, pod=request.GET.get("pod") or None
-        )
-    except redis.RedisError as error:
-        return _error(503, f"the decision log is unavailable: {error}")
+    found = decisions.recent(
+        limit, model=request.GET.get("model") or None, pod=request.GET.get("pod") or None
+    )
     return _json({"decisions": [decisions.to_api(decision) for decision in found]})

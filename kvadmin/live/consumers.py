@@ -6,9 +6,10 @@ Frames are HTML fragments with hx-swap-oob, which htmx's ws extension swaps into
 
 from typing import Any
 
+import redis
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from kvadmin.live.groups import TOPICS, group_name
+from kvadmin.live.groups import TOPICS, group_name, join
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
@@ -20,7 +21,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated or self.topic not in TOPICS:
             await self.close(code=4403)
             return
-        await self.channel_layer.group_add(group_name(self.topic), self.channel_name)
+        try:
+            await join(self.topic, self.channel_name)
+        except (TimeoutError, redis.RedisError):  # Redis down or stalled: the page retries
+            await self.close(code=1011)
+            return
         await self.joined()
         await self.accept()
         await self.opened()

@@ -31,7 +31,7 @@ import redis
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
-from kvadmin.redis_clients import index_client
+from kvadmin.redis_clients import REDIS_OUTAGES, index_client
 from kvadmin.routing import decisions
 from kvadmin.routing.decisions import Decision, Dropped, PodExplanation
 from kvadmin.routing.tokenize import Messages, TokenizationFailed, Tokenized, Tokenizer, tokenize
@@ -78,7 +78,7 @@ class TokenizationUnavailable(ScoreError):
 
 
 class IndexUnavailable(ScoreError):
-    """Redis did not answer (503)."""
+    """Redis refused a read of the index (503); an outage itself is raised as it is."""
 
     status = 503
 
@@ -147,6 +147,8 @@ def score(
                 for c in candidates
             },
         )
+    except REDIS_OUTAGES:
+        raise  # an outage, answered as one by the caller (kvadmin/unavailable.py on the web)
     except redis.RedisError as error:
         recorder.record_scoring_error(client, model, "redis")
         raise IndexUnavailable(f"the index is unavailable: {error}") from None
