@@ -1,6 +1,7 @@
 """The websocket behind every live page: logged-in users only, one group per topic.
 
-Origin is checked by AllowedHostsOriginValidator in asgi.py; the session by AuthMiddlewareStack.
+Origin is checked by SameOriginValidator (kvadmin/live/origins.py) in asgi.py; the session
+by AuthMiddlewareStack.
 Frames are HTML fragments with hx-swap-oob, which htmx's ws extension swaps into the page.
 """
 
