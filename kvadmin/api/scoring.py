@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from kvadmin.api.auth import api_token_required
+from kvadmin.api.untrusted_json import InvalidJson, decode_json
 from kvadmin.routing import decisions, service
 
 MAX_DECISIONS = 1000
@@ -31,10 +32,10 @@ def _error(status: int, message: str, field: str | None = None) -> HttpResponse:
 def score(request: HttpRequest) -> HttpResponse:
     """Score the candidate pods for one request and record the decision."""
     try:
-        body = msgspec.json.decode(request.body)
+        body = decode_json(request.body)
     except RequestDataTooBig:
         return _error(413, "the request body is too large")
-    except msgspec.DecodeError as error:
+    except InvalidJson as error:
         return _error(400, f"the body is not valid JSON: {error}")
     if not isinstance(body, dict):
         return _error(400, "the body must be a JSON object")

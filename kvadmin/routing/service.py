@@ -29,6 +29,7 @@ from time import perf_counter
 import redis
 
 from kvadmin.conf import knob
+from kvadmin.engines.model_names import model_name_problem
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import REDIS_OUTAGES, index_client
@@ -227,9 +228,9 @@ def _weights_used(result: ScoreResult, weights: TierWeights) -> dict[str, float]
 
 
 def _model(model: object) -> str:
-    if not isinstance(model, str) or not model.strip():
-        raise InvalidScoreRequest("`model` is required: the served model name", "model")
-    return model
+    if problem := model_name_problem(model):
+        raise InvalidScoreRequest(f"`model` (the served model name): {problem}", "model")
+    return model  # type: ignore[return-value]  (a str: model_name_problem checked)
 
 
 def _one_input(token_ids: object, prompt: object, messages: object) -> tuple[str, object]:
