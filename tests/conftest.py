@@ -108,8 +108,7 @@ def start_asgi_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
         [
             sys.executable,
             "-m",
-            "uvicorn",
-            "kvadmin.asgi:application",
+            "kvadmin.web_server",
             "--host",
             "127.0.0.1",
             "--port",

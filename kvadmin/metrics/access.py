@@ -1,7 +1,9 @@
-"""Who may read /metrics: a client address in KVADMIN_METRICS_ALLOW, or an API token.
+"""Who may read /metrics: a client address in KVADMIN_METRICS_ALLOW, an API token, or a
+logged-in staff user; who may see the details of /readyz: a token or a staff user.
 
 Addresses and networks are comma-separated (`10.0.0.0/8,127.0.0.1`). The address is the
-connection's peer (REMOTE_ADDR): behind a proxy, use a token or allow the proxy's address.
+client as the web server reports it: the connection's peer, or the X-Forwarded-For of a proxy
+listed in KVADMIN_TRUSTED_PROXIES (kvadmin/web_server.py); never a header from anyone else.
 """
 
 import ipaddress
@@ -39,7 +41,12 @@ def address_allowed(address: str) -> bool:
     return any(peer in network for network in allowed_networks(knob("METRICS_ALLOW")))
 
 
-def may_read_metrics(request: HttpRequest) -> bool:
-    if address_allowed(request.META.get("REMOTE_ADDR", "")):
+def is_staff_or_token(request: HttpRequest) -> bool:
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated and user.is_staff:
         return True
     return authenticate(request) is not None
+
+
+def may_read_metrics(request: HttpRequest) -> bool:
+    return address_allowed(request.META.get("REMOTE_ADDR", "")) or is_staff_or_token(request)

@@ -7,7 +7,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kvadmin.metrics.access import may_read_metrics
+from kvadmin.metrics.access import is_staff_or_token, may_read_metrics
 from kvadmin.metrics.collector import build_registry
 from kvadmin.metrics.health import readiness
 
@@ -20,8 +20,8 @@ REGISTRY = build_registry()
 def metrics(request: HttpRequest) -> HttpResponse:
     if not may_read_metrics(request):
         response = HttpResponse(
-            "metrics need an API token (Authorization: Bearer <token>) or an address in "
-            "KVADMIN_METRICS_ALLOW\n",
+            "metrics need an API token (Authorization: Bearer <token>), a staff login or an "
+            "address in KVADMIN_METRICS_ALLOW\n",
             status=401,
             content_type="text/plain",
         )
@@ -43,7 +43,11 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_safe
 @never_cache
 def readyz(request: HttpRequest) -> JsonResponse:
+    """Anyone (a kubelet) sees each check's ok; its details (addresses, errors, counts) need an
+    API token or a staff session."""
     ready, checks = readiness()
+    if not is_staff_or_token(request):
+        checks = {name: {"ok": check["ok"]} for name, check in checks.items()}
     return JsonResponse(
         {"status": "ready" if ready else "not ready", "checks": checks},
         status=200 if ready else 503,
