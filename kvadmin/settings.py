@@ -9,6 +9,8 @@ import secrets
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from django.utils.csp import CSP
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("KVADMIN_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -85,6 +87,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -111,6 +114,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "kvadmin.dashboard.context_processors.navigation",
+                "django.template.context_processors.csp",
             ],
         },
     },
@@ -198,6 +202,32 @@ CACHES = {
     }
 }
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
+
+# Browser security. Every asset is vendored: scripts and styles come from this origin only,
+# inline <script>/<style> blocks carry the per-response nonce, and inline event handlers are
+# not allowed (kvadmin/static/kvadmin/behaviours.js). Style attributes stay allowed: the bars
+# and meters set their widths with them, and CSS cannot run script.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src-elem": [CSP.SELF, CSP.NONCE],
+    "style-src-attr": [CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+# TLS deployments (README, "Production"): all off by default so http://127.0.0.1 works.
+# SECURE_PROXY_SSL_HEADER only behind a proxy that sets X-Forwarded-Proto itself.
+if envbool("SECURE_PROXY_SSL_HEADER", "false"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "false")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", "false")
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "false")
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "false")
 
 # Product knobs: KVADMIN_<NAME> environment variables override kvadmin.conf.CONFIG_DEFAULTS
 # (converted to the default's type there).
