@@ -7,10 +7,10 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from kvadmin.live.origins import SameOriginValidator  # noqa: E402
 from kvadmin.routine_logs import quiet_access_log  # noqa: E402
+from kvadmin.static_files import StaticFiles  # noqa: E402
 from kvadmin.websocket_urls import websocket_urlpatterns  # noqa: E402
 
 quiet_access_log()
@@ -18,9 +18,8 @@ quiet_access_log()
 application = ProtocolTypeRouter(
     {
         # /static/ from the app and project static dirs (no CDN, no separate file server).
-        "http": ASGIStaticFilesHandler(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "http": StaticFiles(django_asgi_app),
+        # Same origin only: scheme, host and port (kvadmin/live/origins.py).
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

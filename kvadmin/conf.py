@@ -34,6 +34,9 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "GC_INTERVAL_SECONDS": 600.0,
     # /metrics answers these client addresses or networks (comma-separated) without a token.
     "METRICS_ALLOW": "",
+    # Proxies (comma-separated addresses or networks) whose X-Forwarded-For/-Proto the web
+    # server believes (kvadmin/web_server.py); empty: none, the connection's peer is the client.
+    "TRUSTED_PROXIES": "",
     # A stream whose last applied batch was published longer ago than this is "lagging".
     "STREAM_LAG_SECONDS": 5.0,
     # Scoring API: the longest token_ids (or tokenized prompt) accepted; engine /tokenize

@@ -10,6 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from django.utils.csp import CSP
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("KVADMIN_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -101,6 +103,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -109,6 +112,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Redis down or stalled: 503 pages and API answers (kvadmin/unavailable.py).
+    "kvadmin.unavailable.RedisOutageMiddleware",
 ]
 
 ROOT_URLCONF = "kvadmin.urls"
@@ -125,6 +130,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "kvadmin.dashboard.context_processors.navigation",
+                "django.template.context_processors.csp",
             ],
         },
     },
@@ -154,6 +160,9 @@ STATIC_ROOT = VAR_DIR / "static"
 # Unset: the embedded redis-server that `make run` starts, off the standard port.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
 INDEX_REDIS_URL = REDIS_URL
+# Request-path Redis clients (pages, API, cache) give up after this many seconds, so an outage
+# answers 503 quickly; blocking readers (ingest loop, channel layer receive) never time out.
+REDIS_TIMEOUT_SECONDS = float(os.environ.get("REDIS_TIMEOUT_SECONDS", "0.5"))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", redis_db_url(REDIS_URL, 1))
 CELERY_RESULT_BACKEND = CELERY_BROKER_URL
@@ -197,10 +206,39 @@ CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": redis_db_url(REDIS_URL, 3),
-        "OPTIONS": {"CONNECTION_POOL_KWARGS": {"socket_timeout": None}},
+        "OPTIONS": {
+            "SOCKET_TIMEOUT": REDIS_TIMEOUT_SECONDS,
+            "SOCKET_CONNECT_TIMEOUT": REDIS_TIMEOUT_SECONDS,
+        },
     }
 }
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
+
+# Browser security. Every asset is vendored: scripts and styles come from this origin only,
+# inline <script>/<style> blocks carry the per-response nonce, and inline event handlers are
+# not allowed (kvadmin/static/kvadmin/behaviours.js). Style attributes stay allowed: the bars
+# and meters set their widths with them, and CSS cannot run script.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src-elem": [CSP.SELF, CSP.NONCE],
+    "style-src-attr": [CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+# TLS deployments (README, "Production"): all off by default so http://127.0.0.1 works.
+# SECURE_PROXY_SSL_HEADER only behind a proxy that sets X-Forwarded-Proto itself.
+if envbool("SECURE_PROXY_SSL_HEADER", "false"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "false")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", "false")
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "false")
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "false")
 
 # Product knobs: KVADMIN_<NAME> environment variables override kvadmin.conf.CONFIG_DEFAULTS
 # (converted to the default's type there).

@@ -110,16 +110,15 @@ def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
     stop_process(process)
 
 
-@pytest.fixture(scope="session")
-def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
-    """The real ASGI server (uvicorn) serving kvadmin on a free port; yields its base URL."""
+def start_asgi_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """A real ASGI server (uvicorn) serving kvadmin on a free port; its process and base URL,
+    once it serves."""
     port = free_port()
     process = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "uvicorn",
-            "kvadmin.asgi:application",
+            "kvadmin.web_server",
             "--host",
             "127.0.0.1",
             "--port",
@@ -128,21 +127,26 @@ def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
             "warning",
         ],
         cwd=ROOT,
-        env=subprocess_env,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
 
     def serving() -> bool:
         assert process.poll() is None, "the ASGI server exited"
         try:
-            import urllib.request
-
-            urllib.request.urlopen(f"{url}/accounts/login/", timeout=1)
+            urllib.request.urlopen(f"{url}/healthz", timeout=1)
             return True
         except OSError:
             return False
 
     wait_until(serving, timeout=30, what="the ASGI server to serve")
+    return process, url
+
+
+@pytest.fixture(scope="session")
+def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
+    """The real ASGI server (uvicorn) serving kvadmin on a free port; yields its base URL."""
+    process, url = start_asgi_server(subprocess_env)
     yield url
     stop_process(process)
 

@@ -56,3 +56,26 @@ def test_it_rejects_a_foreign_origin(asgi_server, session_cookie) -> None:
 def test_it_rejects_unknown_topics(asgi_server, session_cookie) -> None:
     url = _ws_url(asgi_server, "nope")
     assert async_to_sync(_rejected)(url, {"Cookie": session_cookie, "Origin": asgi_server})
+
+
+def test_it_rejects_the_same_host_on_another_port(asgi_server, session_cookie) -> None:
+    """A page on localhost:3000 (a dev server, another app) must not read the feed."""
+    url = _ws_url(asgi_server, "feed")
+    port = urlsplit(asgi_server).port
+    for origin in ("http://localhost:3000", "http://127.0.0.1:3000", f"https://127.0.0.1:{port}"):
+        assert async_to_sync(_rejected)(url, {"Cookie": session_cookie, "Origin": origin}), origin
+
+
+def test_an_unrouted_path_is_a_404_with_a_message(asgi_server, session_cookie) -> None:
+    async def refusal(url: str) -> tuple[int, bytes]:
+        try:
+            async with websockets.connect(
+                url, additional_headers={"Cookie": session_cookie, "Origin": asgi_server}
+            ):
+                raise AssertionError("the socket opened")
+        except websockets.InvalidStatus as error:
+            return error.response.status_code, error.response.body or b""
+
+    for path in ("/ws/", "/nowhere", "/ws/feed/extra/"):
+        status, body = async_to_sync(refusal)(f"ws://{urlsplit(asgi_server).netloc}{path}")
+        assert status == 404 and b"no websocket is served at" in body, path

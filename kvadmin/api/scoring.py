@@ -4,13 +4,13 @@
 from typing import Any
 
 import msgspec
-import redis
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
+from kvadmin.api.untrusted_json import InvalidJson, decode_json
 from kvadmin.routing import decisions, service
 
 MAX_DECISIONS = 1000
@@ -33,10 +33,10 @@ def _error(status: int, message: str, field: str | None = None) -> HttpResponse:
 def score(request: HttpRequest) -> HttpResponse:
     """Score the candidate pods for one request and record the decision."""
     try:
-        body = msgspec.json.decode(request.body)
+        body = decode_json(request.body)
     except RequestDataTooBig:
         return _error(413, "the request body is too large")
-    except msgspec.DecodeError as error:
+    except InvalidJson as error:
         return _error(400, f"the body is not valid JSON: {error}")
     if not isinstance(body, dict):
         return _error(400, "the body must be a JSON object")
@@ -65,10 +65,7 @@ def recent_decisions(request: HttpRequest) -> HttpResponse:
         limit = 0
     if not 1 <= limit <= MAX_DECISIONS:
         return _error(400, f"`limit` must be an integer from 1 to {MAX_DECISIONS}", "limit")
-    try:
-        found = decisions.recent(
-            limit, model=request.GET.get("model") or None, pod=request.GET.get("pod") or None
-        )
-    except redis.RedisError as error:
-        return _error(503, f"the decision log is unavailable: {error}")
+    found = decisions.recent(
+        limit, model=request.GET.get("model") or None, pod=request.GET.get("pod") or None
+    )
     return _json({"decisions": [decisions.to_api(decision) for decision in found]})

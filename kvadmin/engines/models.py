@@ -7,6 +7,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from kvadmin.engines import model_names
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -59,7 +61,12 @@ class Engine(models.Model):
         validators=[validate_pod_id],
         help_text="{pod_name}.{namespace}, as kthena's router names candidate pods.",
     )
-    model = models.CharField("served model name", max_length=255, db_index=True)
+    model = models.CharField(
+        "served model name",
+        max_length=model_names.MAX_LENGTH,
+        db_index=True,
+        validators=[model_names.validate_model_name],
+    )
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.VLLM)
     events_endpoint = models.CharField(max_length=255, validators=[validate_zmq_endpoint])
     replay_endpoint = models.CharField(

@@ -7,7 +7,7 @@ from celery import bootsteps
 
 from kvadmin.conf import knob
 from kvadmin.ingest.reader import IngestLoop
-from kvadmin.redis_clients import index_client
+from kvadmin.redis_clients import ingest_client
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +17,7 @@ def build_loop(worker_id: str | None = None) -> IngestLoop:
     from kvadmin.weights.active import active_media_preference
 
     return IngestLoop(
-        client=index_client(),
+        client=ingest_client(),
         load_streams=load_streams,
         registry_version=registry_version,
         lease_seconds=knob("LEASE_SECONDS"),

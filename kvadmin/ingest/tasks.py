@@ -11,7 +11,7 @@ from kvadmin.ingest.apply import Applier
 from kvadmin.ingest.decode import UndecodableBatch, decode_batch, undecodable_batch
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.metrics import recorder
-from kvadmin.redis_clients import index_bytes_client, index_client
+from kvadmin.redis_clients import ingest_bytes_client, ingest_client
 from kvadmin.weights.active import active_media_preference
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ def _spec(engine: Engine, rank: int | None) -> StreamSpec:
 @shared_task(name="kvadmin.ingest.apply_pushed", ignore_result=True)
 def apply_pushed(pod: str) -> int:
     """Apply a pod's pushed batches in the order they were accepted; returns how many."""
-    client = index_bytes_client()
+    client = ingest_bytes_client()
     applier = Applier(client)
     applied = 0
     while True:
@@ -82,7 +82,7 @@ def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> No
 def collect_garbage(force: bool = False) -> None:
     """Beat sends this every minute; a run happens once GC_INTERVAL_SECONDS have passed since
     the last one started (at once with `force`), unless another process is running one."""
-    client = index_client()
+    client = ingest_client()
     if not force and not gc.due(client, knob("GC_INTERVAL_SECONDS")):
         return
     try:

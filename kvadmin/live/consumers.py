@@ -1,14 +1,16 @@
 """The websocket behind every live page: logged-in users only, one group per topic.
 
-Origin is checked by AllowedHostsOriginValidator in asgi.py; the session by AuthMiddlewareStack.
+Origin is checked by SameOriginValidator (kvadmin/live/origins.py) in asgi.py; the session
+by AuthMiddlewareStack.
 Frames are HTML fragments with hx-swap-oob, which htmx's ws extension swaps into the page.
 """
 
 from typing import Any
 
+import redis
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from kvadmin.live.groups import TOPICS, group_name
+from kvadmin.live.groups import TOPICS, group_name, join
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
@@ -20,7 +22,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated or self.topic not in TOPICS:
             await self.close(code=4403)
             return
-        await self.channel_layer.group_add(group_name(self.topic), self.channel_name)
+        try:
+            await join(self.topic, self.channel_name)
+        except (TimeoutError, redis.RedisError):  # Redis down or stalled: the page retries
+            await self.close(code=1011)
+            return
         await self.joined()
         await self.accept()
         await self.opened()

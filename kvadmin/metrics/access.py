@@ -1,8 +1,10 @@
-"""Who may read /metrics: a client address in KVADMIN_METRICS_ALLOW, or an API token with the
-`metrics` scope.
+"""Who may read /metrics: a client address in KVADMIN_METRICS_ALLOW, an API token with the
+`metrics` scope, or a logged-in staff user; who may see the details of /readyz: a token or a
+staff user.
 
 Addresses and networks are comma-separated (`10.0.0.0/8,127.0.0.1`). The address is the
-connection's peer (REMOTE_ADDR): behind a proxy, use a token or allow the proxy's address.
+client as the web server reports it: the connection's peer, or the X-Forwarded-For of a proxy
+listed in KVADMIN_TRUSTED_PROXIES (kvadmin/web_server.py); never a header from anyone else.
 """
 
 import ipaddress
@@ -41,8 +43,17 @@ def address_allowed(address: str) -> bool:
     return any(peer in network for network in allowed_networks(knob("METRICS_ALLOW")))
 
 
+def _is_staff(request: HttpRequest) -> bool:
+    user = getattr(request, "user", None)
+    return user is not None and user.is_authenticated and user.is_staff
+
+
+def is_staff_or_token(request: HttpRequest) -> bool:
+    return _is_staff(request) or authenticate(request) is not None
+
+
 def may_read_metrics(request: HttpRequest) -> bool:
-    if address_allowed(request.META.get("REMOTE_ADDR", "")):
+    if address_allowed(request.META.get("REMOTE_ADDR", "")) or _is_staff(request):
         return True
     token = authenticate(request)
     return token is not None and token.grants.allows(Scope.METRICS)

@@ -1,9 +1,6 @@
 """Operations endpoints: Prometheus metrics and Kubernetes probes. No session login: probes
 and scrapers are machines (metrics need a token or an allowed address)."""
 
-import logging
-
-import redis
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -12,11 +9,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kvadmin.api.auth import authenticate, out_of_scope
 from kvadmin.api.scopes import Scope
-from kvadmin.metrics.access import may_read_metrics
+from kvadmin.metrics.access import is_staff_or_token, may_read_metrics
 from kvadmin.metrics.collector import build_registry
 from kvadmin.metrics.health import readiness
 
-log = logging.getLogger(__name__)
 REGISTRY = build_registry()
 
 
@@ -28,19 +24,14 @@ def metrics(request: HttpRequest) -> HttpResponse:
         if (token := authenticate(request)) is not None:
             return out_of_scope(token, Scope.METRICS)
         response = HttpResponse(
-            "metrics need an API token (Authorization: Bearer <token>) or an address in "
-            "KVADMIN_METRICS_ALLOW\n",
+            "metrics need an API token (Authorization: Bearer <token>), a staff login or an "
+            "address in KVADMIN_METRICS_ALLOW\n",
             status=401,
             content_type="text/plain",
         )
         response["WWW-Authenticate"] = 'Bearer realm="kvadmin"'
         return response
-    try:
-        body = generate_latest(REGISTRY)
-    except redis.RedisError as error:
-        log.warning("metrics: Redis unavailable (%s)", error)
-        return HttpResponse(f"Redis unavailable: {error}\n", status=503, content_type="text/plain")
-    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
 
 
 @login_not_required
@@ -56,7 +47,11 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_safe
 @never_cache
 def readyz(request: HttpRequest) -> JsonResponse:
+    """Anyone (a kubelet) sees each check's ok; its details (addresses, errors, counts) need an
+    API token or a staff session."""
     ready, checks = readiness()
+    if not is_staff_or_token(request):
+        checks = {name: {"ok": check["ok"]} for name, check in checks.items()}
     return JsonResponse(
         {"status": "ready" if ready else "not ready", "checks": checks},
         status=200 if ready else 503,

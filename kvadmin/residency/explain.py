@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 
 from django import forms
 
+from kvadmin.api.untrusted_json import InvalidJson, decode_json
 from kvadmin.conf import knob
+from kvadmin.engines.model_names import validate_model_name
 from kvadmin.engines.models import Engine
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import owners_by_block
@@ -38,7 +40,7 @@ _FIELDS = {"model": "model", "pods": "pods"} | dict.fromkeys([name for name, _ i
 
 
 class ExplainForm(forms.Form):
-    model = forms.ChoiceField()
+    model = forms.ChoiceField(validators=[validate_model_name])
     input = forms.ChoiceField(choices=INPUTS, initial="token_ids", widget=forms.RadioSelect)
     text = forms.CharField(
         strip=False,  # a prompt is tokenized as typed: a trailing space is a token
@@ -76,14 +78,14 @@ def _parsed(kind: str, text: str) -> object:
         return text.replace("\r\n", "\n")  # browsers send a textarea's line breaks as CRLF
     if kind == "messages":
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as error:
+            return decode_json(text)
+        except InvalidJson as error:
             raise ValueError(f"messages must be JSON: {error}") from None
     stripped = text.strip()
     if stripped.startswith("["):
         try:
-            return json.loads(stripped)
-        except json.JSONDecodeError as error:
+            return decode_json(stripped)
+        except InvalidJson as error:
             raise ValueError(f"token ids must be a JSON list or comma-separated: {error}") from None
     parts = stripped.replace(",", " ").split()
     if not all(part.isascii() and part.isdigit() for part in parts):

@@ -29,9 +29,10 @@ from time import perf_counter
 import redis
 
 from kvadmin.conf import knob
+from kvadmin.engines.model_names import model_name_problem
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
-from kvadmin.redis_clients import index_client
+from kvadmin.redis_clients import REDIS_OUTAGES, index_client
 from kvadmin.routing import decisions
 from kvadmin.routing.decisions import Decision, Dropped, PodExplanation
 from kvadmin.routing.tokenize import Messages, TokenizationFailed, Tokenized, Tokenizer, tokenize
@@ -78,7 +79,7 @@ class TokenizationUnavailable(ScoreError):
 
 
 class IndexUnavailable(ScoreError):
-    """Redis did not answer (503)."""
+    """Redis refused a read of the index (503); an outage itself is raised as it is."""
 
     status = 503
 
@@ -147,6 +148,8 @@ def score(
                 for c in candidates
             },
         )
+    except REDIS_OUTAGES:
+        raise  # an outage, answered as one by the caller (kvadmin/unavailable.py on the web)
     except redis.RedisError as error:
         recorder.record_scoring_error(client, model, "redis")
         raise IndexUnavailable(f"the index is unavailable: {error}") from None
@@ -225,9 +228,9 @@ def _weights_used(result: ScoreResult, weights: TierWeights) -> dict[str, float]
 
 
 def _model(model: object) -> str:
-    if not isinstance(model, str) or not model.strip():
-        raise InvalidScoreRequest("`model` is required: the served model name", "model")
-    return model
+    if problem := model_name_problem(model):
+        raise InvalidScoreRequest(f"`model` (the served model name): {problem}", "model")
+    return model  # type: ignore[return-value]  (a str: model_name_problem checked)
 
 
 def _one_input(token_ids: object, prompt: object, messages: object) -> tuple[str, object]:

@@ -2,7 +2,6 @@
 
 from urllib.parse import urlencode
 
-import redis
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -17,11 +16,7 @@ from kvadmin.routing.presenters import DecisionRow
 def feed(request: HttpRequest) -> HttpResponse:
     """The newest decisions, then live ones over /ws/feed/ (same filter, same row fragment)."""
     chosen = FeedFilter(model=request.GET.get("model") or None, pod=request.GET.get("pod") or None)
-    try:
-        newest = decisions.recent(FEED_ROWS, chosen.model, chosen.pod)
-        unavailable = False
-    except redis.RedisError:
-        newest, unavailable = [], True
+    newest = decisions.recent(FEED_ROWS, chosen.model, chosen.pod)
     engines = Engine.objects.order_by("model", "pod").values_list("model", "pod")
     query = {key: value for key, value in (("model", chosen.model), ("pod", chosen.pod)) if value}
     return render(
@@ -33,17 +28,13 @@ def feed(request: HttpRequest) -> HttpResponse:
             "models": sorted({model for model, _ in engines}),
             "pods": sorted({pod for _, pod in engines}),
             "socket_url": "/ws/feed/" + (f"?{urlencode(query)}" if query else ""),
-            "unavailable": unavailable,
         },
     )
 
 
 @require_GET
 def decision_explanation(request: HttpRequest, log_id: str) -> HttpResponse:
-    try:
-        decision = decisions.get(log_id)
-    except redis.RedisError:
-        decision = None
+    decision = decisions.get(log_id)
     if decision is None:
         raise Http404("this decision is no longer in the decision log")
     return render(request, "routing/feed.html#explanation", {"row": DecisionRow(decision)})

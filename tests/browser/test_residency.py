@@ -3,6 +3,7 @@ block, the pods and one pod's per-medium bars."""
 
 import pytest
 from django.contrib.auth.models import Permission
+from playwright.sync_api import expect
 
 from kvadmin.residency.listing import PAGE_SIZE
 from kvadmin.residency.tasks import sample_pods
@@ -34,7 +35,8 @@ def test_an_operator_browses_blocks_and_pods(page, asgi_server, django_user_mode
     assert page.get_by_role("heading", name="Cached blocks").is_visible()
     assert rows.count() == PAGE_SIZE
     page.locator("tr.more").scroll_into_view_if_needed()  # infinite scroll: htmx `revealed`
-    page.wait_for_function("document.querySelectorAll('tr.block-row').length === 70")
+    # A locator wait, not wait_for_function: the page's CSP refuses the eval that needs.
+    expect(rows).to_have_count(70)
 
     page.get_by_label("Medium").select_option("CPU")
     page.wait_for_url("**medium=CPU**")

@@ -6,6 +6,7 @@ import json
 import pytest
 from django.test import Client
 
+from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.ingest import status
 from kvadmin.ingest.streams import StreamId
@@ -17,7 +18,9 @@ POD = "vllm-0.default"
 
 
 def _ready(client: Client) -> tuple[int, dict]:
-    response = client.get("/readyz")
+    """What a caller with an API token sees: the details of each check."""
+    token = ApiToken.issue(f"probe-{ApiToken.objects.count()}")[1]
+    response = client.get("/readyz", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response["Content-Type"] == "application/json"
     return response.status_code, json.loads(response.content)
 

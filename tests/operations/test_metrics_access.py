@@ -35,6 +35,12 @@ def test_a_session_login_is_not_enough(client: Client, django_user_model) -> Non
     assert client.get("/metrics").status_code == 401
 
 
+def test_a_staff_session_may_read_them(client: Client, django_user_model) -> None:
+    client.force_login(django_user_model.objects.create_user("sam", is_staff=True))
+
+    assert client.get("/metrics").status_code == 200
+
+
 @override_settings(KVADMIN={"METRICS_ALLOW": "10.0.0.0/8, 192.168.1.7"})
 def test_it_answers_allowed_addresses_and_networks_without_a_token(client: Client) -> None:
     assert client.get("/metrics", REMOTE_ADDR="10.20.30.40").status_code == 200

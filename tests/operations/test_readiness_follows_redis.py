@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from django.test import Client, override_settings
 
+from kvadmin.api.models import ApiToken
 from kvadmin.redis_server import RedisServer
 from tests.waiting import wait_until
 
@@ -24,7 +25,9 @@ def own_redis() -> Iterator[RedisServer]:
 
 
 def _ready(client: Client) -> tuple[int, dict]:
-    response = client.get("/readyz")
+    """What a caller with an API token sees: the details of each check."""
+    token = ApiToken.issue(f"probe-{ApiToken.objects.count()}")[1]
+    response = client.get("/readyz", HTTP_AUTHORIZATION=f"Bearer {token}")
     return response.status_code, json.loads(response.content)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 import msgspec
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kvadmin.redis_clients import REDIS_OUTAGES
 from kvadmin.routing import decisions, service
 from kvadmin.routing.decisions import Decision
 from kvadmin.routing.presenters import DecisionRow
@@ -55,6 +56,8 @@ class Command(BaseCommand):
         except service.ScoreError as error:
             field = f" ({error.field})" if error.field else ""
             raise CommandError(f"{error.message}{field}") from None
+        except REDIS_OUTAGES as error:
+            raise CommandError(f"Redis is unavailable: {error}") from None
         if options["json"]:
             answer = msgspec.json.encode(decisions.to_api(decision))
             self.stdout.write(msgspec.json.format(answer).decode())

@@ -1,0 +1,48 @@
+"""Redis is down or stalled: every page and endpoint answers 503 at once, never a 500 or a hang.
+
+Request-path Redis clients fail within REDIS_TIMEOUT_SECONDS (kvadmin/redis_clients.py); this
+middleware is the one place that turns their failure into an answer, so views need no
+try/except of their own. Pages keep the site's navigation and say what is wrong in plain words;
+the API (paths under /api/) and /metrics answer JSON `{"error", "retry_after"}`. Both carry
+Retry-After.
+"""
+
+import logging
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.response import TemplateResponse
+from django.utils.deprecation import MiddlewareMixin
+
+from kvadmin.redis_clients import REDIS_OUTAGES
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 5
+MACHINE_PATHS = ("/api/", "/metrics")
+
+
+def outage_response(request: HttpRequest) -> HttpResponse:
+    response: HttpResponse
+    if request.path.startswith(MACHINE_PATHS):
+        response = JsonResponse(
+            {
+                "error": "Redis is unavailable: kvadmin cannot read or record its state; "
+                "retry later",
+                "retry_after": RETRY_AFTER_SECONDS,
+            },
+            status=503,
+        )
+    else:
+        response = TemplateResponse(
+            request, "unavailable.html", {"retry_after": RETRY_AFTER_SECONDS}, status=503
+        ).render()
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+class RedisOutageMiddleware(MiddlewareMixin):
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, REDIS_OUTAGES):
+            return None
+        log.warning("%s %s: Redis unavailable (%s)", request.method, request.path, exception)
+        return outage_response(request)

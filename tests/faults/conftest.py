@@ -1,0 +1,143 @@
+"""A web server on its own redis-server, so a test can stop, stall (SIGSTOP) or restart that
+Redis while pages and the API are hit, without touching the session's Redis."""
+
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from django.test import Client
+
+from kvadmin.api.models import ApiToken
+from kvadmin.engines.models import Engine
+from kvadmin.fleet.wire import Encoding, encode_batch
+from kvadmin.redis_server import RedisServer
+from tests.conftest import start_asgi_server, stop_process
+
+MODEL = "Qwen/Qwen3-8B"
+POD = "vllm-0.default"
+# What an outage must answer within (the issue's bound), and what waiting forever looks like.
+FAST_SECONDS = 2.0
+HANG_SECONDS = 8.0
+CSRF_SECRET = "k" * 32
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int  # 0: no answer before HANG_SECONDS
+    seconds: float
+    content_type: str
+    retry_after: str | None
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Request:
+    path: str
+    body: bytes | None = None
+    content_type: str = "application/json"
+    api: bool = False
+    # The page shows what the database holds, and says the index is unavailable (200).
+    degrades: bool = False
+
+
+# Every page and endpoint that reads Redis, as a logged-in operator or a gateway calls them.
+REQUESTS = [
+    Request("/"),
+    Request("/feed/"),
+    Request("/blocks/"),
+    Request(f"/blocks/?model={MODEL}"),
+    Request("/pods/"),
+    Request(f"/pods/{POD}/"),
+    Request("/weights/", degrades=True),
+    Request(
+        "/explain/",
+        f"model={MODEL}&input=token_ids&text=1,2,3".encode(),
+        "application/x-www-form-urlencoded",
+    ),
+    Request("/api/v1/score", b'{"model": "%s", "token_ids": [1, 2, 3]}' % MODEL.encode(), api=True),
+    Request("/api/v1/decisions", api=True),
+    Request(
+        f"/api/v1/events/{POD}",
+        encode_batch(Encoding.VLLM_MAP, []),
+        "application/msgpack",
+        api=True,
+    ),
+    Request("/metrics", api=True),
+]
+
+
+class Site:
+    """The web server of one test, its own Redis, and who calls it."""
+
+    def __init__(self, redis: RedisServer, url: str, cookie: str, token: str) -> None:
+        self.redis = redis
+        self.url = url
+        self.cookie = cookie
+        self.token = token
+        self.stalled = False
+
+    def call(self, request: Request) -> Answer:
+        headers = {"Content-Type": request.content_type}
+        if request.api:
+            headers["Authorization"] = f"Bearer {self.token}"
+        else:
+            headers["Cookie"] = self.cookie
+        if request.body is not None and not request.api:
+            headers["Cookie"] += f"; csrftoken={CSRF_SECRET}"
+            headers["X-CSRFToken"] = CSRF_SECRET
+        http = urllib.request.Request(self.url + request.path, request.body, headers)
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(http, timeout=HANG_SECONDS) as response:
+                status, raw, info = response.status, response.read(), response.headers
+        except urllib.error.HTTPError as error:
+            status, raw, info = error.code, error.read(), error.headers
+        except TimeoutError:
+            return Answer(0, time.monotonic() - started, "", None, b"")
+        return Answer(
+            status,
+            time.monotonic() - started,
+            info.get("Content-Type", ""),
+            info.get("Retry-After"),
+            raw,
+        )
+
+    def stop_redis(self) -> None:
+        self.redis.stop()
+
+    def start_redis(self) -> None:
+        self.redis = RedisServer(port=self.redis.port).start()
+
+    def stall_redis(self) -> None:
+        assert self.redis.process is not None
+        os.kill(self.redis.process.pid, signal.SIGSTOP)
+        self.stalled = True
+
+    def resume_redis(self) -> None:
+        assert self.redis.process is not None
+        os.kill(self.redis.process.pid, signal.SIGCONT)
+        self.stalled = False
+
+
+@pytest.fixture
+def site(subprocess_env: dict[str, str], transactional_db, django_user_model) -> Iterator[Site]:
+    """Alice (an operator) and a gateway token, one registered engine, and a web server whose
+    Redis (index, broker, channel layer, cache) is a redis-server of this test alone."""
+    own = RedisServer().start()
+    Engine.objects.create(pod=POD, model=MODEL, kind="vllm", events_endpoint="tcp://127.0.0.1:9")
+    _, token = ApiToken.issue("gateway")
+    django_user_model.objects.create_user("alice", password="pw-alice-123")
+    client = Client()
+    assert client.login(username="alice", password="pw-alice-123")
+    process, url = start_asgi_server(subprocess_env | {"REDIS_URL": own.url})
+    site = Site(own, url, f"sessionid={client.cookies['sessionid'].value}", token)
+    yield site
+    if site.stalled:
+        site.resume_redis()
+    stop_process(process)
+    site.redis.stop()

@@ -1,0 +1,45 @@
+"""Redis is down: every page and endpoint answers 503 fast (never a 500), pages with the
+site's navigation and a plain explanation, the API with JSON and Retry-After."""
+
+import json
+
+import pytest
+
+from tests.faults.conftest import FAST_SECONDS, REQUESTS, Request, Site
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def down(site: Site) -> Site:
+    for request in REQUESTS:
+        assert site.call(request).status in (200, 202), request
+    site.stop_redis()
+    return site
+
+
+def test_every_page_and_endpoint_answers_503_fast(down: Site) -> None:
+    answers = {request: down.call(request) for request in REQUESTS}
+    wrong = {
+        request.path: (answer.status, round(answer.seconds, 2))
+        for request, answer in answers.items()
+        if answer.status != (200 if request.degrades else 503) or answer.seconds > FAST_SECONDS
+    }
+    assert not wrong
+
+
+def test_a_page_keeps_the_navigation_and_says_what_is_wrong(down: Site) -> None:
+    answer = down.call(Request("/pods/"))
+    page = answer.body.decode()
+    assert answer.status == 503 and answer.content_type.startswith("text/html")
+    assert 'nav aria-label="Main"' in page and 'href="/weights/"' in page
+    assert "Redis" in page and "unavailable" in page
+    assert answer.retry_after is not None
+
+
+def test_the_api_answers_json_with_retry_after(down: Site) -> None:
+    answer = down.call(next(r for r in REQUESTS if r.path == "/api/v1/score"))
+    assert answer.status == 503 and answer.content_type == "application/json"
+    body = json.loads(answer.body)
+    assert set(body) >= {"error", "retry_after"} and "Redis" in body["error"]
+    assert answer.retry_after == str(body["retry_after"])
