@@ -130,10 +130,10 @@ def site(subprocess_env: dict[str, str], transactional_db, django_user_model) ->
     Redis (index, broker, channel layer, cache) is a redis-server of this test alone."""
     own = RedisServer().start()
     Engine.objects.create(pod=POD, model=MODEL, kind="vllm", events_endpoint="tcp://127.0.0.1:9")
-    _, token = ApiToken.issue("gateway")
+    _, token = ApiToken.issue("gateway", "score decisions:read events:push metrics")
     django_user_model.objects.create_user("alice", password="pw-alice-123")
     client = Client()
-    assert client.login(username="alice", password="pw-alice-123")
+    client.force_login(django_user_model.objects.get(username="alice"))
     process, url = start_asgi_server(subprocess_env | {"REDIS_URL": own.url})
     site = Site(own, url, f"sessionid={client.cookies['sessionid'].value}", token)
     yield site
