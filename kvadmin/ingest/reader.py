@@ -417,5 +417,5 @@ class IngestLoop:
     def purge(self, stream: _Stream) -> None:
         self.flush(stream)
         self.settle()
-        self.applier.purge_stream(stream.spec.id.pod, stream.spec.id.rank)
+        self.applier.purge_stream(stream.spec.id.pod, stream.spec.id.name)
         status.count(self.client, stream.spec.id, "purges")
