@@ -305,7 +305,11 @@ class IngestLoop:
             batch = decode_batch(payload)
         except UndecodableBatch as error:
             self.failures.failed(
-                f"decode:{stream.spec.id}", "ingest %s: seq %d: %s", stream.spec.id, seq, error
+                f"decode:{stream.spec.id}:{error.kind}",
+                "ingest %s: seq %d: %s",
+                stream.spec.id,
+                seq,
+                error,
             )
             batch = undecodable_batch()
         stream.pending.append((seq, batch))
