@@ -26,6 +26,15 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "PURGE_ON_GAP": True,  # purge a stream's entries when events are lost for good
     # Largest batch accepted by POST /api/v1/events/<pod>; DATA_UPLOAD_MAX_MEMORY_SIZE caps it.
     "PUSH_MAX_BYTES": 2 * 1024 * 1024,
+    # What ingestion accepts of one KV-event batch (ZMQ or pushed); real engines stay far below.
+    # Nesting deeper than INGEST_MAX_DEPTH or more than INGEST_MAX_EVENTS events make the batch
+    # undecodable; an event with more than INGEST_MAX_HASHES block hashes or INGEST_MAX_TOKENS
+    # token ids is skipped. vLLM and SGLang batches nest 4 to 5 deep, and one event carries
+    # at most a scheduler step's new blocks (max_num_batched_tokens: thousands of tokens).
+    "INGEST_MAX_DEPTH": 32,
+    "INGEST_MAX_EVENTS": 65_536,
+    "INGEST_MAX_HASHES": 65_536,
+    "INGEST_MAX_TOKENS": 1_048_576,
     "BLOCK_SIZE": 16,
     "MAX_BLOCKS": 128,
     # Garbage collection drops ownership not refreshed by a store for this long (kthena: 24 h),

@@ -37,27 +37,48 @@ def block_value(timestamp: int, medium: str | None) -> str:
 
 
 # kvadmin's own bookkeeping. `{pod}` is "{pod_name}.{namespace}"; `{medium}` is the medium as
-# the engine spelled it, "" for none; `{rank}` is the data-parallel rank of one stream.
+# the engine spelled it, "" for none; `{stream}` names one stream of the pod (`stream_name`).
+
+PUSHED_STREAM_PREFIX = "push:"
 
 
-def stream_status_key(pod: str, rank: int) -> str:
+def stream_name(rank: int, *, pushed: bool = False) -> str:
+    """The `{stream}` part of a stream's keys: "{rank}" for data-parallel rank r's ZMQ stream,
+    "push:{rank}" for rank r's batches pushed over HTTP. Two key spaces that cannot meet: no
+    rank of one spells a name of the other."""
+    if rank < 0:
+        raise ValueError(f"a data-parallel rank is >= 0, not {rank}")
+    return f"{PUSHED_STREAM_PREFIX}{rank}" if pushed else str(rank)
+
+
+def parse_stream_name(name: str) -> tuple[int, bool] | None:
+    """(rank, pushed) of a `stream_name`; None for anything else, such as the negative ranks
+    under which builds before pushed streams had their own names kept them."""
+    pushed = name.startswith(PUSHED_STREAM_PREFIX)
+    digits = name.removeprefix(PUSHED_STREAM_PREFIX) if pushed else name
+    if not digits.isascii() or not digits.isdigit():
+        return None
+    return int(digits), pushed
+
+
+def stream_status_key(pod: str, stream: str) -> str:
     """HASH: one stream's state and counters (last_seq, owner, connected, gaps, ...)."""
-    return f"kvadmin:stream:{pod}|{rank}"
+    return f"kvadmin:stream:{pod}|{stream}"
 
 
-def stream_lease_key(pod: str, rank: int) -> str:
+def stream_lease_key(pod: str, stream: str) -> str:
     """STRING with a TTL: the worker that owns one stream."""
-    return f"kvadmin:lease:{pod}|{rank}"
+    return f"kvadmin:lease:{pod}|{stream}"
 
 
-def engine_blocks_key(pod: str, rank: int) -> str:
+def engine_blocks_key(pod: str, stream: str) -> str:
     """HASH: engine hash text -> "{std_hash}|{medium},{medium}...", the media in which this
     stream holds that engine block. The source of truth for removals."""
-    return f"kvadmin:eh:{pod}|{rank}"
+    return f"kvadmin:eh:{pod}|{stream}"
 
 
 def refcount_key(pod: str) -> str:
-    """HASH: "{std_hash}|{medium}" -> how many (rank, engine hash) pairs of the pod hold it."""
+    """HASH: "{std_hash}|{medium}" -> how many (stream, engine hash) pairs of the pod hold it."""
     return f"kvadmin:rc:{pod}"
 
 
@@ -94,18 +115,18 @@ name the pod's engine-hash mapping keys."""
 
 
 def pod_ranks_key(pod: str) -> str:
-    """SET: the data-parallel ranks of the pod whose engine_blocks HASH may hold entries."""
+    """SET: the `{stream}` names of the pod whose engine_blocks HASH may hold entries."""
     return f"kvadmin:ranks:{pod}"
 
 
-def retired_blocks_key(pod: str, rank: int, generation: int) -> str:
+def retired_blocks_key(pod: str, stream: str, generation: int) -> str:
     """HASH, same shape as engine_blocks_key: a stream's engine blocks retired by
     AllBlocksCleared or a stream purge, still counted in the refcounts until drained in chunks."""
-    return f"kvadmin:eh-retired:{pod}|{rank}|{generation}"
+    return f"kvadmin:eh-retired:{pod}|{stream}|{generation}"
 
 
 def retired_set_key(pod: str) -> str:
-    """SET: "{rank}|{generation}" of every retired_blocks_key of the pod not yet drained."""
+    """SET: "{stream}|{generation}" of every retired_blocks_key of the pod not yet drained."""
     return f"kvadmin:retired:{pod}"
 
 

@@ -210,10 +210,43 @@ _PATHS: dict[str, Any] = {
                 "content": {"application/msgpack": {"schema": {"type": "string"}}},
             },
             "responses": {
-                "202": {"description": "Accepted: applied in order by a worker."},
-                "400": _error_response("An undecodable batch."),
+                "202": {
+                    "description": "Accepted: applied in order by a worker. `resync` is true "
+                    "when this batch's stream (the pod and the batch's rank) had no state "
+                    "before it: a new engine, or the index lost its data (a Redis wipe). The "
+                    "engine should then push its whole cache again: what it pushed before is "
+                    "not in the index.",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["accepted", "seq", "events", "skipped", "resync"],
+                                "properties": {
+                                    "accepted": {"type": "boolean"},
+                                    "seq": {"type": "integer"},
+                                    "events": {
+                                        "type": "integer",
+                                        "description": "Events that will be applied.",
+                                    },
+                                    "skipped": {
+                                        "type": "object",
+                                        "additionalProperties": {"type": "integer"},
+                                        "description": "Events skipped, by reason "
+                                        "(malformed, bad_hash, bad_medium, too_many_hashes, ...).",
+                                    },
+                                    "resync": {"type": "boolean"},
+                                },
+                            }
+                        }
+                    },
+                },
+                "400": _error_response(
+                    "An undecodable batch (not msgpack, nested too deep, too many events), or "
+                    "a batch rank outside the engine's data-parallel ranks [0, dp_size)."
+                ),
                 "401": _UNAUTHORIZED,
                 "404": _error_response("No such engine."),
+                "409": _error_response("The engine is disabled: its batches are not applied."),
                 "413": _error_response("The batch is larger than KVADMIN_PUSH_MAX_BYTES."),
                 "415": _error_response("Not application/msgpack."),
             },

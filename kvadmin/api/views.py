@@ -34,6 +34,8 @@ def push_events(request: HttpRequest, pod: str) -> JsonResponse:
     engine = Engine.objects.filter(pod=pod).first()
     if engine is None:
         return _error(404, f"no engine {pod!r} is registered")
+    if not engine.enabled:
+        return _error(409, f"engine {pod!r} is disabled: its batches are not applied")
     try:
         body = request.body
     except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -44,9 +46,18 @@ def push_events(request: HttpRequest, pod: str) -> JsonResponse:
         batch = decode_batch(body)
     except UndecodableBatch as error:
         return _error(400, f"undecodable batch: {error}")
-    seq = pushed.enqueue(index_bytes_client(), pod, engine.pk, body)
+    if (rank_error := pushed.rank_error(batch.rank, engine.dp_size)) is not None:
+        return _error(400, rank_error)
+    stream = pushed.push_stream(pod, batch.rank)
+    enqueued = pushed.enqueue(index_bytes_client(), stream, engine.pk, body)
     apply_pushed.delay(pod)
     return JsonResponse(
-        {"accepted": True, "seq": seq, "events": len(batch.events), "skipped": batch.skipped},
+        {
+            "accepted": True,
+            "seq": enqueued.seq,
+            "events": len(batch.events),
+            "skipped": batch.skipped,
+            "resync": enqueued.resync,
+        },
         status=202,
     )

@@ -17,23 +17,24 @@ engine spelled it, "" for none, std = decimal standardized hash):
   kthena's router reads it. ts = unix seconds (whole) of the pod's last store of the block.
 - `{kind}:kv:block:{pod}@{engine hash}` STRING std, EX 86400: kthena's mapping, set on each
   store with tokens, deleted when the stream drops the engine block.
-- `kvadmin:eh:{pod}|{rank}` HASH engine hash -> "{std}|{m1},{m2}": what this stream holds.
+- `kvadmin:eh:{pod}|{stream}` HASH engine hash -> "{std}|{m1},{m2}": what this stream holds.
   The first medium is the primary tier (stored with tokens); placeholders append theirs.
 - `kvadmin:res:{pod}|{m}` ZSET std -> last store time (`keys.residency_score`: unix
-  microseconds), present iff some (rank, engine hash) holds std in m. Within one second,
+  microseconds), present iff some (stream, engine hash) holds std in m. Within one second,
   whole-second scores would order stores by hash, scattering each insert over the skiplist;
   microseconds put new stores at its tail and LRU evictions at its head, where Redis walks
   through cached nodes (ZADD and ZREM cost about 40% less, measured on the benchmark's mix).
   Integers, because Redis parses and prints them several times faster than fractions.
-- `kvadmin:rc:{pod}` HASH "{std}|{m}" -> number of (rank, engine hash) pairs holding it, only
+- `kvadmin:rc:{pod}` HASH "{std}|{m}" -> number of (stream, engine hash) pairs holding it, only
   when more than one does: the residency entry alone stands for one holder, which saves a
   write per store and per removal in the common case.
-- `kvadmin:media:{pod}` SET of m with a residency ZSET; `kvadmin:ranks:{pod}` SET of ranks
-  with engine blocks; `kvadmin:pods` / `kvadmin:pod-kinds` HASH pod -> model / engine kind.
-- `kvadmin:eh-retired:{pod}|{rank}|{gen}` HASH (registered in `kvadmin:retired:{pod}`): a
+- `kvadmin:media:{pod}` SET of m with a residency ZSET; `kvadmin:ranks:{pod}` SET of stream
+  names (`keys.stream_name`) with engine blocks; `kvadmin:pods` / `kvadmin:pod-kinds` HASH
+  pod -> model / engine kind.
+- `kvadmin:eh-retired:{pod}|{stream}|{gen}` HASH (registered in `kvadmin:retired:{pod}`): a
   stream's engine blocks moved aside by AllBlocksCleared or `purge_stream`, still counted in
   the refcounts until drained in chunks.
-- `kvadmin:stream:{pod}|{rank}` HASH: last_seq, last_batch_ts (the engine's publish time of
+- `kvadmin:stream:{pod}|{stream}` HASH: last_seq, last_batch_ts (the engine's publish time of
   the last applied batch that has one), generation and the counters batches, events,
   blocks_stored, blocks_removed, clears, token_mismatch, unresolved_placeholders,
   unknown_removals, std_conflicts, skipped_{reason} (from the decoder).
@@ -190,10 +191,10 @@ def _pod_keys(pod: str, model: str, kind: str) -> tuple[tuple[str, ...], tuple[s
         pod,
         _prefix(keys.block_key(model, 0), "0"),
         _prefix(keys.engine_hash_key(kind, pod, "0"), "0"),
-        _prefix(keys.engine_blocks_key(pod, 0), "0"),
+        _prefix(keys.engine_blocks_key(pod, "0"), "0"),
         _prefix(keys.residency_key(pod, "0"), "0"),
-        _prefix(keys.stream_status_key(pod, 0), "0"),
-        _prefix(keys.retired_blocks_key(pod, 0, 0), "0|0"),
+        _prefix(keys.stream_status_key(pod, "0"), "0"),
+        _prefix(keys.retired_blocks_key(pod, "0", 0), "0|0"),
         model,
         kind,
     )
@@ -415,12 +416,25 @@ class Applier:
         `ApplySession`); `window` is how many calls may wait for theirs."""
         return ApplySession(self, window)
 
-    def purge_stream(self, pod: str, rank: int) -> None:
+    def purge_stream(self, pod: str, stream: str) -> None:
         """Remove one stream's engine blocks (a DP rank's publisher restarted or lost events);
-        the pod's other ranks keep theirs. Leaves `last_seq` to the caller."""
+        the pod's other streams keep theirs. `stream` is its key name (`StreamId.name`).
+        Leaves `last_seq` to the caller."""
         model, kind = self._pod_identity(pod)
-        self._call("retire", pod, model, kind, str(rank))
+        self._call("retire", pod, model, kind, stream)
         self._drain(pod, model, kind)
+
+    def forget_legacy_streams(self, pod: str) -> int:
+        """Purge the streams of the pod named as no current stream is: builds before pushed
+        streams had a key space of their own kept rank r's pushed batches as "rank -(r + 1)".
+        Their entries go with their status (the next push is told to resync, see
+        `kvadmin.ingest.pushed`); returns how many streams went."""
+        names = {_text(name) for name in self.client.smembers(keys.pod_ranks_key(pod))}
+        legacy = sorted(name for name in names if keys.parse_stream_name(name) is None)
+        for name in legacy:
+            self.purge_stream(pod, name)
+            self.client.delete(keys.stream_status_key(pod, name))
+        return len(legacy)
 
     def purge_pod(self, pod: str) -> int:
         """Remove every entry of the pod, every rank, in bounded steps; returns how many
@@ -433,16 +447,17 @@ class Applier:
             if not more:
                 return removed
 
-    def forget_pod(self, pod: str, ranks: Iterable[int] = ()) -> int:
+    def forget_pod(self, pod: str, streams: Iterable[str] = ()) -> int:
         """`purge_pod` for a pod whose engine left the registry: the status of its streams
         goes too (last seq, counters, start time), so an engine registered again under that
         name starts afresh; an old last seq would make its first batches look applied
-        already. The streams are those of `ranks` and those the index holds blocks of."""
+        already. The streams are those named in `streams` (`StreamId.name`) and those the
+        index holds blocks of."""
         indexed = self.client.smembers(keys.pod_ranks_key(pod))
         removed = self.purge_pod(pod)
-        streams = {int(rank) for rank in indexed} | set(ranks)
-        if streams:
-            self.client.delete(*(keys.stream_status_key(pod, rank) for rank in streams))
+        names = {_text(name) for name in indexed} | set(streams)
+        if names:
+            self.client.delete(*(keys.stream_status_key(pod, name) for name in names))
         return removed
 
     def drain_pod(self, pod: str) -> None:
@@ -451,7 +466,7 @@ class Applier:
         model, kind = self._pod_identity(pod)
         self._drain(pod, model, kind)
 
-    def expire_step(self, pod: str, rank: int, cursor: str, cutoff: int) -> ExpireStep:
+    def expire_step(self, pod: str, stream: str, cursor: str, cutoff: int) -> ExpireStep:
         """One bounded garbage-collection step over a stream's engine blocks (an HSCAN step
         of about `chunk_size` entries): media whose residency is older than `cutoff` (unix
         seconds) are dropped as removals would drop them. Start at cursor "0"; the returned
@@ -459,7 +474,7 @@ class Applier:
         model, kind = self._pod_identity(pod)
         before = str(keys.residency_score(cutoff))
         reply = self._call(
-            "expire", pod, model, kind, str(rank), more=[cursor, before, str(self.chunk_size)]
+            "expire", pod, model, kind, stream, more=[cursor, before, str(self.chunk_size)]
         )
         return ExpireStep(_text(reply[0]) or "0", int(reply[1]), int(reply[2]), int(reply[3]))
 
@@ -567,7 +582,7 @@ class ApplySession:
             "apply",
             *pod_args,
             *preference.script_args(),
-            str(stream.id.rank),
+            stream.id.name,
             str(keys.residency_score(time.time() if now is None else now)),
             str(keys.ENGINE_HASH_TTL_SECONDS),
             "",  # after: set per call

@@ -13,18 +13,37 @@ Two paths give the same result; the second one is the definition:
    future field of another type, a malformed batch), the payload is decoded loosely and each
    event is judged on its own by plain type checks. This costs one exception per odd batch
    and none per event.
+
+Engines are untrusted, so every size is bounded (the INGEST_MAX_* knobs, `Limits`): a batch
+nested deeper than INGEST_MAX_DEPTH or with more than INGEST_MAX_EVENTS events is undecodable;
+an event with more hashes or token ids than allowed, a medium that is not an upper-case
+identifier of at most 32 characters (the engines' vocabulary, SPEC 3) or a LoRA name longer
+than 256 characters or with control characters is skipped, and counted by its reason. The
+depth is measured on the careful path, which builds the whole payload: the fast path builds
+only the typed fields, whose depth its shapes fix, and skips everything else. Any failure of
+the decoder on one payload (msgspec raises RecursionError, not DecodeError, past its own depth
+limit) makes that payload undecodable: it never escapes as another exception.
 """
 
+import math
 from collections.abc import Sequence
 from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
+from kvadmin.conf import knob
 from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, EventBatch
 
 UNKNOWN_TAG = "unknown_tag"
 BAD_HASH = "bad_hash"
 MALFORMED = "malformed"
+BAD_MEDIUM = "bad_medium"
+BAD_LORA_NAME = "bad_lora_name"
+TOO_MANY_HASHES = "too_many_hashes"
+TOO_MANY_TOKENS = "too_many_tokens"
+
+MEDIUM_MAX_LENGTH = 32
+LORA_NAME_MAX_LENGTH = 256
 
 SEQ_BYTES = 8
 END_OF_REPLAY = b"\xff" * SEQ_BYTES
@@ -35,7 +54,30 @@ _MAX_TOKEN = 0xFFFFFFFF  # standardized hashing writes each token as 4-byte unsi
 
 
 class UndecodableBatch(ValueError):
-    """The payload is not a KV-event batch at all: not msgpack, or not [ts, events, rank?]."""
+    """The payload is not a KV-event batch at all: not msgpack, not [ts, events, rank?], or
+    beyond the limits. `kind` tells failures apart for logging once per kind."""
+
+    def __init__(self, message: str, kind: str = "shape") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Limits(NamedTuple):
+    """The INGEST_MAX_* knobs (see kvadmin.conf)."""
+
+    depth: int
+    events: int
+    hashes: int
+    tokens: int
+
+    @classmethod
+    def current(cls) -> "Limits":
+        return cls(
+            knob("INGEST_MAX_DEPTH"),
+            knob("INGEST_MAX_EVENTS"),
+            knob("INGEST_MAX_HASHES"),
+            knob("INGEST_MAX_TOKENS"),
+        )
 
 
 class BadFrames(ValueError):
@@ -51,9 +93,23 @@ class PublishedBatch(NamedTuple):
 
 
 def decode_batch(payload: bytes) -> EventBatch:
-    """Decode one msgpack batch payload; raises `UndecodableBatch` when it is not a batch."""
+    """Decode one msgpack batch payload; raises `UndecodableBatch` (and nothing else) when it
+    is not a batch, is beyond the limits, or the decoder fails on it in any way."""
     if not payload:
         raise UndecodableBatch("empty payload")
+    limits = Limits.current()
+    try:
+        return _decode(payload, limits)
+    except UndecodableBatch:
+        raise
+    except RecursionError:
+        raise UndecodableBatch("nested deeper than the decoder goes", "too_deep") from None
+    except Exception as exc:  # one payload's failure costs that batch, never its stream
+        message = f"the decoder failed: {type(exc).__name__}: {exc}"
+        raise UndecodableBatch(message, "decoder_error") from None
+
+
+def _decode(payload: bytes, limits: Limits) -> EventBatch:
     typed = _typed_decoder(payload)
     if typed is not None:
         try:
@@ -61,10 +117,10 @@ def decode_batch(payload: bytes) -> EventBatch:
         except msgspec.ValidationError:
             pass  # valid msgpack, unusual content: the careful path judges each event
         except msgspec.DecodeError as exc:
-            raise UndecodableBatch(f"not msgpack: {exc}") from None
+            raise UndecodableBatch(f"not msgpack: {exc}", "not_msgpack") from None
         else:
-            return _from_typed(shaped)
-    return _decode_loose(payload)
+            return _from_typed(shaped, limits)
+    return _decode_loose(payload, limits)
 
 
 def undecodable_batch() -> EventBatch:
@@ -233,13 +289,14 @@ def _skip_number(payload: bytes, at: int) -> int:
     raise ValueError("not a number")
 
 
-def _from_typed(shaped: _RowBatch | _RowBatchOfMaps | _MapBatch) -> EventBatch:
+def _from_typed(shaped: _RowBatch | _RowBatchOfMaps | _MapBatch, limits: Limits) -> EventBatch:
     if type(shaped) is _MapBatch:
         rank = shaped.data_parallel_rank
         if rank is None:
             rank = shaped.attn_dp_rank
     else:
         rank = shaped.rank
+    _check_batch(shaped.ts, len(shaped.events), limits)
     batch = EventBatch(shaped.ts, [], rank)
     events = batch.events
     for raw in shaped.events:
@@ -251,9 +308,10 @@ def _from_typed(shaped: _RowBatch | _RowBatchOfMaps | _MapBatch) -> EventBatch:
                 raw.block_size or 0,
                 raw.medium,
                 raw.lora_name,
+                limits,
             )
         elif isinstance(raw, _REMOVED):
-            event = _removed(raw.block_hashes, raw.medium)
+            event = _removed(raw.block_hashes, raw.medium, limits)
         else:
             event = AllBlocksCleared()
         if type(event) is str:
@@ -268,12 +326,15 @@ def _from_typed(shaped: _RowBatch | _RowBatchOfMaps | _MapBatch) -> EventBatch:
 _LOOSE = msgspec.msgpack.Decoder()
 
 
-def _decode_loose(payload: bytes) -> EventBatch:
+def _decode_loose(payload: bytes, limits: Limits | None = None) -> EventBatch:
     """Decode without a schema and judge every event alone: the definition of the result."""
+    limits = limits or Limits.current()
     try:
         shaped = _LOOSE.decode(payload)
     except msgspec.DecodeError as exc:
-        raise UndecodableBatch(f"not msgpack: {exc}") from None
+        raise UndecodableBatch(f"not msgpack: {exc}", "not_msgpack") from None
+    if _deeper_than(shaped, limits.depth):
+        raise UndecodableBatch(f"nested deeper than {limits.depth}", "too_deep")
     if type(shaped) is list:
         if len(shaped) < 2:
             raise UndecodableBatch(
@@ -296,9 +357,10 @@ def _decode_loose(payload: bytes) -> EventBatch:
         raise UndecodableBatch(f"batch events must be an array, not {type(raw_events).__name__}")
     if rank is not None and type(rank) is not int:
         raise UndecodableBatch(f"batch rank must be an integer or nil, not {type(rank).__name__}")
+    _check_batch(float(ts), len(raw_events), limits)
     batch = EventBatch(ts=float(ts), events=[], rank=rank)
     for raw in raw_events:
-        event = _loose_event(raw)
+        event = _loose_event(raw, limits)
         if type(event) is str:
             _skip(batch, event)
         else:
@@ -306,7 +368,28 @@ def _decode_loose(payload: bytes) -> EventBatch:
     return batch
 
 
-def _loose_event(raw: object) -> Event | str:
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether containers nest more than `limit` deep in a decoded value (no recursion: the
+    value may be nested as deep as the decoder went)."""
+    stack = [(value, 1)] if type(value) in (list, dict) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if type(item) is dict else item
+        stack.extend((child, depth + 1) for child in children if type(child) in (list, dict))
+    return False
+
+
+def _check_batch(ts: float, events: int, limits: Limits) -> None:
+    if not math.isfinite(ts):
+        raise UndecodableBatch(f"batch ts must be a finite number, not {ts}")
+    if events > limits.events:
+        message = f"the batch has {events} events; the limit is {limits.events}"
+        raise UndecodableBatch(message, "too_many_events")
+
+
+def _loose_event(raw: object, limits: Limits) -> Event | str:
     """One event in either encoding, or the reason it is skipped."""
     if type(raw) is list:
         if not raw or type(raw[0]) is not str:
@@ -314,9 +397,9 @@ def _loose_event(raw: object) -> Event | str:
         tag = raw[0]
         row = raw + [None] * (8 - len(raw))  # missing trailing elements are nil
         if tag == "BlockStored":
-            return _loose_stored(row[1], row[2], row[3], row[4], row[6], row[7])
+            return _loose_stored(row[1], row[2], row[3], row[4], row[6], row[7], limits)
         if tag == "BlockRemoved":
-            return _loose_removed(row[1], row[2])
+            return _loose_removed(row[1], row[2], limits)
     elif type(raw) is dict:
         tag = raw.get("type")
         if type(tag) is not str:
@@ -329,9 +412,10 @@ def _loose_event(raw: object) -> Event | str:
                 raw.get("block_size"),
                 raw.get("medium"),
                 raw.get("lora_name"),
+                limits,
             )
         if tag == "BlockRemoved":
-            return _loose_removed(raw.get("block_hashes"), raw.get("medium"))
+            return _loose_removed(raw.get("block_hashes"), raw.get("medium"), limits)
     else:
         return MALFORMED
     if tag == "AllBlocksCleared":
@@ -340,7 +424,13 @@ def _loose_event(raw: object) -> Event | str:
 
 
 def _loose_stored(
-    hashes: Any, parent: Any, tokens: Any, block_size: Any, medium: Any, lora_name: Any
+    hashes: Any,
+    parent: Any,
+    tokens: Any,
+    block_size: Any,
+    medium: Any,
+    lora_name: Any,
+    limits: Limits,
 ) -> BlockStored | str:
     if type(hashes) is not list:
         return MALFORMED
@@ -356,13 +446,13 @@ def _loose_stored(
         return MALFORMED
     if medium is not None and type(medium) is not str:
         return MALFORMED
-    return _stored(hashes, parent, tuple(tokens), block_size, medium, lora_name)
+    return _stored(hashes, parent, tuple(tokens), block_size, medium, lora_name, limits)
 
 
-def _loose_removed(hashes: Any, medium: Any) -> BlockRemoved | str:
+def _loose_removed(hashes: Any, medium: Any, limits: Limits) -> BlockRemoved | str:
     if type(hashes) is not list or (medium is not None and type(medium) is not str):
         return MALFORMED
-    return _removed(hashes, medium)
+    return _removed(hashes, medium, limits)
 
 
 # Shared by both paths -----------------------------------------------------------------------
@@ -375,7 +465,12 @@ def _stored(
     block_size: int,
     medium: str | None,
     lora_name: Any,
+    limits: Limits,
 ) -> BlockStored | str:
+    if len(hashes) > limits.hashes:
+        return TOO_MANY_HASHES
+    if len(tokens) > limits.tokens:
+        return TOO_MANY_TOKENS
     texts = _hash_texts(hashes)
     if texts is None:
         return BAD_HASH
@@ -386,15 +481,46 @@ def _stored(
             return BAD_HASH
     # Positional (block_hashes, token_ids, block_size, medium, parent_block_hash, lora_name):
     # keywords would make this, the hottest call of ingestion, a quarter slower.
-    lora_name = lora_name if type(lora_name) is str else None
+    if medium is not None and not _is_medium(medium):
+        return BAD_MEDIUM
+    if type(lora_name) is not str:
+        lora_name = None
+    elif len(lora_name) > LORA_NAME_MAX_LENGTH or not lora_name.isprintable():
+        return BAD_LORA_NAME
     return BlockStored(texts, tokens, block_size, medium, parent_text, lora_name)
 
 
-def _removed(hashes: list[Any], medium: str | None) -> BlockRemoved | str:
+def _removed(hashes: list[Any], medium: str | None, limits: Limits) -> BlockRemoved | str:
+    if len(hashes) > limits.hashes:
+        return TOO_MANY_HASHES
     texts = _hash_texts(hashes)
     if texts is None:
         return BAD_HASH
+    if medium is not None and not _is_medium(medium):
+        return BAD_MEDIUM
     return BlockRemoved(texts, medium)
+
+
+_MEDIUM_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_MEDIUM_REST = _MEDIUM_FIRST | frozenset("0123456789_")
+_MEDIA_SEEN: set[str] = set()
+_MEDIA_SEEN_MAX = 1024
+
+
+def _is_medium(medium: str) -> bool:
+    """An upper-case identifier of at most MEDIUM_MAX_LENGTH characters (GPU, CPU_PINNED,
+    SHARED_STORAGE, ...): media are stored once per block, so their size is bounded. The few
+    media a fleet uses are remembered: this runs once per event on the hot path."""
+    if medium in _MEDIA_SEEN:
+        return True
+    valid = (
+        0 < len(medium) <= MEDIUM_MAX_LENGTH
+        and medium[0] in _MEDIUM_FIRST
+        and _MEDIUM_REST.issuperset(medium)
+    )
+    if valid and len(_MEDIA_SEEN) < _MEDIA_SEEN_MAX:
+        _MEDIA_SEEN.add(medium)
+    return valid
 
 
 def _hash_texts(hashes: list[Any]) -> tuple[str, ...] | None:

@@ -151,10 +151,11 @@ class _Run:
         cutoff = self.report.cutoff
         self.report.pods += 1
         self.timed(self.applier.drain_pod, pod)
-        for rank in sorted(int(r) for r in _texts(self.client.smembers(keys.pod_ranks_key(pod)))):
+        self.timed(self.applier.forget_legacy_streams, pod)
+        for stream in sorted(_texts(self.client.smembers(keys.pod_ranks_key(pod)))):
             cursor = "0"
             while True:
-                step = self.timed(self.applier.expire_step, pod, rank, cursor, cutoff)
+                step = self.timed(self.applier.expire_step, pod, stream, cursor, cutoff)
                 self.count(step)
                 cursor = step.progress
                 if cursor == "0":

@@ -4,6 +4,7 @@ import logging
 
 from kvadmin.ingest import pushed
 from kvadmin.ingest.apply import Applier
+from kvadmin.ingest.streams import StreamId
 from kvadmin.redis_clients import index_client
 
 log = logging.getLogger(__name__)
@@ -22,13 +23,13 @@ def forget_pod(pod: str, dp_size: int) -> int:
     the engine gone and drop theirs): otherwise that chunk could land after the purge.
     """
     client = index_client()
-    ranks = [*range(dp_size), *(pushed.push_stream(pod, rank).rank for rank in range(dp_size))]
+    streams = [StreamId(pod, rank) for rank in range(dp_size)] + pushed.push_streams(pod, dp_size)
     lock = pushed.DrainLock(client, pod)
     held = lock.acquire(wait=pushed.LOCK_SECONDS)
     if not held:  # a stalled holder: its chunk may land later; GC purges unregistered pods
         log.warning("%s: forgetting the pod while pushed batches may still be applied", pod)
     try:
-        return Applier(client).forget_pod(pod, ranks)
+        return Applier(client).forget_pod(pod, [stream.name for stream in streams])
     finally:
         if held:
             lock.release()

@@ -58,22 +58,22 @@ class Leases:
         return math.ceil(streams / max(1, workers))
 
     def claim(self, stream: StreamId) -> bool:
-        key = stream_lease_key(stream.pod, stream.rank)
+        key = stream_lease_key(stream.pod, stream.name)
         return bool(self.client.set(key, self.worker_id, nx=True, px=self.lease_ms))
 
     def renew(self, streams: list[StreamId]) -> set[StreamId]:
         """Extend this worker's leases; returns the streams it no longer owns."""
         if not streams:
             return set()
-        keys = [stream_lease_key(s.pod, s.rank) for s in streams]
+        keys = [stream_lease_key(s.pod, s.name) for s in streams]
         lost = self._renew(keys=keys, args=[self.worker_id, self.lease_ms])
         return {streams[int(i) - 1] for i in lost}
 
     def release(self, stream: StreamId) -> None:
-        self._release(keys=[stream_lease_key(stream.pod, stream.rank)], args=[self.worker_id])
+        self._release(keys=[stream_lease_key(stream.pod, stream.name)], args=[self.worker_id])
 
     def owner(self, stream: StreamId) -> str | None:
-        owner = self.client.get(stream_lease_key(stream.pod, stream.rank))
+        owner = self.client.get(stream_lease_key(stream.pod, stream.name))
         return owner.decode() if isinstance(owner, bytes) else owner
 
 

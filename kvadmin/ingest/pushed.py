@@ -3,7 +3,14 @@
 The API validates a batch and appends it to a per-pod Redis list with a per-pod seq (one
 atomic script); a Celery task drains the list in order under a per-pod lock, so batches of
 one pod are applied in the order they were accepted, exactly once (the applier refuses seqs
-at or below the last applied one). Each data-parallel rank's pushes form their own stream.
+at or below the last applied one). Each data-parallel rank's pushes form their own stream,
+in a key space of their own ("push:{rank}", see `scoring.keys.stream_name`): nothing pushed
+can reach the state of a ZMQ stream. The API accepts ranks in [0, dp_size) only, and the task
+checks again (the engine may have changed since, and older builds queued unchecked ranks).
+
+Resync: the enqueue script marks the push stream as having state (its status field
+`first_seq`); a push that finds no mark was the first since that stream had no state at all (a
+new engine, or Redis lost its data), and the API tells the engine to resend its whole cache.
 
 Each entry names the registration that accepted it (the engine's primary key): batches still
 queued when their engine is removed must not reach an engine registered again under the same
@@ -22,10 +29,12 @@ from scoring import keys
 DRAIN_CHUNK = 100
 LOCK_SECONDS = 60
 
+# KEYS: the pod's seq, its queue, the push stream's status; returns {seq, 1 when that stream had
+# no state before this push}.
 _ENQUEUE = """
 local seq = redis.call('INCR', KEYS[1])
 redis.call('RPUSH', KEYS[2], seq .. ':' .. ARGV[1] .. '|' .. ARGV[2])
-return seq
+return {seq, redis.call('HSETNX', KEYS[3], 'first_seq', seq)}
 """
 
 _DONE = """
@@ -55,8 +64,25 @@ lock_key = keys.push_lock_key
 
 
 def push_stream(pod: str, rank: int | None) -> StreamId:
-    """Pushed batches of rank r live beside the ZMQ streams, as rank -(r + 1)."""
-    return StreamId(pod, -((rank or 0) + 1))
+    """The stream of rank r's pushed batches (rank 0 for a batch that names none)."""
+    return StreamId(pod, rank or 0, pushed=True)
+
+
+def push_streams(pod: str, dp_size: int) -> list[StreamId]:
+    return [push_stream(pod, rank) for rank in range(dp_size)]
+
+
+def rank_error(rank: int | None, dp_size: int) -> str | None:
+    """Why a batch naming `rank` is refused for an engine of `dp_size` ranks; None if it isn't."""
+    if rank is None or 0 <= rank < dp_size:
+        return None
+    return f"batch rank {rank} is outside the engine's data-parallel ranks [0, {dp_size})"
+
+
+class Enqueued(NamedTuple):
+    seq: int
+    resync: bool
+    """The push stream had no state before this batch: the engine should resend its cache."""
 
 
 class Pushed(NamedTuple):
@@ -66,11 +92,14 @@ class Pushed(NamedTuple):
     payload: bytes
 
 
-def enqueue(client: redis.Redis, pod: str, engine_id: int, payload: bytes) -> int:
-    """Append a batch validated for the engine `engine_id`; returns its seq among the pod's
-    pushed batches. An entry is "{seq}:{engine id}|{payload}"."""
+def enqueue(client: redis.Redis, stream: StreamId, engine_id: int, payload: bytes) -> Enqueued:
+    """Append a batch validated for the engine `engine_id`, for the push `stream` it names;
+    returns its seq among the pod's pushed batches. An entry is "{seq}:{engine id}|{payload}"."""
     script = client.register_script(_ENQUEUE)
-    return int(script(keys=[seq_key(pod), queue_key(pod)], args=[engine_id, payload]))
+    pod = stream.pod
+    status = keys.stream_status_key(pod, stream.name)
+    seq, fresh = script(keys=[seq_key(pod), queue_key(pod), status], args=[engine_id, payload])
+    return Enqueued(int(seq), bool(int(fresh)))
 
 
 def pending(client: redis.Redis, pod: str, limit: int = DRAIN_CHUNK) -> list[Pushed]:

@@ -305,7 +305,11 @@ class IngestLoop:
             batch = decode_batch(payload)
         except UndecodableBatch as error:
             self.failures.failed(
-                f"decode:{stream.spec.id}", "ingest %s: seq %d: %s", stream.spec.id, seq, error
+                f"decode:{stream.spec.id}:{error.kind}",
+                "ingest %s: seq %d: %s",
+                stream.spec.id,
+                seq,
+                error,
             )
             batch = undecodable_batch()
         stream.pending.append((seq, batch))
@@ -417,5 +421,5 @@ class IngestLoop:
     def purge(self, stream: _Stream) -> None:
         self.flush(stream)
         self.settle()
-        self.applier.purge_stream(stream.spec.id.pod, stream.spec.id.rank)
+        self.applier.purge_stream(stream.spec.id.pod, stream.spec.id.name)
         status.count(self.client, stream.spec.id, "purges")

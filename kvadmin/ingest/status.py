@@ -14,7 +14,7 @@ from scoring.keys import stream_status_key
 
 
 def _key(stream: StreamId) -> str:
-    return stream_status_key(stream.pod, stream.rank)
+    return stream_status_key(stream.pod, stream.name)
 
 
 def last_seq(client: redis.Redis, stream: StreamId) -> int:

@@ -1,7 +1,6 @@
 import logging
 import time
 
-import redis
 from celery import shared_task
 
 from kvadmin.conf import knob
@@ -40,18 +39,11 @@ def apply_pushed(pod: str) -> int:
         if not lock.acquire():
             return applied  # another task is draining this pod and will see our batches
         try:
+            # Before the first batch: streams an older build kept pushes in must not live on
+            # beside the new ones (the engine was told to resync).
+            applier.forget_legacy_streams(pod)
             while lock.renew() and (entries := pushed.pending(client, pod)):
-                # Once per chunk: batches of a removed engine are dropped (its entries were
-                # purged), also when the pod is registered again meanwhile.
-                engine = Engine.objects.filter(pod=pod).first()
-                stale = 0
-                for entry in entries:
-                    if engine is not None and entry.engine_id in (engine.pk, None):
-                        _apply_one(applier, engine, entry.seq, entry.payload)
-                    else:
-                        stale += 1
-                if stale:
-                    _dropped(client, pod, engine, stale)
+                _apply_chunk(applier, pod, entries)
                 pushed.done(client, pod, entries[-1].seq)
                 applied += len(entries)
         finally:
@@ -61,21 +53,42 @@ def apply_pushed(pod: str) -> int:
             return applied
 
 
-def _dropped(client: redis.Redis, pod: str, engine: Engine | None, count: int) -> None:
-    log.warning("%s: dropped %d batches pushed by a removed engine", pod, count)
-    if engine is not None:  # the pod's new engine shows how many it shed
-        status.count(client, pushed.push_stream(pod, 0), "stale_pushes", count)
+def _apply_chunk(applier: Applier, pod: str, entries: list[pushed.Pushed]) -> None:
+    """Once per chunk: batches of a removed engine are dropped (its entries were purged), also
+    when the pod is registered again meanwhile; so are those of a disabled engine, and those
+    naming a rank the engine does not have (queued by an older build, or before dp_size
+    changed)."""
+    engine = Engine.objects.filter(pod=pod).first()
+    refused: dict[str, int] = {}
+    for entry in entries:
+        if engine is None or entry.engine_id not in (engine.pk, None):
+            why = "stale_pushes"
+        elif not engine.enabled:
+            why = "disabled_pushes"
+        elif _apply_one(applier, engine, entry.seq, entry.payload):
+            continue
+        else:
+            why = "bad_rank_pushes"
+        refused[why] = refused.get(why, 0) + 1
+    for why, count in refused.items():
+        log.warning("%s: dropped %d pushed batches (%s)", pod, count, why)
+        if engine is not None:  # the pod's engine shows how many it shed
+            status.count(applier.client, pushed.push_stream(pod, 0), why, count)
 
 
-def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> None:
+def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> bool:
+    """Apply one pushed batch; False when it names a rank the engine does not have."""
     try:
         batch = decode_batch(payload)
     except UndecodableBatch:  # validated by the API; the engine may have vanished since
         batch = undecodable_batch()
+    if pushed.rank_error(batch.rank, engine.dp_size):
+        return False
     spec = _spec(engine, batch.rank)
     started = time.perf_counter()
     applier.apply_batches(spec, [(seq, batch)], preference=active_media_preference())
     recorder.record_apply(applier.client, spec.id, [(seq, batch)], time.perf_counter() - started)
+    return True
 
 
 @shared_task(name="kvadmin.ingest.collect_garbage", ignore_result=True)

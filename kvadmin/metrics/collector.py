@@ -6,10 +6,11 @@ sets, and the histograms and scoring counters are Redis hashes filled by `record
 numbers are shared by every web and worker process by construction: whichever web replica
 is scraped answers the same, and a restarted worker loses nothing.
 
-Labels: `pod` is kthena's pod id; `rank` the data-parallel rank of a ZMQ stream, or -(r + 1)
-for rank r's batches pushed over HTTP (`ingest.pushed`); `medium` as the engine spelled it,
-empty for none. One scrape is six pipelined round trips and one registry query: its cost
-grows with pods and streams, not with blocks (about 3 ms for 3 pods over 200,000 blocks).
+Labels: `pod` is kthena's pod id; `rank` names the stream: the data-parallel rank of a ZMQ
+stream, "push:{r}" for rank r's batches pushed over HTTP (`ingest.pushed`, a stream of its
+own); `medium` as the engine spelled it, empty for none. One scrape is six pipelined round
+trips and one registry query: its cost grows with pods and streams, not with blocks (about
+3 ms for 3 pods over 200,000 blocks).
 """
 
 from collections import defaultdict
@@ -43,6 +44,14 @@ STREAM_COUNTERS = {
     "stale_pushes": (
         "kvadmin_ingest_stale_pushes",
         "Pushed batches dropped because the engine registration that accepted them was removed",
+    ),
+    "disabled_pushes": (
+        "kvadmin_ingest_disabled_pushes",
+        "Pushed batches dropped because their engine was disabled before they were applied",
+    ),
+    "bad_rank_pushes": (
+        "kvadmin_ingest_bad_rank_pushes",
+        "Pushed batches dropped because they name a rank outside the engine's [0, dp_size)",
     ),
 }
 ANOMALIES = ("token_mismatch", "unresolved_placeholders", "unknown_removals", "std_conflicts")
@@ -108,7 +117,7 @@ def _stream_metrics(fleet: FleetState) -> Iterator[Metric]:
     lag = GaugeMetricFamily(families.STREAM_LAG.name, families.STREAM_LAG.help, labels=labels)
     applied = GaugeMetricFamily(families.LAST_APPLY.name, families.LAST_APPLY.help, labels=labels)
     for stream in fleet.streams:
-        values = [stream.id.pod, str(stream.id.rank)]
+        values = [stream.id.pod, stream.id.name]
         for field, family in counters.items():
             family.add_metric(values, stream.counter(field))
         blocks.add_metric([*values, "stored"], stream.counter("blocks_stored"))

@@ -54,8 +54,8 @@ def registered_engines() -> list[EngineRow]:
 class StreamState:
     id: StreamId
     consumed: bool
-    """A rank of an enabled engine: some worker should hold its lease and read it. Pushed
-    streams (negative ranks, see ingest.pushed) and leftovers of disabled engines are not."""
+    """A ZMQ rank of an enabled engine: some worker should hold its lease and read it. Pushed
+    streams (see ingest.pushed) and leftovers of disabled engines are not."""
     status: Mapping[str, str]
     owner: str | None
     lag_seconds: float | None
@@ -136,23 +136,29 @@ def read_fleet(
     replies = pipe.execute()
     media = {pod: sorted(_texts(replies[2 * i])) for i, pod in enumerate(pods)}
     consumed = {StreamId(e.pod, rank) for e in engines if e.enabled for rank in range(e.dp_size)}
-    ids = set(consumed)
+    # A registered engine's pushed streams count once they have a status (an accepted push),
+    # with or without blocks: their counters tell refused batches too.
+    maybe = {StreamId(e.pod, rank, pushed=True) for e in engines for rank in range(e.dp_size)}
+    ids = consumed | maybe
     for i, pod in enumerate(pods):
-        ids |= {StreamId(pod, int(rank)) for rank in _texts(replies[2 * i + 1])}
+        named = (StreamId.from_name(pod, name) for name in _texts(replies[2 * i + 1]))
+        ids |= {stream for stream in named if stream is not None}  # None: an older build's
     streams = sorted(ids)
 
     blocks_keys = [(pod, medium) for pod in pods for medium in media[pod]]
     for pod, medium in blocks_keys:
         pipe.zcard(keys.residency_key(pod, medium))
     for stream in streams:
-        pipe.hgetall(keys.stream_status_key(stream.pod, stream.rank))
-        pipe.get(keys.stream_lease_key(stream.pod, stream.rank))
+        pipe.hgetall(keys.stream_status_key(stream.pod, stream.name))
+        pipe.get(keys.stream_lease_key(stream.pod, stream.name))
     replies = pipe.execute()
     blocks = dict(zip(blocks_keys, map(int, replies[: len(blocks_keys)]), strict=True))
     at = len(blocks_keys)
     states = []
     for i, stream in enumerate(streams):
         status = _texts(replies[at + 2 * i])
+        if not status and stream in maybe - consumed:
+            continue
         states.append(
             StreamState(
                 id=stream,

@@ -23,7 +23,7 @@ from redis.retry import Retry
 
 from kvadmin.conf import knob
 from kvadmin.ingest.leases import WORKERS_KEY
-from scoring.keys import stream_lease_key
+from scoring.keys import stream_lease_key, stream_name
 
 PROBE_TIMEOUT_SECONDS = 1.0
 
@@ -86,7 +86,7 @@ def _ingest(client: redis.Redis) -> Check:
     from kvadmin.engines.models import Engine
 
     streams = [
-        stream_lease_key(pod, rank)
+        stream_lease_key(pod, stream_name(rank))
         for pod, dp_size in Engine.objects.filter(enabled=True).values_list("pod", "dp_size")
         for rank in range(dp_size)
     ]

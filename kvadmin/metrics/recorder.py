@@ -91,7 +91,7 @@ def record_apply(
         applied["lag_seconds"] = f"{max(0.0, now - published):.3f}"
     with _pipeline(target) as pipe:
         observe(pipe, f.APPLY_DURATION, (stream.pod,), seconds)
-        pipe.hset(stream_status_key(stream.pod, stream.rank), mapping=applied)
+        pipe.hset(stream_status_key(stream.pod, stream.name), mapping=applied)
 
 
 def record_decision(target: Target, decision: DecisionLike) -> None:

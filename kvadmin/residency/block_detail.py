@@ -20,8 +20,15 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.engines.models import Engine
+from kvadmin.ingest.streams import StreamId
 from kvadmin.redis_clients import index_client
-from kvadmin.residency.streams import StreamHealth, pod_started_at, read_streams, stream_ranks
+from kvadmin.residency.streams import (
+    StreamHealth,
+    pod_started_at,
+    pod_streams,
+    read_streams,
+    stream_label,
+)
 from scoring import keys
 from scoring.values import BlockValue, is_stale, parse_value
 
@@ -85,15 +92,15 @@ def block_detail(model: str, std: int, client: redis.Redis | None = None) -> Blo
         pipe.hget(keys.POD_KINDS_KEY, pod)
     replies = pipe.execute()
     media = {pod: sorted(replies[3 * i]) for i, pod in enumerate(pods)}
-    indexed_ranks = {pod: replies[3 * i + 1] for i, pod in enumerate(pods)}
+    indexed = {pod: replies[3 * i + 1] for i, pod in enumerate(pods)}
     kinds = {pod: replies[3 * i + 2] or "" for i, pod in enumerate(pods)}
     engines = {e.pod: e for e in Engine.objects.filter(pod__in=pods)}
-    ranks = {
-        pod: stream_ranks(engines[pod].dp_size if pod in engines else 0, indexed_ranks[pod])
+    streams_of = {
+        pod: pod_streams(pod, engines[pod].dp_size if pod in engines else 0, indexed[pod])
         for pod in pods
     }
     residency = _residency(client, std, media)
-    streams = read_streams(client, ranks)
+    streams = read_streams(client, streams_of)
     owners = [
         OwnerDetail(
             pod=pod,
@@ -145,28 +152,32 @@ class EngineBlock:
 @dataclass(slots=True)
 class ScanStep:
     pod: str
-    rank: int | None
+    stream: StreamId | None
     """The stream this step read (None: the pod has no engine blocks)."""
     found: list[EngineBlock]
-    next_rank: int | None
+    next_stream: StreamId | None
     """Where the next step starts, with `next_cursor`; None when the scan is complete."""
     next_cursor: str
 
+    @property
+    def label(self) -> str:
+        return stream_label(self.stream) if self.stream else ""
+
 
 def scan_engine_hashes(
-    pod: str, std: int, rank: int | None, cursor: str, client: redis.Redis | None = None
+    pod: str, std: int, stream: StreamId | None, cursor: str, client: redis.Redis | None = None
 ) -> ScanStep:
-    """One HSCAN step over the engine blocks of stream `rank` of `pod` (the first stream when
+    """One HSCAN step over the engine blocks of `stream` of `pod` (the first stream when
     None) for the engine hashes naming `std`. The pod's ranks SET names every stream with
-    engine blocks; the step moves on to the next rank when this stream's scan ends."""
+    engine blocks; the step moves on to the next stream when this stream's scan ends."""
     client = client or index_client()
-    ranks = sorted(int(r) for r in client.smembers(keys.pod_ranks_key(pod)))
-    if rank is None:
-        if not ranks:
+    streams = pod_streams(pod, 0, client.smembers(keys.pod_ranks_key(pod)))
+    if stream is None:
+        if not streams:
             return ScanStep(pod, None, [], None, "0")
-        rank = ranks[0]
+        stream = streams[0]
     next_cursor, entries = client.hscan(
-        keys.engine_blocks_key(pod, rank), cursor=int(cursor), count=SCAN_COUNT
+        keys.engine_blocks_key(pod, stream.name), cursor=int(cursor), count=SCAN_COUNT
     )
     prefix = f"{std}|"
     matches = [(eh, value) for eh, value in entries.items() if value.startswith(prefix)]
@@ -180,6 +191,6 @@ def scan_engine_hashes(
             media = tuple(value.removeprefix(prefix).split(","))
             found.append(EngineBlock(eh, media, ttl != -2, ttl if ttl >= 0 else None))
     if int(next_cursor):
-        return ScanStep(pod, rank, found, rank, str(next_cursor))
-    later = [r for r in ranks if r > rank]
-    return ScanStep(pod, rank, found, later[0] if later else None, "0")
+        return ScanStep(pod, stream, found, stream, str(next_cursor))
+    later = streams[streams.index(stream) + 1 :] if stream in streams else []
+    return ScanStep(pod, stream, found, later[0] if later else None, "0")

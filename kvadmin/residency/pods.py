@@ -14,7 +14,7 @@ import redis
 from kvadmin.engines.models import Engine
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.media import medium_order
-from kvadmin.residency.streams import StreamHealth, pod_started_at, read_streams, stream_ranks
+from kvadmin.residency.streams import StreamHealth, pod_started_at, pod_streams, read_streams
 from scoring import keys
 
 
@@ -101,8 +101,10 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
         pipe.smembers(keys.pod_ranks_key(pod))
     replies = pipe.execute()
     media = {pod: medium_order(replies[2 * i]) for i, pod in enumerate(pods)}
-    ranks = {
-        pod: stream_ranks(registered[pod].dp_size if pod in registered else 0, replies[2 * i + 1])
+    streams_of = {
+        pod: pod_streams(
+            pod, registered[pod].dp_size if pod in registered else 0, replies[2 * i + 1]
+        )
         for i, pod in enumerate(pods)
     }
     for pod in pods:
@@ -110,7 +112,7 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
             pipe.zcard(keys.residency_key(pod, medium))
             pipe.zrange(keys.residency_key(pod, medium), 0, 0, desc=True, withscores=True)
     replies = iter(pipe.execute())
-    streams = read_streams(client, ranks)
+    streams = read_streams(client, streams_of)
     summaries = []
     for pod in pods:
         counts, newest = {}, []

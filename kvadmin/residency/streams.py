@@ -1,9 +1,10 @@
 """Stream health and pod start times, read from the stream status hashes
-(`kvadmin:stream:{pod}|{rank}`) that the ingest loop and the applier keep.
+(`kvadmin:stream:{pod}|{stream}`) that the ingest loop and the applier keep.
 
-A pod's streams: ZMQ ranks 0..dp_size-1 of its registered engine, pushed ranks (stored as
--(r + 1), see `kvadmin.ingest.pushed`) and any rank in the pod's ranks SET. Only streams whose
-status hash exists are shown, except the registered ZMQ ranks, which show as never connected.
+A pod's streams: ZMQ and pushed ranks 0..dp_size-1 of its registered engine (pushed ones in
+their own key space, see `kvadmin.ingest.pushed`) and any stream in the pod's ranks SET. Only
+streams whose status hash exists are shown, except the registered ZMQ ranks, which show as
+never connected.
 """
 
 from collections.abc import Iterable, Mapping
@@ -11,19 +12,27 @@ from dataclasses import dataclass
 
 import redis
 
+from kvadmin.ingest.streams import StreamId
 from scoring import keys
 from scoring.values import parse_seconds
 
 
 @dataclass(frozen=True, slots=True)
 class StreamHealth:
-    pod: str
-    rank: int
+    id: StreamId
     status: Mapping[str, str]
 
     @property
+    def pod(self) -> str:
+        return self.id.pod
+
+    @property
+    def rank(self) -> int:
+        return self.id.rank
+
+    @property
     def label(self) -> str:
-        return f"rank {self.rank}" if self.rank >= 0 else f"pushed rank {-self.rank - 1}"
+        return stream_label(self.id)
 
     @property
     def connected(self) -> bool:
@@ -31,7 +40,7 @@ class StreamHealth:
 
     @property
     def pushed(self) -> bool:
-        return self.rank < 0
+        return self.id.pushed
 
     def counter(self, name: str) -> int:
         return int(self.status.get(name) or 0)
@@ -78,25 +87,33 @@ class StreamHealth:
         return self.seconds("connected_at")
 
 
-def stream_ranks(dp_size: int | None, indexed_ranks: Iterable[str | int]) -> list[int]:
-    """ZMQ ranks of the registered engine, then every rank the index names, in order."""
-    ranks = set(range(dp_size or 0)) | {int(rank) for rank in indexed_ranks}
-    return sorted(ranks, key=lambda rank: (rank < 0, abs(rank)))
+def stream_label(stream: StreamId) -> str:
+    return f"pushed rank {stream.rank}" if stream.pushed else f"rank {stream.rank}"
+
+
+def pod_streams(pod: str, dp_size: int | None, indexed: Iterable[str]) -> list[StreamId]:
+    """The registered engine's ZMQ and pushed ranks and every stream the index names (the
+    pod's ranks SET), ZMQ streams first, each by rank. Names of no current stream (left by
+    older builds until their next purge) are not shown."""
+    ranks = range(dp_size or 0)
+    ids = {StreamId(pod, rank, pushed) for rank in ranks for pushed in (False, True)}
+    ids |= {s for name in indexed if (s := StreamId.from_name(pod, name)) is not None}
+    return sorted(ids, key=lambda s: (s.pushed, s.rank))
 
 
 def read_streams(
-    client: redis.Redis, ranks: Mapping[str, list[int]]
+    client: redis.Redis, streams: Mapping[str, list[StreamId]]
 ) -> dict[str, list[StreamHealth]]:
     """Each pod's stream status hashes, one pipelined HGETALL each."""
     pipe = client.pipeline(transaction=False)
-    wanted = [(pod, rank) for pod, pod_ranks in ranks.items() for rank in pod_ranks]
-    for pod, rank in wanted:
-        pipe.hgetall(keys.stream_status_key(pod, rank))
-    streams: dict[str, list[StreamHealth]] = {pod: [] for pod in ranks}
-    for (pod, rank), status in zip(wanted, pipe.execute() if wanted else [], strict=True):
-        if status or rank >= 0:
-            streams[pod].append(StreamHealth(pod, rank, status))
-    return streams
+    wanted = [stream for pod_streams in streams.values() for stream in pod_streams]
+    for stream in wanted:
+        pipe.hgetall(keys.stream_status_key(stream.pod, stream.name))
+    health: dict[str, list[StreamHealth]] = {pod: [] for pod in streams}
+    for stream, status in zip(wanted, pipe.execute() if wanted else [], strict=True):
+        if status or not stream.pushed:
+            health[stream.pod].append(StreamHealth(stream, status))
+    return health
 
 
 def pod_started_at(streams: Iterable[StreamHealth]) -> int | None:

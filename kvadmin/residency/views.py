@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.middleware import HtmxDetails
 
 from kvadmin.ingest.index import purge_pod
+from kvadmin.ingest.streams import StreamId
 from kvadmin.residency.block_detail import UnknownBlock, block_detail, scan_engine_hashes
 from kvadmin.residency.blocks import (
     NO_MEDIUM,
@@ -69,24 +70,23 @@ def block(request: HtmxHttpRequest, model: str, std: int) -> HttpResponse:
 @require_GET
 def block_engine_hashes(request: HtmxHttpRequest, model: str, std: int) -> HttpResponse:
     """One bounded scan step for the engine hashes of a block on one pod (htmx fragment)."""
-    pod, rank, cursor = (request.GET.get(name, "") for name in ("pod", "rank", "cursor"))
-    if not pod or not _integer(rank, allow_empty=True, signed=True) or not _integer(cursor or "0"):
-        return HttpResponse("pod, rank and cursor must name a scan step", status=400)
-    step = scan_engine_hashes(pod, std, int(rank) if rank else None, cursor or "0")
+    pod, named, cursor = (request.GET.get(name, "") for name in ("pod", "stream", "cursor"))
+    stream = StreamId.from_name(pod, named) if named else None
+    if not pod or (named and stream is None) or not _integer(cursor or "0"):
+        return HttpResponse("pod, stream and cursor must name a scan step", status=400)
+    step = scan_engine_hashes(pod, std, stream, cursor or "0")
     next_url = ""
-    if step.next_rank is not None:
-        query = urlencode({"pod": pod, "rank": step.next_rank, "cursor": step.next_cursor})
+    if step.next_stream is not None:
+        query = {"pod": pod, "stream": step.next_stream.name, "cursor": step.next_cursor}
+        query = urlencode(query)
         next_url = f"{reverse('block-engine-hashes', args=[model, std])}?{query}"
     return render(request, "residency/block.html#scan_step", {"step": step, "next_url": next_url})
 
 
-def _integer(text: str, allow_empty: bool = False, signed: bool = False) -> bool:
-    """Decimal digits (with a leading "-" when `signed`) of a value below 2**64: what a
-    query parameter naming a count, rank or scan cursor may hold."""
-    if not text:
-        return allow_empty
-    digits = text[1:] if signed and text.startswith("-") else text
-    return digits.isascii() and digits.isdigit() and int(digits) < 2**64
+def _integer(text: str) -> bool:
+    """Decimal digits of a value below 2**64: what a query parameter naming a count or scan
+    cursor may hold."""
+    return text.isascii() and text.isdigit() and int(text) < 2**64
 
 
 @require_GET

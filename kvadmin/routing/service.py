@@ -40,7 +40,7 @@ from kvadmin.weights.active import active_weights
 from scoring.choice import choose
 from scoring.hashing import hash_block
 from scoring.index import score_request
-from scoring.keys import stream_status_key
+from scoring.keys import stream_name, stream_status_key
 from scoring.score import PodScore, ScoreResult
 from scoring.weights import TierWeights
 
@@ -144,7 +144,7 @@ def score(
             block_size=knob("BLOCK_SIZE"),
             max_blocks=knob("MAX_BLOCKS"),
             start_keys={
-                c.pod: [stream_status_key(c.pod, rank) for rank in range(c.dp_size)]
+                c.pod: [stream_status_key(c.pod, stream_name(rank)) for rank in range(c.dp_size)]
                 for c in candidates
             },
         )

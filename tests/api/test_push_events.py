@@ -84,12 +84,12 @@ def test_batches_queued_for_a_removed_engine_never_reach_the_next_one(
 ):
     """Removed with a pushed batch still queued, then registered again under the same pod:
     the old registration's batch is dropped and counted, the new one's applies."""
-    pushed.enqueue(redis_client, POD, Engine.objects.get(pod=POD).pk, _batch(stored(1)))
+    stream = pushed.push_stream(POD, 0)
+    pushed.enqueue(redis_client, stream, Engine.objects.get(pod=POD).pk, _batch(stored(1)))
     remove_engine(POD)
     Engine.objects.create(pod=POD, model="Qwen/Qwen3-8B", events_endpoint="tcp://127.0.0.1:1")
 
     assert _post(_batch(stored(2)), token).status_code == 202
-    stream = pushed.push_stream(POD, 0)
     wait_until(lambda: status.read(redis_client, stream).get("stale_pushes") == "1", what="drop")
     assert redis_client.hget(key(2), POD)
     assert redis_client.hget(key(1), POD) is None
@@ -97,7 +97,7 @@ def test_batches_queued_for_a_removed_engine_never_reach_the_next_one(
 
 def test_queue_entries_keep_payloads_whole_and_read_older_builds_entries(redis_client, redis_url):
     payload = b"\x93|:\x01|"  # msgpack may hold the separators
-    pushed.enqueue(redis_client, POD, 7, payload)
+    pushed.enqueue(redis_client, pushed.push_stream(POD, 0), 7, payload)
     redis_client.rpush(pushed.queue_key(POD), b"9|" + payload)  # queued by an older build
     entries = pushed.pending(redis.Redis.from_url(redis_url), POD)
     assert entries == [pushed.Pushed(1, 7, payload), pushed.Pushed(9, None, payload)]
@@ -107,7 +107,7 @@ def test_taking_entries_off_twice_takes_no_more(redis_client) -> None:
     """A holder whose lock lapsed mid-chunk finishes after the next holder took the same
     entries off: the entries behind them stay."""
     for n in range(4):
-        pushed.enqueue(redis_client, POD, 7, b"%d" % n)
+        pushed.enqueue(redis_client, pushed.push_stream(POD, 0), 7, b"%d" % n)
     pushed.done(redis_client, POD, 2)
     pushed.done(redis_client, POD, 2)
     assert redis_client.lrange(pushed.queue_key(POD), 0, -1) == ["3:7|2", "4:7|3"]

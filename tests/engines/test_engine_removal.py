@@ -20,8 +20,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "m"
 
 
-def _store(redis_client, pod: str, blocks: range, rank: int = 0) -> None:
-    spec = StreamSpec(StreamId(pod, rank), MODEL, "vllm", "tcp://x:1", None, b"", 16)
+def _store(redis_client, pod: str, blocks: range, stream: StreamId | None = None) -> None:
+    stream = stream or StreamId(pod, 0)
+    spec = StreamSpec(stream, MODEL, "vllm", "tcp://x:1", None, b"", 16)
     events = [
         BlockStored((str(1000 + n),), tuple(range(n * 16, n * 16 + 16)), 16, "GPU") for n in blocks
     ]
@@ -46,16 +47,16 @@ def test_its_streams_start_afresh_when_registered_again(redis_client) -> None:
     pod = "a-0.default"
     Engine.objects.create(pod=pod, model=MODEL, events_endpoint="tcp://127.0.0.1:1", dp_size=2)
     _store(redis_client, pod, range(2))
-    _store(redis_client, pod, range(2, 4), rank=push_stream(pod, 1).rank)
+    _store(redis_client, pod, range(2, 4), push_stream(pod, 1))
     status.connected(redis_client, StreamId(pod, 1), "worker")  # connected, nothing stored
     Engine.objects.create(pod="b-0.default", model=MODEL, events_endpoint="tcp://127.0.0.1:1")
     _store(redis_client, "b-0.default", range(2))
 
     call_command("engines", "remove", "--pod", pod)
 
-    for rank in (0, 1, push_stream(pod, 0).rank, push_stream(pod, 1).rank):
-        assert status.last_seq(redis_client, StreamId(pod, rank)) == -1
-        assert not redis_client.exists(stream_status_key(pod, rank))
+    for stream in (StreamId(pod, 0), StreamId(pod, 1), push_stream(pod, 0), push_stream(pod, 1)):
+        assert status.last_seq(redis_client, stream) == -1
+        assert not redis_client.exists(stream_status_key(pod, stream.name))
     assert status.last_seq(redis_client, StreamId("b-0.default", 0)) == 0
 
 
@@ -76,7 +77,7 @@ def test_it_waits_for_a_chunk_of_pushed_batches_being_applied(redis_client) -> N
     remover = threading.Thread(target=remove)
     remover.start()
     wait_until(lambda: not Engine.objects.filter(pod=pod).exists(), what="the engine row gone")
-    _store(redis_client, pod, range(2), rank=push_stream(pod, 0).rank)  # the task's chunk
+    _store(redis_client, pod, range(2), push_stream(pod, 0))  # the task's chunk
     task.release()
     remover.join(timeout=30)
     assert not remover.is_alive()

@@ -27,9 +27,9 @@ def spec_for(publisher: Publisher, pod: str = "vllm-0.default", rank: int = 0) -
     )
 
 
-def snapshot(client: redis.Redis, status: bool = True) -> dict[str, object]:
+def snapshot(client: redis.Redis, status: bool = True, skip: str = "") -> dict[str, object]:
     """Every key of the index database and its content, without the stream status hashes
-    unless `status` (a test may scan; the product never does)."""
+    unless `status` (a test may scan; the product never does), nor the key `skip`."""
     readers = {
         "hash": client.hgetall,
         "string": client.get,
@@ -39,7 +39,7 @@ def snapshot(client: redis.Redis, status: bool = True) -> dict[str, object]:
     return {
         key: readers[client.type(key)](key)
         for key in client.scan_iter()
-        if status or not key.startswith("kvadmin:stream:")
+        if (status or not key.startswith("kvadmin:stream:")) and key != skip
     }
 
 

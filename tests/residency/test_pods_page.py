@@ -66,7 +66,7 @@ def test_stream_health_shows_connection_gaps_replays_and_lost_batches(
 
     row = _row(browsing.get("/pods/").text, "vllm-0.default")
 
-    rank0, rank1 = row.split('data-rank="0">')[1], row.split('data-rank="1">')[1]
+    rank0, rank1 = row.split('data-stream="0">')[1], row.split('data-stream="1">')[1]
     assert 'title="connected"' in rank0.split("</li>")[0]
     assert "gaps 2, replays 3" in rank0 and "lost batches 4" in rank0
     assert "disconnected" in rank1.split("</li>")[0]

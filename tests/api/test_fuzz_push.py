@@ -1,0 +1,78 @@
+"""Fuzzing POST /api/v1/events/<pod>: whatever the body, the answer is a JSON 202 or 4xx, never
+a 500; a refused batch queues nothing and changes no stream's state."""
+
+import msgspec
+import pytest
+from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvadmin.api.models import ApiToken
+from kvadmin.engines.models import Engine
+from kvadmin.ingest import pushed
+from tests.ingest.conftest import MODEL, snapshot
+from tests.ingest.malicious import any_payloads, rejected_payloads
+
+pytestmark = pytest.mark.django_db(transaction=True)
+POD = "vllm-0.default"
+URL = f"/api/v1/events/{POD}"
+FIXTURES = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+
+
+@pytest.fixture
+def token() -> str:
+    Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:1", dp_size=2)
+    return ApiToken.issue("engine-pusher")[1]
+
+
+def _state(client) -> dict[str, object]:
+    """Every key but the pod's push queue (binary entries: its length is checked alone)."""
+    queue = pushed.queue_key(POD)
+    return snapshot(client, skip=queue)
+
+
+def _post(body: bytes, token: str):
+    headers = {"Authorization": f"Bearer {token}"}
+    return Client().post(URL, body, content_type="application/msgpack", headers=headers)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=FIXTURES)
+@given(body=any_payloads)
+def test_any_body_is_answered_in_json_without_a_500(token, redis_client, body) -> None:
+    before = _state(redis_client)
+    queued = redis_client.llen(pushed.queue_key(POD))
+    response = _post(body, token)
+    assert response.status_code == 202 or 400 <= response.status_code < 500
+    answer = response.json()
+    if response.status_code == 202:
+        assert set(answer) >= {"accepted", "seq", "events", "skipped", "resync"}
+        assert redis_client.llen(pushed.queue_key(POD)) == queued + 1
+    else:
+        assert answer["error"]
+        assert _state(redis_client) == before
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=FIXTURES)
+@given(rank=st.one_of(st.integers(-(2**63), -1), st.integers(2, 2**64 - 1)))
+def test_any_rank_outside_the_engine_is_400(token, redis_client, rank) -> None:
+    before = _state(redis_client)
+    response = _post(msgspec.msgpack.encode([1.5, [["AllBlocksCleared"]], rank]), token)
+    assert response.status_code == 400
+    assert f"rank {rank}" in response.json()["error"]
+    assert _state(redis_client) == before
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=FIXTURES)
+@given(body=rejected_payloads)
+def test_a_malicious_body_queues_no_event(token, redis_client, body) -> None:
+    response = _post(body, token)
+    assert response.status_code in (202, 400)
+    if response.status_code == 202:
+        assert response.json()["events"] == 0 and response.json()["skipped"]
+
+
+def test_nested_msgpack_is_a_400_with_a_clear_message(token, redis_client) -> None:
+    response = _post(b"\x91" * 100_000 + b"\x01", token)
+    assert response.status_code == 400
+    assert response.json()["error"] == "undecodable batch: nested deeper than the decoder goes"
+    assert not redis_client.exists(pushed.queue_key(POD))
