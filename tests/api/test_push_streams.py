@@ -28,7 +28,7 @@ ZMQ_RANK_0 = StreamId(POD, 0)
 @pytest.fixture
 def token() -> str:
     Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:1")
-    return ApiToken.issue("engine-pusher")[1]
+    return ApiToken.issue("engine-pusher", "events:push")[1]
 
 
 @pytest.fixture
