@@ -62,6 +62,11 @@ FLEET = (
     *(PodSpec(f"sglang-{i}", ("GPU", "CPU_PINNED", "DISK"), (1024, 2048, 8192)) for i in range(3)),
 )
 """Six pods of 16k GPU tokens each: every workload's prefixes outgrow the fleet's GPUs."""
+MISFIT = TtftParameters(
+    first_token_s=0.03, default_prefill_tokens_per_s=7_000, decode_slowdown=0.03
+)
+"""`--misfit`: pods slower than kvadmin's defaults assume (T0 x2, prefill speed x0.7, decode
+slowdown x1.5), to see how the policy holds up when its parameters are not fitted."""
 TRUTH = TtftParameters(
     first_token_s=0.015, default_prefill_tokens_per_s=10_000, decode_slowdown=0.02
 )
@@ -76,7 +81,7 @@ class Cell:
     router: str
 
 
-def ideal_rate(trace: list[TraceRequest], pods: int) -> float:
+def ideal_rate(trace: list[TraceRequest], pods: int, truth: TtftParameters) -> float:
     """Requests per second the fleet sustains under perfect reuse (see the module docstring):
     per pod, rate/pods * E[S] * (1 + d * rate/pods * E[decode]) = 1, solved for the rate."""
     seen: set[int] = set()
@@ -86,22 +91,22 @@ def ideal_rate(trace: list[TraceRequest], pods: int) -> float:
         seen.update(request.blocks)
         cached = min((len(request.blocks) - new) * 16, request.prompt_tokens - 1)
         uncached = request.prompt_tokens - cached
-        work.append(TRUTH.first_token_s + uncached * TRUTH.token_seconds("sim"))
+        work.append(truth.first_token_s + uncached * truth.token_seconds("sim"))
     service = statistics.fmean(work)
     decode = statistics.fmean(OUTPUT_TOKENS) * TPOT_S
-    a = service * TRUTH.decode_slowdown * decode / pods**2
+    a = service * truth.decode_slowdown * decode / pods**2
     b = service / pods
     return (-b + math.sqrt(b * b + 4 * a)) / (2 * a) if a else 1 / b
 
 
-def router_for(name: str, seed: int, pods: int, parameters: TtftParameters):
+def router_for(name: str, seed: int, pods: int, parameters: TtftParameters, resync: bool):
     return {
         "random": lambda: RandomRouter(seed),
         "round-robin": lambda: RoundRobinRouter(seed),
         "least-loaded": lambda: LeastLoadedRouter(seed),
         "kthena": lambda: KthenaRouter(seed, WEIGHTS),
         "llm-d": lambda: LlmdRouter(seed),
-        "kvadmin ttft": lambda: TtftRouter(WEIGHTS, parameters, pods),
+        "kvadmin ttft": lambda: TtftRouter(WEIGHTS, parameters, pods, resync=resync),
         "oracle": lambda: OracleRouter(WEIGHTS, parameters),
     }[name]()
 
@@ -109,22 +114,31 @@ def router_for(name: str, seed: int, pods: int, parameters: TtftParameters):
 _TRACES: dict[tuple[str, int, int], list[TraceRequest]] = {}
 
 
-def simulate(
-    cell: Cell, requests: int, index_delay_s: float, parameters: TtftParameters
-) -> tuple[Cell, Outcome]:
-    key = (cell.workload, cell.seed, requests)
+@dataclass(frozen=True, slots=True)
+class Setup:
+    requests: int
+    index_delay_s: float
+    parameters: TtftParameters
+    """What kvadmin's ttft and the oracle price with."""
+    truth: TtftParameters
+    """The simulated pods' timing."""
+    resync: bool
+
+
+def simulate(cell: Cell, setup: Setup) -> tuple[Cell, Outcome]:
+    key = (cell.workload, cell.seed, setup.requests)
     if key not in _TRACES:
-        _TRACES[key] = WORKLOADS[cell.workload](requests, cell.seed)
+        _TRACES[key] = WORKLOADS[cell.workload](setup.requests, cell.seed)
     trace = _TRACES[key]
-    rate = cell.load * ideal_rate(trace, len(FLEET))
+    rate = cell.load * ideal_rate(trace, len(FLEET), setup.truth)
     gaps = random.Random(cell.seed * 7919).expovariate
     arrivals, at = [], 0.0
     for _ in trace:
         at += gaps(1.0) / rate
         arrivals.append(at)
-    sim = Simulation(FLEET, TRUTH, index_delay_s=index_delay_s)
-    router = router_for(cell.router, cell.seed, len(FLEET), parameters)
-    return cell, sim.run(trace, arrivals, router, warmup=requests // 5)
+    sim = Simulation(FLEET, setup.truth, index_delay_s=setup.index_delay_s)
+    router = router_for(cell.router, cell.seed, len(FLEET), setup.parameters, setup.resync)
+    return cell, sim.run(trace, arrivals, router, warmup=setup.requests // 5)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -169,6 +183,10 @@ def main() -> None:
     parser.add_argument(
         "--kappa", type=float, default=None, help="the routers' work penalty (tuning only)"
     )
+    parser.add_argument("--misfit", action="store_true", help="pods slower than assumed")
+    parser.add_argument(
+        "--no-resync", action="store_true", help="ttft's virtual queue never hears from pods"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     workloads = args.workloads.split(",")
@@ -180,18 +198,17 @@ def main() -> None:
         for router in ROUTERS
     ]
     outcomes: dict[Cell, Outcome] = {}
-    delay = args.index_delay_ms / 1000
     parameters = DEFAULT_PARAMETERS
     if args.kappa is not None:
         parameters = replace(parameters, kappa=args.kappa)
+    truth = MISFIT if args.misfit else TRUTH
+    setup = Setup(args.requests, args.index_delay_ms / 1000, parameters, truth, not args.no_resync)
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
-            futures = [
-                pool.submit(simulate, cell, args.requests, delay, parameters) for cell in cells
-            ]
+            futures = [pool.submit(simulate, cell, setup) for cell in cells]
             outcomes = dict(future.result() for future in futures)
     else:
-        outcomes = dict(simulate(cell, args.requests, delay, parameters) for cell in cells)
+        outcomes = dict(simulate(cell, setup) for cell in cells)
     rows = {
         (w, load, router): summarize(
             [outcomes[Cell(w, load, seed, router)] for seed in range(1, args.seeds + 1)]
@@ -204,6 +221,8 @@ def main() -> None:
         f"{len(FLEET)} pods, {args.requests} requests per workload and seed (first fifth "
         f"warm-up), {args.seeds} seeds, index delay {args.index_delay_ms:g} ms; TTFT in ms"
     )
+    print(f"kvadmin ttft and the oracle price with {parameters}")
+    print(f"the pods take {truth}; ttft resyncs its virtual queue: {setup.resync}")
     media = ("GPU", "CPU", "CPU_PINNED", "DISK")
     for w in workloads:
         for load in LOADS:
