@@ -1,167 +1,287 @@
-"""Routing quality (issue 5, the product's headline figure): the same shared-prefix workload
-on the same simulated fleet, routed three ways:
+"""Routing quality under load (issue 20): time to first token when a router places open-loop
+Poisson traffic on a simulated fleet, for every router on the same traces and the same pods.
 
-- random: the baseline, no cache awareness;
-- kvadmin unweighted: longest cached prefix, every tier worth 1.0 (kthena without tiers);
-- kvadmin tier-weighted: longest cached prefix weighted by tier (GPU 1.0, CPU 0.8, ...).
+A discrete-event simulation (`bench/sim/`): pure Python, deterministic per seed, no sockets.
+Each pod prefills from a FIFO queue with a service time that follows kvadmin's own TTFT model
+(uncached tokens, tier reload fractions, decode slowdown), keeps a tiered LRU prefix cache with
+write-through offload (vLLM's offloading connector CPU tier; SGLang HiCache's pinned host memory
+and disk), and its KV events reach the routers' index after `--index-delay-ms`.
 
-Each routing gets a fresh fleet (2 vLLM pods with a CPU offload tier, 2 SGLang pods with
-pinned-CPU and disk tiers) and an empty index. The pods' KV events go over real ZMQ to an
-ingest loop writing Redis; kvadmin routes with the same one-round-trip index read and
-tie-break as `/api/v1/score`; requests go over HTTP to the pods, whose responses report the
-real cached tokens per tier. Printed: hit rate by tier, prefill tokens saved, load spread
-(busiest pod's requests over the mean), and how well kvadmin predicted each hit.
+The grid: the workloads of `bench/sim/workloads.py` x arrival rates of 0.3, 0.6 and 0.8 of the
+fleet's ideal capacity x seeds. The ideal capacity is the rate the fleet sustains if every request
+recomputed only tokens no earlier request had (perfect reuse, all hits in GPU), with the decode
+slowdown the running requests at that rate cause. For one workload and seed, every router sees
+the same trace and the same arrival times (one set of unit exponential gaps, scaled per rate).
 
-Run: .venv/bin/python bench/routing_quality.py [--requests N]
+The routers (`bench/sim/routers.py`) see what they would in production; kvadmin's `ttft` calls
+`scoring.policy.choose_pod`, the function the API uses, with its default parameters; the
+simulated pods' true timing uses those same values (as if fitted from the engines' metrics), and
+the tier weights are set to the pods' true reload costs.
+
+Printed per workload and load: p50/p90/p99 TTFT pooled over seeds, hit rate by medium, prefill
+tokens computed, load max/mean (busiest pod's requests over the mean) and the p90 ratio to the
+oracle; then the issue's targets with PASS/FAIL.
+
+Robustness: `--misfit` makes the pods slower than kvadmin's parameters assume (the oracle still
+knows the truth); `--no-resync` leaves ttft's virtual queue to its own predictions.
+
+Run: .venv/bin/python bench/routing_quality.py [--requests N] [--seeds N] [--jobs N]
+     [--misfit] [--no-resync] [--kappa K] (3-4 minutes on one shared core with the defaults)
 """
 
 import argparse
-import socket
+import math
+import random
+import statistics
 import sys
-import threading
 import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import redis
-
-from kvadmin.fleet.fleet import Fleet
-from kvadmin.fleet.pod import PodConfig
-from kvadmin.fleet.traffic import (
-    FunctionRouter,
-    PodEndpoint,
+from bench.sim.fleet import TPOT_S, Outcome, PodSpec, Simulation
+from bench.sim.routers import (
+    KthenaRouter,
+    LeastLoadedRouter,
+    LlmdRouter,
+    OracleRouter,
     RandomRouter,
-    Router,
-    TrafficGenerator,
-    TrafficSummary,
+    RoundRobinRouter,
+    TtftRouter,
 )
-from kvadmin.fleet.workload import Workload
-from kvadmin.ingest.reader import IngestLoop
-from kvadmin.ingest.streams import StreamId, StreamSpec
-from kvadmin.redis_server import RedisServer
-from scoring.choice import choose
-from scoring.index import score_request
+from bench.sim.workloads import OUTPUT_TOKENS, WORKLOADS, TraceRequest
+from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
 from scoring.weights import TierWeights
 
-MODEL = "Qwen/Qwen3-8B"
-UNWEIGHTED = TierWeights({"gpu": 1.0, "cpu": 1.0, "cpu_pinned": 1.0}, fallback=1.0)
-WEIGHTED = TierWeights({"disk": 0.5}, fallback=1.0)  # kthena's defaults; disk slower than CPU
+LOADS = (0.3, 0.6, 0.8)
+ROUTERS = ("random", "round-robin", "least-loaded", "kthena", "llm-d", "kvadmin ttft", "oracle")
+BASELINES = ROUTERS[:5]
+WEIGHTS = TierWeights.from_config({"cpu": 0.8, "cpu_pinned": 0.85, "disk": 0.5})
+"""1 - the simulated pods' true reload fractions (`bench.sim.fleet.RELOAD`)."""
+FLEET = (
+    *(PodSpec(f"vllm-{i}", ("GPU", "CPU"), (1024, 4096)) for i in range(3)),
+    *(PodSpec(f"sglang-{i}", ("GPU", "CPU_PINNED", "DISK"), (1024, 2048, 8192)) for i in range(3)),
+)
+"""Six pods of 16k GPU tokens each: every workload's prefixes outgrow the fleet's GPUs."""
+MISFIT = TtftParameters(
+    first_token_s=0.03, default_prefill_tokens_per_s=7_000, decode_slowdown=0.03
+)
+"""`--misfit`: pods slower than kvadmin's defaults assume (T0 x2, prefill speed x0.7, decode
+slowdown x1.5), to see how the policy holds up when its parameters are not fitted."""
+TRUTH = TtftParameters(
+    first_token_s=0.015, default_prefill_tokens_per_s=10_000, decode_slowdown=0.02
+)
+"""The simulated pods' true timing: kvadmin's default parameters, as if fitted to the engines."""
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+@dataclass(frozen=True, slots=True)
+class Cell:
+    workload: str
+    load: float
+    seed: int
+    router: str
 
 
-def fleet_configs() -> list[PodConfig]:
-    shapes = [
-        ("vllm-0.default", "vllm", {"cpu_blocks": 1024}),
-        ("vllm-1.default", "vllm", {"cpu_blocks": 1024}),
-        ("sglang-0.default", "sglang", {"cpu_blocks": 512, "disk_blocks": 1024}),
-        ("sglang-1.default", "sglang", {"cpu_blocks": 512, "disk_blocks": 1024}),
-    ]
-    return [
-        PodConfig(
-            name=name,
-            kind=kind,
-            model=MODEL,
-            events_port=_free_port(),
-            replay_port=_free_port(),
-            http_port=_free_port(),
-            gpu_blocks=384,
-            **tiers,
-        )  # fmt: skip
-        for name, kind, tiers in shapes
-    ]
+def ideal_rate(trace: list[TraceRequest], pods: int, truth: TtftParameters) -> float:
+    """Requests per second the fleet sustains under perfect reuse (see the module docstring):
+    per pod, rate/pods * E[S] * (1 + d * rate/pods * E[decode]) = 1, solved for the rate."""
+    seen: set[int] = set()
+    work = []
+    for request in trace:
+        new = sum(1 for block in request.blocks if block not in seen)
+        seen.update(request.blocks)
+        cached = min((len(request.blocks) - new) * 16, request.prompt_tokens - 1)
+        uncached = request.prompt_tokens - cached
+        work.append(truth.first_token_s + uncached * truth.token_seconds("sim"))
+    service = statistics.fmean(work)
+    decode = statistics.fmean(OUTPUT_TOKENS) * TPOT_S
+    a = service * truth.decode_slowdown * decode / pods**2
+    b = service / pods
+    return (-b + math.sqrt(b * b + 4 * a)) / (2 * a) if a else 1 / b
 
 
-CHANGED_BY_WEIGHTS = [0]
-"""Decisions of the tier-weighted run whose pod the unweighted scoring would not have chosen."""
+def router_for(name: str, seed: int, pods: int, setup: "Setup"):
+    """The oracle prices with the pods' true timing; kvadmin's ttft with its own parameters."""
+    parameters, resync = setup.parameters, setup.resync
+    return {
+        "random": lambda: RandomRouter(seed),
+        "round-robin": lambda: RoundRobinRouter(seed),
+        "least-loaded": lambda: LeastLoadedRouter(seed),
+        "kthena": lambda: KthenaRouter(seed, WEIGHTS),
+        "llm-d": lambda: LlmdRouter(seed),
+        "kvadmin ttft": lambda: TtftRouter(WEIGHTS, parameters, pods, resync=resync),
+        "oracle": lambda: OracleRouter(WEIGHTS, replace(setup.truth, kappa=parameters.kappa)),
+    }[name]()
 
 
-def kvadmin_router(client: redis.Redis, weights: TierWeights) -> Router:
-    def route(model, token_ids, pods: list[PodEndpoint]) -> tuple[PodEndpoint, int]:
-        names = {pod.name: pod for pod in pods}
-        result = score_request(client, model, token_ids, set(names), {}, weights)
-        first = _first_block(token_ids)
-        chosen, _ = choose(result.scores, names, first)
-        if weights is WEIGHTED:
-            flat = score_request(client, model, token_ids, set(names), {}, UNWEIGHTED)
-            CHANGED_BY_WEIGHTS[0] += choose(flat.scores, names, first)[0] != chosen
-        matched = next((p.matched_blocks for p in result.pods if p.pod == chosen), 0)
-        return names[chosen], min(matched, (len(token_ids) - 1) // 16) * 16
-
-    return FunctionRouter(route)
+_TRACES: dict[tuple[str, int, int], list[TraceRequest]] = {}
 
 
-def _first_block(token_ids) -> int:
-    from scoring.hashing import block_hashes
+@dataclass(frozen=True, slots=True)
+class Setup:
+    requests: int
+    index_delay_s: float
+    parameters: TtftParameters
+    """What kvadmin's ttft prices with; the oracle prices with `truth` and this kappa."""
+    truth: TtftParameters
+    """The simulated pods' timing."""
+    resync: bool
 
-    return (block_hashes(token_ids, 16, 1) or [0])[0]
+
+def simulate(cell: Cell, setup: Setup) -> tuple[Cell, Outcome]:
+    key = (cell.workload, cell.seed, setup.requests)
+    if key not in _TRACES:
+        _TRACES[key] = WORKLOADS[cell.workload](setup.requests, cell.seed)
+    trace = _TRACES[key]
+    rate = cell.load * ideal_rate(trace, len(FLEET), setup.truth)
+    gaps = random.Random(cell.seed * 7919).expovariate
+    arrivals, at = [], 0.0
+    for _ in trace:
+        at += gaps(1.0) / rate
+        arrivals.append(at)
+    sim = Simulation(FLEET, setup.truth, index_delay_s=setup.index_delay_s)
+    router = router_for(cell.router, cell.seed, len(FLEET), setup)
+    return cell, sim.run(trace, arrivals, router, warmup=setup.requests // 5)
 
 
-def run(routing: str, requests: int, redis_url: str) -> TrafficSummary:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    client.flushdb()
-    configs = fleet_configs()
-    with Fleet(configs) as fleet:
-        specs = [
-            StreamSpec(
-                StreamId(c.name, 0), MODEL, c.kind, c.events_endpoint, c.replay_endpoint, b"", 16
-            )  # fmt: skip
-            for c in configs
-        ]
-        loop = IngestLoop(client, lambda: specs, lambda: 0, worker_id=f"bench-{routing}")
-        thread = threading.Thread(target=loop.run)
-        thread.start()
-        try:
-            fleet.wait_for_subscribers()
-            router: Router = {
-                "random": lambda: RandomRouter(seed=3),
-                "kvadmin unweighted": lambda: kvadmin_router(client, UNWEIGHTED),
-                "kvadmin tier-weighted": lambda: kvadmin_router(client, WEIGHTED),
-            }[routing]()
-            traffic = TrafficGenerator(fleet.endpoints(), router, Workload(MODEL, seed=11))
-            started = time.perf_counter()
-            summary = traffic.run(requests=requests)
-            traffic.close()
-            print(f"  ({routing}: {requests} requests in {time.perf_counter() - started:.1f} s)")
-            return summary
-        finally:
-            loop.stop()
-            thread.join()
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+@dataclass(slots=True)
+class Row:
+    p50: float
+    p90: float
+    p99: float
+    hit_by_medium: dict[str, float]
+    computed: int
+    load_spread: float
+
+
+def summarize(outcomes: list[Outcome]) -> Row:
+    ttft = [t for o in outcomes for t in o.ttft_s]
+    prompt = sum(o.prompt_tokens for o in outcomes) or 1
+    hits: Counter[str] = Counter()
+    for outcome in outcomes:
+        hits.update(outcome.hit_tokens)
+    spreads = [max(o.requests_per_pod) / statistics.fmean(o.requests_per_pod) for o in outcomes]
+    return Row(
+        _percentile(ttft, 0.5),
+        _percentile(ttft, 0.9),
+        _percentile(ttft, 0.99),
+        {medium: tokens / prompt for medium, tokens in hits.items()},
+        sum(o.computed_tokens for o in outcomes) // len(outcomes),
+        max(spreads),
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=1500)
+    parser.add_argument("--requests", type=int, default=1200, help="per workload and seed")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (2 cores, shared)")
+    parser.add_argument("--index-delay-ms", type=float, default=50.0)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument(
+        "--kappa", type=float, default=None, help="the routers' work penalty (tuning only)"
+    )
+    parser.add_argument("--misfit", action="store_true", help="pods slower than assumed")
+    parser.add_argument(
+        "--no-resync", action="store_true", help="ttft's virtual queue never hears from pods"
+    )
     args = parser.parse_args()
-    results = {}
-    with RedisServer() as server:
-        for routing in ("random", "kvadmin unweighted", "kvadmin tier-weighted"):
-            results[routing] = run(routing, args.requests, server.url)
-    media = sorted({m for s in results.values() for m in s.cached_by_medium})
-    header = f"{'routing':<24}{'hit rate':>9}" + "".join(f"{m:>12}" for m in media)
-    print(header + f"{'prefill saved':>15}{'load spread':>13}{'exact pred.':>13}")
-    for routing, summary in results.items():
-        by_medium = summary.hit_rate_by_medium
-        exact = (
-            f"{summary.exact_predictions / summary.predictions:.0%}" if summary.predictions else "-"
+    started = time.perf_counter()
+    workloads = args.workloads.split(",")
+    cells = [
+        Cell(w, load, seed, router)
+        for w in workloads
+        for seed in range(1, args.seeds + 1)
+        for load in LOADS
+        for router in ROUTERS
+    ]
+    outcomes: dict[Cell, Outcome] = {}
+    parameters = DEFAULT_PARAMETERS
+    if args.kappa is not None:
+        parameters = replace(parameters, kappa=args.kappa)
+    truth = MISFIT if args.misfit else TRUTH
+    setup = Setup(args.requests, args.index_delay_ms / 1000, parameters, truth, not args.no_resync)
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            futures = [pool.submit(simulate, cell, setup) for cell in cells]
+            outcomes = dict(future.result() for future in futures)
+    else:
+        outcomes = dict(simulate(cell, setup) for cell in cells)
+    rows = {
+        (w, load, router): summarize(
+            [outcomes[Cell(w, load, seed, router)] for seed in range(1, args.seeds + 1)]
         )
-        print(
-            f"{routing:<24}{summary.hit_rate:>9.1%}"
-            + "".join(f"{by_medium.get(m, 0.0):>12.1%}" for m in media)
-            + f"{summary.cached_tokens:>15,}{summary.load_spread:>13.2f}{exact:>13}"
-        )
-    print(f"tier weights chose another pod than unweighted scoring in {CHANGED_BY_WEIGHTS[0]} "
-          f"of {args.requests} decisions")  # fmt: skip
-    base = results["random"].cached_tokens or 1
-    for routing in ("kvadmin unweighted", "kvadmin tier-weighted"):
-        print(f"{routing}: {results[routing].cached_tokens / base:.2f}x the prefill tokens "
-              f"saved by random routing")  # fmt: skip
+        for w in workloads
+        for load in LOADS
+        for router in ROUTERS
+    }
+    print(
+        f"{len(FLEET)} pods, {args.requests} requests per workload and seed (first fifth "
+        f"warm-up), {args.seeds} seeds, index delay {args.index_delay_ms:g} ms; TTFT in ms"
+    )
+    print(f"kvadmin ttft prices with {parameters}")
+    print(f"the pods take {truth}; ttft resyncs its virtual queue: {setup.resync}")
+    media = ("GPU", "CPU", "CPU_PINNED", "DISK")
+    for w in workloads:
+        for load in LOADS:
+            oracle = rows[(w, load, "oracle")].p90
+            print(f"\n{w} at {load:.0%} of ideal capacity")
+            print(
+                f"  {'router':<14}{'p50':>8}{'p90':>8}{'p99':>8}{'hit':>7}"
+                + "".join(f"{m:>11}" for m in media)
+                + f"{'computed':>10}{'max/mean':>9}{'p90/oracle':>11}"
+            )
+            for router in ROUTERS:
+                row = rows[(w, load, router)]
+                hit = sum(row.hit_by_medium.values())
+                print(
+                    f"  {router:<14}{row.p50 * 1000:>8.0f}{row.p90 * 1000:>8.0f}"
+                    f"{row.p99 * 1000:>8.0f}{hit:>7.1%}"
+                    + "".join(f"{row.hit_by_medium.get(m, 0.0):>11.1%}" for m in media)
+                    + f"{row.computed:>10,}{row.load_spread:>9.2f}{row.p90 / oracle:>11.2f}"
+                )
+    print()
+    _targets(rows, workloads)
+    print(f"\n{len(cells)} simulations in {time.perf_counter() - started:.0f} s")
+
+
+def _targets(rows: dict, workloads: list[str]) -> None:
+    def check(label: str, ok: bool, detail: str) -> None:
+        print(f"  {'PASS' if ok else 'FAIL'}  {label}: {detail}")
+
+    print("targets (kvadmin ttft)")
+    for load, bound in ((0.6, 1.10), (0.8, 1.25)):
+        ratios = {w: rows[(w, load, "kvadmin ttft")].p90 / rows[(w, load, "oracle")].p90
+                  for w in workloads}  # fmt: skip
+        detail = ", ".join(f"{w} {r:.2f}x" for w, r in ratios.items())
+        check(f"p90 <= {bound:.2f}x oracle at {load:.0%}", max(ratios.values()) <= bound, detail)
+    worst = []
+    for w in workloads:
+        for load in LOADS:
+            best = min(rows[(w, load, b)].p90 for b in BASELINES)
+            worst.append((rows[(w, load, "kvadmin ttft")].p90 / best, w, load))
+    ratio, w, load = max(worst)
+    check("p90 never > 5% worse than the best baseline", ratio <= 1.05,
+          f"worst {ratio:.2f}x the best baseline ({w} at {load:.0%})")  # fmt: skip
+    spread = max((rows[(w, load, "kvadmin ttft")].load_spread, w, load)
+                 for w in workloads for load in LOADS)  # fmt: skip
+    oracle = rows[(spread[1], spread[2], "oracle")].load_spread
+    check("load max/mean <= 1.5", spread[0] <= 1.5,
+          f"worst {spread[0]:.2f} ({spread[1]} at {spread[2]:.0%}; the oracle there: "
+          f"{oracle:.2f})")  # fmt: skip
+    if {"llm-d", "llm-d+preamble"} <= set(workloads):
+        ratios = [rows[("llm-d+preamble", load, "kvadmin ttft")].p90
+                  / rows[("llm-d", load, "kvadmin ttft")].p90 for load in LOADS]  # fmt: skip
+        check("no collapse with the shared preamble (p90 <= 1.10x without it)",
+              max(ratios) <= 1.10, ", ".join(f"{r:.2f}x" for r in ratios))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ under the weights in force.
 
 Caveat: a prefix every pod holds equally (a shared system prompt) is a tie too, so all
 requests starting with it pick the same pod. kthena combines this score with load-aware
-scorers; kvadmin's score is the cache-affinity part only.
+scorers; kvadmin's score is the cache-affinity part only. The `ttft` policy
+(`scoring.policy`) prices load too, and keys this tie-break past the prefix every tied pod holds.
 """
 
 from collections.abc import Iterable, Mapping

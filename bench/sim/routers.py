@@ -1,0 +1,226 @@
+"""The routers the simulation compares, each fed only what it would know in production.
+
+- random, round-robin: no state.
+- least-loaded: fewest outstanding requests (queued, prefilling, decoding), as a gateway counts
+  its own in-flight requests; random tie.
+- kthena: the highest kthena score (SPEC 2.4) over the delayed index; random tie, as kthena's
+  plugin alone picks (Go map order).
+- llm-d: llm-d's default mix, 2 x prefix score (matched fraction of the prompt's blocks, from
+  the delayed index) + (1 - KV cache usage) + queue score ((max - q) / (max - min) over waiting
+  queues, 1 when all are equal); the metrics are the pods' true current ones (llm-d scrapes every
+  50 ms: this flatters it slightly).
+- kvadmin ttft: `scoring.policy.choose_pod`, the function `/api/v1/score` uses, fed the delayed
+  index, kvadmin's own speculative entries (blocks it routed in the last `speculative_ttl_s`), its
+  own virtual queue of predicted prefill times, and running counts from the last scrape. With
+  `resync`, every scrape trims the virtual queue to the requests the pod reports waiting or
+  prefilling (the pod serves in kvadmin's routing order, so those are the latest routed) and
+  restarts its clock from the scrape.
+- oracle: the same function fed the truth: every pod's true cache, the blocks its queued
+  requests will have placed, its true backlog and its running count. It minimises the same
+  estimated TTFT plus work penalty, with perfect information.
+"""
+
+import random
+from collections import deque
+from collections.abc import Iterator, Set
+
+from bench.sim.fleet import MAX_ROUTED_BLOCKS, Job, PodReport, Simulation, runs_of
+from scoring.policy import PodLoad, RouteRequest, choose_pod
+from scoring.score import PrefixWalk, score_walk
+from scoring.ttft import TtftParameters
+from scoring.weights import TierWeights
+
+
+class RandomRouter:
+    name = "random"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def choose(self, sim: Simulation, job: Job, now: float) -> int:
+        return self.rng.randrange(len(sim.pods))
+
+    def scraped(self, sim: Simulation, now: float, reports: list[PodReport]) -> None:
+        pass
+
+
+class RoundRobinRouter(RandomRouter):
+    name = "round-robin"
+
+    def __init__(self, seed: int) -> None:
+        self.next = seed
+
+    def choose(self, sim: Simulation, job: Job, now: float) -> int:
+        self.next += 1
+        return self.next % len(sim.pods)
+
+
+class LeastLoadedRouter(RandomRouter):
+    name = "least-loaded"
+
+    def choose(self, sim: Simulation, job: Job, now: float) -> int:
+        loads = [pod.outstanding for pod in sim.pods]
+        return _random_best([-load for load in loads], self.rng)
+
+
+class KthenaRouter(RandomRouter):
+    name = "kthena"
+
+    def __init__(self, seed: int, weights: TierWeights) -> None:
+        super().__init__(seed)
+        self.weights = weights
+
+    def choose(self, sim: Simulation, job: Job, now: float) -> int:
+        blocks = job.request.blocks[:MAX_ROUTED_BLOCKS]
+        runs = {
+            i: run
+            for i, pod in enumerate(sim.pods)
+            if (run := runs_of(sim.index.held[i], blocks, pod.spec.media))
+        }
+        scores = score_walk(PrefixWalk(runs), len(blocks), self.weights).scores  # type: ignore[arg-type]
+        return _random_best([scores.get(i, 0) for i in range(len(sim.pods))], self.rng)
+
+
+class LlmdRouter(RandomRouter):
+    name = "llm-d"
+
+    def choose(self, sim: Simulation, job: Job, now: float) -> int:
+        blocks = job.request.blocks[:MAX_ROUTED_BLOCKS]
+        reports = [pod.report() for pod in sim.pods]
+        waiting = [report.waiting for report in reports]
+        low, high = min(waiting), max(waiting)
+        totals = []
+        for i, pod in enumerate(sim.pods):
+            matched = sum(n for _m, n in runs_of(sim.index.held[i], blocks, pod.spec.media))
+            queue = 1.0 if high == low else (high - waiting[i]) / (high - low)
+            totals.append(2 * matched / len(blocks) + (1 - reports[i].kv_usage) + queue)
+        return _random_best(totals, self.rng)
+
+
+class _Speculative(Set[int]):
+    """A pod's speculative blocks still alive at `now` (block -> expiry)."""
+
+    def __init__(self, expiries: dict[int, float], now: float) -> None:
+        self.expiries, self.now = expiries, now
+
+    def __contains__(self, block: object) -> bool:
+        return self.expiries.get(block, 0.0) > self.now  # type: ignore[call-overload]
+
+    def __iter__(self) -> Iterator[int]:
+        return (block for block, expiry in self.expiries.items() if expiry > self.now)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return bool(self.expiries)
+
+
+class TtftRouter:
+    name = "kvadmin ttft"
+
+    def __init__(
+        self,
+        weights: TierWeights,
+        parameters: TtftParameters,
+        pods: int,
+        speculative_ttl_s: float = 5.0,
+        resync: bool = True,
+    ) -> None:
+        self.weights, self.parameters = weights, parameters
+        self.ttl, self.resync = speculative_ttl_s, resync
+        self.speculative: list[dict[int, float]] = [{} for _ in range(pods)]
+        self.queue: list[deque[list[float]]] = [deque() for _ in range(pods)]
+        """Per pod, [predicted finish, predicted prefill seconds] of requests routed there."""
+        self.running = [0] * pods
+        self.scraped_at: float | None = None
+        self.stale_decisions = 0
+
+    def choose(self, sim: Simulation, job: Job, now: float) -> int:
+        blocks = job.request.blocks[:MAX_ROUTED_BLOCKS]
+        names = [pod.spec.name for pod in sim.pods]
+        runs = {}
+        for i, pod in enumerate(sim.pods):
+            if run := runs_of(sim.index.held[i], blocks, pod.spec.media):
+                runs[names[i]] = run
+        stale = self.scraped_at is None or now - self.scraped_at > 3 * sim.scrape_interval_s
+        loads = {}
+        for i, name in enumerate(names):
+            queue = self.queue[i]
+            while queue and queue[0][0] <= now:
+                queue.popleft()
+            wait = queue[-1][0] - now if queue else 0.0
+            loads[name] = PodLoad(wait, self.running[i], stale)
+        speculative = {names[i]: _Speculative(self.speculative[i], now) for i in range(len(names))}
+        request = RouteRequest(
+            "sim", blocks, job.request.prompt_tokens, 16, names, runs, {}, speculative, loads
+        )
+        choice = choose_pod(request, self.weights, "ttft", self.parameters)
+        self.stale_decisions += bool(choice.stale_pods)
+        chosen = names.index(choice.chosen)  # type: ignore[arg-type]
+        predicted = choice.candidates[
+            [c.pod for c in choice.candidates].index(choice.chosen)  # type: ignore[arg-type]
+        ].prefill_s
+        queue = self.queue[chosen]
+        queue.append([max(queue[-1][0] if queue else now, now) + predicted, predicted])
+        expiry = now + self.ttl
+        entries = self.speculative[chosen]
+        for block in blocks:
+            entries[block] = expiry
+        return chosen
+
+    def scraped(self, sim: Simulation, now: float, reports: list[PodReport]) -> None:
+        self.scraped_at = now
+        for i, report in enumerate(reports):
+            self.running[i] = report.running
+            entries = self.speculative[i]
+            for block in [block for block, expiry in entries.items() if expiry <= now]:
+                del entries[block]
+            if not self.resync:
+                continue
+            queue = self.queue[i]
+            while len(queue) > report.waiting + report.prefilling:
+                queue.popleft()
+            clock = now - (0.5 * queue[0][1] if queue and report.prefilling else 0.0)
+            for entry in queue:
+                clock += entry[1]
+                entry[0] = clock
+
+
+class OracleRouter:
+    name = "oracle"
+
+    def __init__(self, weights: TierWeights, parameters: TtftParameters) -> None:
+        self.weights, self.parameters = weights, parameters
+
+    def choose(self, sim: Simulation, job: Job, now: float) -> int:
+        blocks = job.request.blocks
+        names = [pod.spec.name for pod in sim.pods]
+        runs, pending, loads = {}, {}, {}
+        for name, pod in zip(names, sim.pods, strict=True):
+            media: list[tuple[str, int]] = []
+            for block in blocks:
+                tier = pod.cache.best_tier(block)
+                if tier is None:
+                    break
+                medium = pod.spec.media[tier]
+                if media and media[-1][0] == medium:
+                    media[-1] = (medium, media[-1][1] + 1)
+                else:
+                    media.append((medium, 1))
+            runs[name] = tuple(media)
+            pending[name] = pod.pending.keys()
+            loads[name] = PodLoad(pod.backlog_s(now), pod.decoding)
+        request = RouteRequest(
+            "sim", blocks, job.request.prompt_tokens, 16, names, runs, {}, pending, loads
+        )
+        choice = choose_pod(request, self.weights, "ttft", self.parameters)
+        return names.index(choice.chosen)  # type: ignore[arg-type]
+
+    def scraped(self, sim: Simulation, now: float, reports: list[PodReport]) -> None:
+        pass
+
+
+def _random_best(values: list, rng: random.Random) -> int:
+    best = max(values)
+    return rng.choice([i for i, value in enumerate(values) if value == best])

@@ -1,0 +1,256 @@
+"""Choosing the pod for a request: the routing policies and the explanation of their choice.
+
+- `ttft` (the default): the lowest estimated time to first token plus a work penalty,
+
+      cost = predicted_wait + S_est + kappa * (S_est - min over candidates of S_est)
+
+  with S_est from `scoring.ttft`. The penalty charges the extra prefill a placement adds over
+  the cheapest one: that work delays every later request on the pod, so without it the router
+  leaves a warm pod for a cold one as soon as the warm one has any queue and then recomputes
+  the prefix there (over-spreading). Rendezvous hashing breaks only exact ties.
+- `kthena`: the highest kthena score, as kthena's kvcache-aware plugin alone picks
+  (`scoring.choice.choose`).
+
+A pod's match is its own consecutive run of the request's blocks from the index walk, extended
+by speculative blocks: blocks of requests kvadmin has just routed to the pod whose BlockStored
+has not arrived yet. Without them a burst of same-prefix requests scatters, every one of them
+seeing the prefix nowhere. A speculative block is priced as GPU-resident (the routed request
+computes or reloads it into GPU memory).
+
+Ties are broken by rendezvous hashing of the request's first block that not every candidate
+holds (the first block past the longest match of the tied pods; the first block when nothing
+matched). With the first block as the key, a chat preamble every pod holds would tie every
+request on one key and send all of them to one pod; past it, requests of one conversation keep
+one pod and distinct conversations spread.
+"""
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from scoring.choice import choose, tie_break
+from scoring.score import MediaRun
+from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters, estimate_prefill
+from scoring.weights import TierWeights
+
+Policy = Literal["ttft", "kthena"]
+POLICIES: Final[tuple[Policy, ...]] = ("ttft", "kthena")
+DEFAULT_POLICY: Final[Policy] = "ttft"
+SPECULATIVE_MEDIUM: Final = "GPU"
+
+
+@dataclass(frozen=True, slots=True)
+class PodLoad:
+    """What is known of a pod's load. `stale`: the signal is older than it should be, or the
+    pod's load is unknown; the pod is still priced with it, and the choice says so."""
+
+    wait_s: float = 0.0
+    """Predicted wait before the request's prefill starts (the pod's virtual queue)."""
+    running: int = 0
+    """Requests the pod is running (decoding), which slow its prefill."""
+    stale: bool = False
+
+
+UNKNOWN_LOAD: Final = PodLoad(stale=True)
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateCost:
+    """One candidate's estimate, in seconds, and what it rests on."""
+
+    pod: str
+    matched_blocks: int
+    speculative_blocks: int
+    """Of `matched_blocks`, those only kvadmin's own recent routing says the pod holds."""
+    cached_tokens: int
+    uncached_tokens: int
+    wait_s: float
+    prefill_s: float
+    """S_est, reload included."""
+    reload_s: float
+    """The part of `prefill_s` spent reloading lower-tier hits."""
+    work_penalty_s: float
+    cost_s: float
+    load_stale: bool
+    score: int
+    """The kthena score (SPEC 2.4), 0 for a pod without the first block."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "matched_blocks": self.matched_blocks,
+            "speculative_blocks": self.speculative_blocks,
+            "cached_tokens": self.cached_tokens,
+            "uncached_tokens": self.uncached_tokens,
+            "wait_s": self.wait_s,
+            "prefill_s": self.prefill_s,
+            "reload_s": self.reload_s,
+            "work_penalty_s": self.work_penalty_s,
+            "cost_s": self.cost_s,
+            "load_stale": self.load_stale,
+            "score": self.score,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyChoice:
+    """The chosen pod, why, and every candidate's estimate, cheapest first (then pod id)."""
+
+    policy: Policy
+    chosen: str | None
+    tie_broken: bool
+    reason: str
+    candidates: tuple[CandidateCost, ...]
+
+    @property
+    def stale_pods(self) -> tuple[str, ...]:
+        return tuple(sorted(c.pod for c in self.candidates if c.load_stale))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "chosen": self.chosen,
+            "tie_broken": self.tie_broken,
+            "reason": self.reason,
+            "stale_pods": list(self.stale_pods),
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRequest:
+    """One request as the policy sees it. `runs`: per pod, the media of its matched blocks in
+    block order (`PrefixWalk.runs`); `speculative`: per pod, the request's block hashes kvadmin
+    recently routed there."""
+
+    model: str
+    blocks: Sequence[int]
+    prompt_tokens: int
+    block_size: int
+    candidates: Sequence[str]
+    runs: Mapping[str, tuple[MediaRun, ...]]
+    scores: Mapping[str, int]
+    speculative: Mapping[str, Set[int]]
+    loads: Mapping[str, PodLoad]
+
+
+def matched_runs(
+    runs: tuple[MediaRun, ...], blocks: Sequence[int], speculative: Set[int]
+) -> tuple[tuple[MediaRun, ...], int]:
+    """The pod's match: its index run with speculative blocks as GPU, extended past the run's
+    end while the next block is speculative. Returns the runs and how many blocks only the
+    speculative entries vouch for."""
+    media: list[str | None] = []
+    for medium, count in runs:
+        media.extend([medium] * count)
+    only_speculative = 0
+    if speculative:
+        media = [
+            SPECULATIVE_MEDIUM if block in speculative else medium
+            for block, medium in zip(blocks, media, strict=False)
+        ]
+        for block in blocks[len(media) :]:
+            if block not in speculative:
+                break
+            media.append(SPECULATIVE_MEDIUM)
+            only_speculative += 1
+    merged: list[MediaRun] = []
+    for medium in media:
+        if merged and merged[-1][0] == medium:
+            merged[-1] = (medium, merged[-1][1] + 1)
+        else:
+            merged.append((medium, 1))
+    return tuple(merged), only_speculative
+
+
+def choose_pod(
+    request: RouteRequest,
+    weights: TierWeights,
+    policy: Policy = DEFAULT_POLICY,
+    parameters: TtftParameters = DEFAULT_PARAMETERS,
+) -> PolicyChoice:
+    """Price every candidate (see the module docstring) and pick one under `policy`."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
+    estimates = []
+    for pod in dict.fromkeys(request.candidates):
+        runs, speculative_blocks = matched_runs(
+            request.runs.get(pod, ()), request.blocks, request.speculative.get(pod, frozenset())
+        )
+        load = request.loads.get(pod, UNKNOWN_LOAD)
+        prefill = estimate_prefill(
+            request.model,
+            request.prompt_tokens,
+            runs,
+            request.block_size,
+            load.running,
+            weights,
+            parameters,
+        )
+        matched = sum(count for _medium, count in runs)
+        estimates.append((pod, matched, speculative_blocks, prefill, load))
+    if not estimates:
+        return PolicyChoice(policy, None, False, "no candidate pod", ())
+    cheapest = min(prefill.seconds for _p, _m, _s, prefill, _l in estimates)
+    costs = []
+    for pod, matched, speculative_blocks, prefill, load in estimates:
+        penalty = parameters.kappa * (prefill.seconds - cheapest)
+        costs.append(
+            CandidateCost(
+                pod=pod,
+                matched_blocks=matched,
+                speculative_blocks=speculative_blocks,
+                cached_tokens=prefill.cached_tokens,
+                uncached_tokens=prefill.uncached_tokens,
+                wait_s=max(load.wait_s, 0.0),
+                prefill_s=prefill.seconds,
+                reload_s=prefill.reload_seconds,
+                work_penalty_s=penalty,
+                cost_s=max(load.wait_s, 0.0) + prefill.seconds + penalty,
+                load_stale=load.stale,
+                score=request.scores.get(pod, 0),
+            )
+        )
+    costs.sort(key=lambda c: (c.cost_s, c.pod))
+    ranked = tuple(costs)
+    if policy == "kthena":
+        first = request.blocks[0] if request.blocks else 0
+        chosen, tied = choose(request.scores, request.candidates, first)
+        return PolicyChoice(policy, chosen, tied, _kthena_reason(ranked, chosen, tied), ranked)
+    tied_pods = [c for c in ranked if c.cost_s == ranked[0].cost_s]
+    if len(tied_pods) == 1:
+        return PolicyChoice(policy, ranked[0].pod, False, _ttft_reason(ranked), ranked)
+    depth = max(c.matched_blocks for c in tied_pods)
+    key = request.blocks[min(depth, len(request.blocks) - 1)] if request.blocks else 0
+    chosen = tie_break(key, (c.pod for c in tied_pods))
+    reason = (
+        f"{len(tied_pods)} pods tie at an estimated {_ms(ranked[0].cost_s)}; "
+        "rendezvous hashing of the first block they do not all hold picked one"
+    )
+    return PolicyChoice(policy, chosen, True, reason, ranked)
+
+
+def _ttft_reason(ranked: tuple[CandidateCost, ...]) -> str:
+    best = ranked[0]
+    text = f"lowest estimated time to first token: {_ms(best.cost_s)}"
+    if len(ranked) == 1:
+        return text + " (the only candidate)"
+    runner = ranked[1]
+    parts = [
+        (runner.wait_s - best.wait_s, "less wait"),
+        (runner.prefill_s - best.prefill_s, "less prefill"),
+        (runner.work_penalty_s - best.work_penalty_s, "less extra work"),
+    ]
+    gains = ", ".join(f"{_ms(gain)} {what}" for gain, what in parts if gain > 0)
+    return f"{text}, {_ms(runner.cost_s - best.cost_s)} ahead of {runner.pod} ({gains})"
+
+
+def _kthena_reason(ranked: tuple[CandidateCost, ...], chosen: str | None, tied: bool) -> str:
+    score = next((c.score for c in ranked if c.pod == chosen), 0)
+    if tied:
+        return f"highest kthena score ({score}), tied; rendezvous hashing of the first block"
+    return f"highest kthena score ({score})"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
