@@ -53,6 +53,15 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "SCORE_MAX_TOKENS": 262_144,
     "TOKENIZE_TIMEOUT": 5.0,
     "TOKENIZE_CACHE_SIZE": 1024,
+    # Local tokenizers (Engine.tokenizer): 1 in TOKENIZER_CHECK_EVERY locally tokenized
+    # requests is also sent to an engine's /tokenize, off the request path (0: never); once a
+    # model has TOKENIZER_CHECK_MIN checks and more than TOKENIZER_MISMATCH_MAX of them
+    # differ, its local tokenizer is disabled (each process notices within
+    # TOKENIZER_GUARD_REFRESH_SECONDS).
+    "TOKENIZER_CHECK_EVERY": 100,
+    "TOKENIZER_CHECK_MIN": 20,
+    "TOKENIZER_MISMATCH_MAX": 0.05,
+    "TOKENIZER_GUARD_REFRESH_SECONDS": 1.0,
     # The decision log: record every decision, in a stream of about this many entries.
     "DECISIONS_RECORD": True,
     "DECISIONS_MAX": 10_000,

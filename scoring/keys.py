@@ -169,6 +169,11 @@ GC_TOTALS_KEY = "kvadmin:gc:totals"
 GC_LOCK_KEY = "kvadmin:gc:lock"
 """STRING with a TTL: held by the running GC."""
 
+TOKENIZER_GUARD_KEY = "kvadmin:tokenizer:guard"
+"""HASH: per model with a local tokenizer, the consistency checks since it was (re)armed:
+"{model}\x1fchecks", "{model}\x1fmismatches", and "{model}\x1fdisabled_at" (unix seconds)
+once its mismatch rate disabled it."""
+
 METRICS_KEY_PREFIX = "kvadmin:metrics:"
 """HASH per metric family (counters, histogram buckets by label set)."""
 HITS_KEY_PREFIX = "kvadmin:metrics:hits:"

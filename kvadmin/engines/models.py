@@ -1,6 +1,7 @@
 """The engine registry: every inference pod whose KV events kvadmin consumes."""
 
 import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
@@ -8,6 +9,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from kvadmin.engines import model_names
+from kvadmin.model_tokenizer.files import tokenizer_files
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -37,6 +39,15 @@ def validate_zmq_endpoint(value: str) -> None:
     raise ValidationError(
         "%(value)r is not a ZMQ endpoint (tcp://host:port or ipc://path)", params={"value": value}
     )
+
+
+def validate_tokenizer_path(value: str) -> None:
+    """An absolute path to a tokenizer.json, or to a directory holding one."""
+    if not Path(value).is_absolute() or not tokenizer_files(value)[0].is_file():
+        raise ValidationError(
+            "%(value)r is not an absolute path to a tokenizer.json or a directory holding one",
+            params={"value": value},
+        )
 
 
 def endpoint_for_rank(endpoint: str, rank: int) -> str:
@@ -82,6 +93,16 @@ class Engine(models.Model):
     http_base_url = models.URLField(
         "HTTP base URL", blank=True, help_text="Where the engine serves /tokenize."
     )
+    tokenizer = models.CharField(
+        "local tokenizer",
+        max_length=1024,
+        blank=True,
+        validators=[validate_tokenizer_path],
+        help_text="The model's Hugging Face tokenizer.json, or the directory holding it (with "
+        "tokenizer_config.json and chat_template.jinja, if any): kvadmin then tokenizes this "
+        "model's text itself instead of calling /tokenize. Every engine of a model that names "
+        "one names the same.",
+    )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -91,6 +112,27 @@ class Engine(models.Model):
 
     def __str__(self) -> str:
         return self.pod
+
+    def clean(self) -> None:
+        """One tokenizer per model: a model's token ids must not depend on which of its
+        engines the tokenizer path was read from."""
+        if not self.tokenizer:
+            return
+        other = (
+            Engine.objects.filter(model=self.model)
+            .exclude(pk=self.pk)
+            .exclude(tokenizer="")
+            .exclude(tokenizer=self.tokenizer)
+            .values_list("pod", "tokenizer")
+            .first()
+        )
+        if other is not None:
+            raise ValidationError(
+                {
+                    "tokenizer": f"{other[0]} serves {self.model} with another tokenizer "
+                    f"({other[1]}): every engine of a model names the same one"
+                }
+            )
 
     def events_endpoint_for(self, rank: int) -> str:
         return endpoint_for_rank(self.events_endpoint, rank)
@@ -109,5 +151,6 @@ class Engine(models.Model):
             "dp_size": self.dp_size,
             "block_size": self.block_size,
             "http_base_url": self.http_base_url or None,
+            "tokenizer": self.tokenizer or None,
             "enabled": self.enabled,
         }

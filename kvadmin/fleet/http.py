@@ -1,5 +1,6 @@
 """A simulated pod's HTTP face: a tiny ASGI app with the engine endpoints kvadmin and its clients
-call, in vLLM's or SGLang's request and response shapes (SPEC 2.6), plus fault switches.
+call, in vLLM's or SGLang's request and response shapes (SPEC 2.6), plus fault switches. It
+tokenizes with the pod's tokenizer (`engine_tokenizer`: a real one, or the toy one).
 
 - `POST /tokenize`: `prompt` (SGLang also a list of prompts) or `messages`, `add_special_tokens`,
   `add_generation_prompt`; answers `{"tokens", "count", "max_model_len"}` (+ `token_strs` on vLLM).
@@ -24,8 +25,9 @@ from typing import Any
 
 import uvicorn
 
+from kvadmin.fleet.engine_tokenizer import ChatNotSupported, EngineTokenizer, engine_tokenizer
 from kvadmin.fleet.pod import SimPod
-from kvadmin.fleet.tokenizer import Message, encode, encode_chat, message_text
+from kvadmin.fleet.tokenizer import Message, message_text
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -48,19 +50,22 @@ def _messages(body: dict[str, Any]) -> list[Message]:
         raise HttpError(400, "each message needs a `role` and a `content`") from None
 
 
-def _prompt_tokens(body: dict[str, Any], chat: bool) -> list[int]:
+def _prompt_tokens(tokenizer: EngineTokenizer, body: dict[str, Any], chat: bool) -> list[int]:
     if chat:
-        return encode_chat(
-            _messages(body),
-            add_generation_prompt=bool(body.get("add_generation_prompt", True)),
-            add_special_tokens=bool(body.get("add_special_tokens", False)),
-        )
+        try:
+            return tokenizer.encode_chat(
+                _messages(body),
+                add_generation_prompt=bool(body.get("add_generation_prompt", True)),
+                add_special_tokens=bool(body.get("add_special_tokens", False)),
+            )
+        except ChatNotSupported as error:
+            raise HttpError(400, f"the chat template cannot render the messages: {error}") from None
     prompt = body.get("prompt")
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
         return list(prompt)
     if not isinstance(prompt, str):
         raise HttpError(400, "`prompt` must be a string or a list of token ids")
-    return encode(prompt, bool(body.get("add_special_tokens", True)))
+    return tokenizer.encode(prompt, bool(body.get("add_special_tokens", True)))
 
 
 def _reply_words(token_ids: list[int], count: int) -> str:
@@ -75,6 +80,7 @@ class PodApp:
 
     def __init__(self, pod: SimPod) -> None:
         self.pod = pod
+        self.tokenizer = engine_tokenizer(pod.config.tokenizer)
         self.routes: dict[tuple[str, str], Callable[[dict[str, Any]], dict[str, Any]]] = {
             ("POST", "/tokenize"): self.tokenize,
             ("POST", "/v1/completions"): self.completions,
@@ -127,13 +133,15 @@ class PodApp:
         self._check_model(body)
         prompt = body.get("prompt")
         if self.pod.kind == "sglang" and isinstance(prompt, list) and "messages" not in body:
-            batch = [_prompt_tokens({**body, "prompt": p}, chat=False) for p in prompt]
+            batch = [
+                _prompt_tokens(self.tokenizer, {**body, "prompt": p}, chat=False) for p in prompt
+            ]
             return {
                 "tokens": batch,
                 "count": [len(t) for t in batch],
                 "max_model_len": self.pod.max_model_len,
             }
-        tokens = _prompt_tokens(body, chat="messages" in body)
+        tokens = _prompt_tokens(self.tokenizer, body, chat="messages" in body)
         response = {"count": len(tokens), "max_model_len": self.pod.max_model_len}
         response["tokens"] = tokens
         if self.pod.kind == "vllm":
@@ -142,7 +150,7 @@ class PodApp:
 
     def _serve(self, body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], str, int]:
         self._check_model(body)
-        tokens = _prompt_tokens(body, chat)
+        tokens = _prompt_tokens(self.tokenizer, body, chat)
         if len(tokens) >= self.pod.max_model_len:
             raise HttpError(
                 400,

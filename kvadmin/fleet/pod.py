@@ -48,6 +48,9 @@ class PodConfig:
     bytes_hashes: bool = False
     max_model_len: int = 32_768
     replay_buffer: int = 10_000
+    tokenizer: str = ""
+    """A Hugging Face tokenizer (tokenizer.json or its directory) the pod's /tokenize and
+    serving use, and its registration names; empty: the built-in toy tokenizer."""
 
     def __post_init__(self) -> None:
         if self.wire_encoding.engine != self.kind:
@@ -85,6 +88,7 @@ class PodConfig:
             "dp_size": self.dp_size,
             "block_size": self.block_size,
             "http_base_url": self.http_url,
+            "tokenizer": self.tokenizer,
         }
 
     def endpoint(self) -> PodEndpoint:

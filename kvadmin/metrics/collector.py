@@ -31,6 +31,7 @@ from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_values
 from kvadmin.metrics.fleet import FleetState, read_fleet, registered_engines
 from kvadmin.redis_clients import index_client
+from kvadmin.routing import tokenizer_guard
 
 STREAM_COUNTERS = {
     "batches": ("kvadmin_ingest_batches", "KV-event batches applied"),
@@ -76,6 +77,7 @@ class IndexCollector(Collector):
         for family, stored in zip(families.RECORDED, pipe.execute(), strict=True):
             yield _recorded(family, _texts(stored))
         yield from _gc_metrics(client)
+        yield _tokenizer_guard_metrics(client)
 
 
 def build_registry(client: redis.Redis | None = None) -> CollectorRegistry:
@@ -191,6 +193,14 @@ def _histogram(family: Family, stored: dict[str, str]) -> Metric:
             buckets.append((bound, running))
         metric.add_metric(label_values(labels), buckets, sum_value=sums[labels])
     return metric
+
+
+def _tokenizer_guard_metrics(client: redis.Redis) -> Metric:
+    family = families.LOCAL_TOKENIZER_DISABLED
+    gauge = GaugeMetricFamily(family.name, family.help, labels=list(family.labels))
+    for model, state in sorted(tokenizer_guard.states(client).items()):
+        gauge.add_metric([model], 1.0 if state.disabled_at else 0.0)
+    return gauge
 
 
 def _gc_metrics(client: redis.Redis) -> Iterator[Metric]:

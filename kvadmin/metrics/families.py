@@ -82,7 +82,7 @@ MATCH_RATIO = Family(
 TOKENIZE_DURATION = Family(
     "kvadmin_kvcache_aware_tokenize_duration_seconds",
     "histogram",
-    "Time spent tokenizing the prompt through an engine's /tokenize",
+    "Time spent tokenizing the prompt (locally, through an engine's /tokenize, or cached)",
     ("model",),
     LATENCY_BUCKETS,
 )
@@ -125,6 +125,36 @@ SCORING_ERRORS = Family(
     ("model", "stage"),
 )
 
+# Local tokenizers: per decision that tokenized text (recorded with it), and per consistency
+# check (by the checking thread, `routing.tokenizer_guard`).
+TOKENIZATIONS = Family(
+    "kvadmin_tokenizations_total",
+    "counter",
+    "Text and chat requests by where their token ids came from (local, engine or cache)",
+    ("model", "tokenizer"),
+)
+LOCAL_TOKENIZER_FALLBACKS = Family(
+    "kvadmin_local_tokenizer_fallbacks_total",
+    "counter",
+    "Requests of a model with a local tokenizer that went to an engine's /tokenize instead, by "
+    "reason (template: the chat template failed; unavailable: its files did not load; "
+    "disabled: the consistency guard turned it off)",
+    ("model", "reason"),
+)
+TOKENIZER_CHECKS = Family(
+    "kvadmin_local_tokenizer_checks_total",
+    "counter",
+    "Sampled comparisons of local token ids with an engine's /tokenize, by result (match, "
+    "mismatch; skipped: the check queue was full or no engine answered)",
+    ("model", "result"),
+)
+LOCAL_TOKENIZER_DISABLED = Family(
+    "kvadmin_local_tokenizer_disabled",
+    "gauge",
+    "1 when the consistency guard disabled the model's local tokenizer",
+    ("model",),
+)
+
 RECORDED = (
     APPLY_DURATION,
     MATCH_RATIO,
@@ -135,6 +165,9 @@ RECORDED = (
     REQUESTED_BLOCKS,
     MATCHED_BLOCKS,
     SCORING_ERRORS,
+    TOKENIZATIONS,
+    LOCAL_TOKENIZER_FALLBACKS,
+    TOKENIZER_CHECKS,
 )
 """Every family with its own Redis hash, in exposition order."""
 

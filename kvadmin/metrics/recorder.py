@@ -55,6 +55,8 @@ class DecisionLike(Protocol):
     chosen: str | None
     scores: Sequence[_Scored]
     timings_ms: Mapping[str, float]
+    tokenizer: str
+    tokenizer_fallback: str
 
 
 def hits_key(minute: int) -> str:
@@ -108,6 +110,10 @@ def record_decision(target: Target, decision: DecisionLike) -> None:
         observe(pipe, f.MATCH_RATIO, (model,), ratio)
         if decision.input != "token_ids" and "tokenize" in timings:
             observe(pipe, f.TOKENIZE_DURATION, (model,), timings["tokenize"] / 1000)
+            source = decision.tokenizer.partition(":")[0]  # engine:<pod> counts as engine
+            inc(pipe, f.TOKENIZATIONS, (model, source))
+        if decision.tokenizer_fallback:
+            inc(pipe, f.LOCAL_TOKENIZER_FALLBACKS, (model, decision.tokenizer_fallback))
         if "index" in timings:
             observe(pipe, f.INDEX_DURATION, (model,), timings["index"] / 1000)
         if "total" in timings:

@@ -1,4 +1,5 @@
-"""The /pods/<pod>/ page: one pod's counts, streams, chart and most recent blocks."""
+"""The /pods/<pod>/ page: one pod's counts, streams, chart, most recent blocks, and its
+model's local tokenizer."""
 
 import time
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import BlockPage, newest_blocks
 from kvadmin.residency.pods import PodSummary, pod_summary
 from kvadmin.residency.samples import Chart, read_chart
+from kvadmin.routing.tokenizer_status import TokenizerStatus, tokenizer_status
 from scoring import keys
 
 RECENT_BLOCKS = 20
@@ -20,6 +22,7 @@ class PodPage:
     chart: Chart
     recent: BlockPage
     now: int
+    tokenizer: TokenizerStatus | None
 
 
 def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
@@ -28,4 +31,10 @@ def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
     summary = pod_summary(pod, client)
     zsets = [keys.residency_key(pod, medium) for medium in summary.counts]
     recent = newest_blocks(client, summary.model, zsets, limit=RECENT_BLOCKS)
-    return PodPage(summary, read_chart(client, pod), recent, int(time.time()))
+    return PodPage(
+        summary,
+        read_chart(client, pod),
+        recent,
+        int(time.time()),
+        tokenizer_status(summary.model, client),
+    )

@@ -79,6 +79,15 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The weight each medium among the matched blocks had ("" for no medium)."""
     timings_ms: dict[str, float]
     """tokenize, hash, index (the Redis read), score, total (everything but recording)."""
+    tokenizer: str = ""
+    """Where the token ids came from: "given" (token_ids), "local" (the model's tokenizer
+    files), "engine:<pod>" (that engine's /tokenize), "cache" (an earlier request's)."""
+    tokens_estimated: bool = False
+    """`n_tokens` is estimated: the local tokenizer tokenized only the scoring window of a
+    long prompt (`routing.local_tokenize`)."""
+    tokenizer_fallback: str = ""
+    """Why the model's local tokenizer did not tokenize: "template", "unavailable",
+    "disabled" (empty when it did, or there is none)."""
     log_id: str = ""
     """The stream entry id once recorded and read back; never stored in the entry."""
 
@@ -125,6 +134,8 @@ def to_api(decision: Decision) -> dict[str, Any]:
         "weights_version": decision.weights_version,
         "weights": decision.weights,
         "timings_ms": decision.timings_ms,
+        "tokenizer": decision.tokenizer,
+        "tokens_estimated": decision.tokens_estimated,
     }
 
 

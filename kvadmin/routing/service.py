@@ -5,7 +5,8 @@ chooses a pod and records the decision:
 
 1. Candidates: the enabled engines serving the model, or the `pods` given (each must be a
    registered engine of the model).
-2. Token ids: given, or from a candidate engine's /tokenize (`routing.tokenize`).
+2. Token ids: given, or from the model's local tokenizer or a candidate engine's /tokenize
+   (`routing.tokenize`); the decision records which (`tokenizer`).
 3. `scoring.index.score_request` with the active tier weights, in one Redis round trip
    (SPEC 5.8) that also reads each candidate's last (re)start as the ingest reader recorded
    it per stream, so ownership written before it is dropped (SPEC 2.4 step 1); a
@@ -22,6 +23,7 @@ is) and a message, and the HTTP status a view should answer with.
 import logging
 import secrets
 import time
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
@@ -90,6 +92,7 @@ class _Candidate:
     kind: str
     http_base_url: str
     dp_size: int
+    tokenizer: str
 
 
 def score(
@@ -129,6 +132,7 @@ def score(
         tokenize_ms = (perf_counter() - asked) * 1000
     else:
         tokens, n_tokens, tokenize_ms = given, len(given), 0.0
+        tokenized = Tokenized(array("I"), len(given), "given")
 
     pods_ = [candidate.pod for candidate in candidates]
     active = active_weights()
@@ -184,6 +188,9 @@ def score(
             "score": result.timings.score_ms + (perf_counter() - scored) * 1000,
             "total": (perf_counter() - started) * 1000,
         },
+        tokenizer=tokenized.source,
+        tokens_estimated=tokenized.estimated,
+        tokenizer_fallback=tokenized.fallback,
     )
     if record:
         _record(client, decision)
@@ -323,9 +330,9 @@ def _request_id(request_id: object) -> str | None:
 
 def _candidates(model: str, requested: list[str] | None) -> list[_Candidate]:
     rows = Engine.objects.filter(model=model).values_list(
-        "pod", "kind", "http_base_url", "dp_size", "enabled"
+        "pod", "kind", "http_base_url", "dp_size", "tokenizer", "enabled"
     )
-    engines = {pod: (_Candidate(pod, kind, url, dp), on) for pod, kind, url, dp, on in rows}
+    engines = {row[0]: (_Candidate(*row[:-1]), row[-1]) for row in rows}
     if requested is None:
         enabled = [candidate for candidate, on in engines.values() if on]
         if not enabled:
@@ -363,6 +370,7 @@ def _tokenized(
             keep=knob("BLOCK_SIZE") * knob("MAX_BLOCKS"),
             timeout=knob("TOKENIZE_TIMEOUT"),
             cache_size=knob("TOKENIZE_CACHE_SIZE"),
+            local=_local_tokenizer(model, candidates),
         )
     except TokenizationFailed as error:
         recorder.record_scoring_error(index_client(), model, "tokenize")
@@ -372,3 +380,13 @@ def _tokenized(
             f"`{source}` has {tokens.count} tokens; the limit is {limit}", source
         )
     return tokens
+
+
+def _local_tokenizer(model: str, candidates: Sequence[_Candidate]) -> str | None:
+    """The tokenizer the candidates name. Registration refuses two for one model
+    (`Engine.clean`); should the table hold two anyway, the engines tokenize."""
+    named = {candidate.tokenizer for candidate in candidates if candidate.tokenizer}
+    if len(named) > 1:
+        log.warning("%s: engines name different tokenizers %s; using /tokenize", model, named)
+        return None
+    return next(iter(named), None)

@@ -1,8 +1,13 @@
-"""Token ids for text and chat requests, from the engines' own `POST /tokenize` (SPEC 2.6).
+"""Token ids for text and chat requests: from the model's local tokenizer when its engines
+name one (`routing.local_tokenize`), else from the engines' own `POST /tokenize` (SPEC 2.6).
 
-kthena has no local tokenizer and neither has kvadmin: the model's engines know their
-tokenizer and chat template. Unlike kthena, a failing engine is not the end: the next candidate
-is tried, and only when every candidate failed does tokenization fail.
+kthena has no local tokenizer: it asks an engine, whose request it is about to queue there.
+kvadmin tokenizes in-process when the model's tokenizer files are configured, and falls back
+to the engines when they do not load, when the chat template cannot render the messages, or
+when the consistency guard (`routing.tokenizer_guard`) disabled them; 1 in N locally
+tokenized requests is checked against an engine off the request path. Unlike kthena, a
+failing engine is not the end: the next candidate is tried, and only when every candidate
+failed does tokenization fail.
 
 Token ids are cached per prompt in a bounded LRU, so a repeated prompt costs no HTTP call. The
 cache keys on a digest of (model, input), never the text itself, and keeps only the tokens
@@ -13,6 +18,7 @@ the prompts are.
 import hashlib
 import itertools
 import json
+import logging
 import threading
 import urllib.error
 import urllib.request
@@ -22,7 +28,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-Messages = list[dict[str, str]]
+from kvadmin.routing import tokenizer_guard
+from kvadmin.routing.local_tokenize import (
+    LocalTokenizerFailed,
+    Messages,
+    files_version,
+    tokenize_locally,
+)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +54,13 @@ class Tokenized:
     """The first `keep` token ids (array of unsigned 32-bit ints)."""
     count: int
     """How many tokens the whole prompt has."""
-    pod: str | None
-    """The engine that tokenized it; None when it came from the cache."""
+    source: str
+    """"local", "engine:<pod>" or "cache" (the decision's `tokenizer`)."""
+    estimated: bool = False
+    """`count` is estimated (the local tokenizer read only the scoring window)."""
+    fallback: str = ""
+    """Why the configured local tokenizer did not tokenize (LocalTokenizerFailed.reason, or
+    "disabled")."""
 
 
 class TokenizationFailed(Exception):
@@ -107,28 +126,65 @@ def tokenize(
     keep: int,
     timeout: float,
     cache_size: int,
+    local: str | None = None,
 ) -> Tokenized:
     """Token ids of a text `prompt` or chat `messages` (contents already plain strings).
 
-    Tries the tokenizers one after another, starting at a different one each call so the load
-    spreads; raises TokenizationFailed when all failed (or there are none).
+    `local`: the model's tokenizer path, tried first. Then the engine tokenizers one after
+    another, starting at a different one each call so the load spreads; raises
+    TokenizationFailed when all failed (or there are none).
     """
-    key = _cache_key(model, prompt, messages, keep)
+    fallback = "disabled" if local and tokenizer_guard.disabled(model) else ""
+    if fallback:
+        local = None
+    # Local ids are cached apart from the engines' and per version of the tokenizer's files,
+    # so neither a disabled tokenizer's ids nor an edited one's outlive it.
+    key = _cache_key(model, prompt, messages, keep, files_version(local) if local else "")
     cached = CACHE.get(key)
     if cached is not None:
-        return Tokenized(cached.tokens, cached.count, None)
+        return Tokenized(cached.tokens, cached.count, "cache", cached.estimated)
+    if local:
+        try:
+            found = tokenize_locally(local, prompt=prompt, messages=messages, keep=keep)
+        except LocalTokenizerFailed as failure:
+            log.info("%s tokenized by an engine: %s", model, failure)
+            fallback = failure.reason
+        else:
+            result = Tokenized(array("I", found.tokens), found.count, "local", found.estimated)
+            CACHE.put(key, result, cache_size)
+            if tokenizer_guard.sampled():
+                tokenizer_guard.submit(
+                    tokenizer_guard.Check(
+                        model,
+                        found.tokens,
+                        found.count,
+                        found.estimated,
+                        lambda: _engine_tokens(model, tokenizers, prompt, messages, timeout)[1],
+                    )
+                )
+            return result
+    pod, tokens = _engine_tokens(model, tokenizers, prompt, messages, timeout)
+    result = Tokenized(array("I", tokens[:keep]), len(tokens), f"engine:{pod}", fallback=fallback)
+    CACHE.put(key, result, cache_size)
+    return result
+
+
+def _engine_tokens(
+    model: str,
+    tokenizers: Sequence[Tokenizer],
+    prompt: str | None,
+    messages: Messages | None,
+    timeout: float,
+) -> tuple[str, list[int]]:
+    """(pod, token ids) from the first candidate engine that answers."""
     failures: list[tuple[str, str]] = []
     start = next(_rotation) % len(tokenizers) if tokenizers else 0
     for tokenizer in (*tokenizers[start:], *tokenizers[:start]):
         body = request_body(tokenizer.kind, model, prompt, messages)
         try:
-            tokens = _call(tokenizer, body, timeout)
+            return tokenizer.pod, _call(tokenizer, body, timeout)
         except _Failed as failure:
             failures.append((tokenizer.pod, str(failure)))
-            continue
-        result = Tokenized(array("I", tokens[:keep]), len(tokens), tokenizer.pod)
-        CACHE.put(key, result, cache_size)
-        return result
     raise TokenizationFailed(failures)
 
 
@@ -157,7 +213,11 @@ def _call(tokenizer: Tokenizer, body: dict[str, Any], timeout: float) -> list[in
     return tokens
 
 
-def _cache_key(model: str, prompt: str | None, messages: Messages | None, keep: int) -> bytes:
+def _cache_key(
+    model: str, prompt: str | None, messages: Messages | None, keep: int, tokenizer: str
+) -> bytes:
     source = ["messages", messages] if messages is not None else ["prompt", prompt]
-    payload = json.dumps([model, keep, *source], ensure_ascii=False, separators=(",", ":"))
+    payload = json.dumps(
+        [model, keep, tokenizer, *source], ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(payload.encode()).digest()

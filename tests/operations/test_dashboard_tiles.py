@@ -41,6 +41,8 @@ class DecisionStub:
     model: str = MODEL
     input: str = "token_ids"
     timings_ms: dict[str, float] = field(default_factory=lambda: {"index": 0.3, "total": 1.0})
+    tokenizer: str = "given"
+    tokenizer_fallback: str = ""
 
 
 @pytest.fixture

@@ -33,6 +33,11 @@ class Command(BaseCommand):
         add.add_argument("--dp-size", type=int, default=1)
         add.add_argument("--block-size", type=int, default=16)
         add.add_argument("--http", default="", help="HTTP base URL serving /tokenize")
+        add.add_argument(
+            "--tokenizer",
+            default="",
+            help="the model's tokenizer.json (or its directory): tokenize locally",
+        )
         add.add_argument("--disabled", action="store_true")
         listing = sub.add_parser("list", help="list engines")
         listing.add_argument("--json", action="store_true")
@@ -53,6 +58,7 @@ class Command(BaseCommand):
             dp_size=options["dp_size"],
             block_size=options["block_size"],
             http_base_url=options["http"],
+            tokenizer=options["tokenizer"],
             enabled=not options["disabled"],
         )
         try:

@@ -4,6 +4,7 @@ import logging
 import signal
 import threading
 from argparse import ArgumentParser
+from pathlib import Path
 
 import redis
 from django.conf import settings
@@ -17,6 +18,8 @@ from kvadmin.fleet.fleet import READY_LINE, Fleet, plan_fleet
 from kvadmin.fleet.scoring_router import ScoringApiRouter
 from kvadmin.fleet.traffic import RandomRouter, Router, TrafficGenerator
 from kvadmin.fleet.workload import Workload
+from kvadmin.model_tokenizer import bundled
+from kvadmin.model_tokenizer.files import TokenizerUnavailable, cached
 from kvadmin.redis_clients import index_client
 from kvadmin.redis_server import wait_until_ready
 from scoring.keys import DEMO_PODS_KEY
@@ -46,9 +49,17 @@ class Command(BaseCommand):
         parser.add_argument("--routing", choices=["kvadmin", "random"], default="kvadmin")
         parser.add_argument("--api", default="http://127.0.0.1:8000", help="kvadmin's base URL")
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--tokenizer",
+            default="",
+            help=f"the model's tokenizer.json (or its directory), or {bundled.NAME!r} for the "
+            "bundled DeepSeek V4 tokenizer: the pods tokenize with it and their registration "
+            "names it (default: the built-in toy tokenizer)",
+        )
 
     def handle(self, *args, **options) -> None:
         kinds = [k.strip() for k in options["kind"].split(",") if k.strip()]
+        tokenizer = self._tokenizer(options["tokenizer"])
         try:
             configs = plan_fleet(
                 options["pods"],
@@ -60,6 +71,7 @@ class Command(BaseCommand):
                 gpu_blocks=options["gpu_blocks"],
                 cpu_blocks=options["cpu_blocks"],
                 disk_blocks=options["disk_blocks"],
+                tokenizer=tokenizer,
             )
         except ValueError as error:
             raise CommandError(str(error)) from None
@@ -93,6 +105,20 @@ class Command(BaseCommand):
                     stop.wait()
             finally:
                 self._unregister(registered)
+
+    def _tokenizer(self, given: str) -> str:
+        """An absolute tokenizer path (the web processes read it too), checked to load."""
+        if not given:
+            return ""
+        if given == bundled.NAME:
+            path = bundled.deepseek_v4_tokenizer(settings.VAR_DIR / "tokenizers" / bundled.NAME)
+        else:
+            path = Path(given).resolve()
+        try:
+            cached(str(path))
+        except TokenizerUnavailable as error:
+            raise CommandError(f"--tokenizer: {error}") from None
+        return str(path)
 
     def _register(self, configs) -> list[str]:
         registered = []

@@ -1,0 +1,110 @@
+"""Token ids from the model's own tokenizer files, in this process (Engine.tokenizer).
+
+The same ids as the engines' /tokenize (SPEC 2.6): a text prompt is encoded with its special
+tokens added as the tokenizer's post-processor defines them (`add_special_tokens=True`); chat
+messages are rendered with the model's chat template and encoded without adding any, since
+the template writes them.
+
+Scoring reads only the first `keep` tokens (BLOCK_SIZE * MAX_BLOCKS), so a long prompt is not
+encoded whole, which would cost as much as the engine's own tokenization:
+
+1. A prompt of at most `keep * WINDOW_CHARS_PER_TOKEN` characters is encoded whole: exact ids
+   and count.
+2. Otherwise its first that many characters (the window) are encoded, and the tokens of the
+   window's last two pre-tokenized pieces dropped: the cut may have split a word, and a
+   pre-tokenizer's split of a piece depends on at most the next character. What remains is
+   exactly the full prompt's leading tokens, as long as every piece is tokenized on its own,
+   as in every BPE tokenizer with a regex pre-tokenizer (the consistency guard,
+   `routing.tokenizer_guard`, checks it against the engines all along).
+3. If fewer than `keep` tokens remain, the window doubles and step 2 runs again, up to the
+   whole prompt.
+4. The count of a prompt not encoded whole is estimated from the window's tokens per
+   character, and said to be (`LocalTokens.estimated`).
+"""
+
+from dataclasses import dataclass
+
+from tokenizers import Tokenizer
+
+from kvadmin.model_tokenizer.chat_template import ChatTemplateFailed, render_chat
+from kvadmin.model_tokenizer.files import TokenizerUnavailable, cached, signature, tokenizer_files
+
+Messages = list[dict[str, str]]
+
+WINDOW_CHARS_PER_TOKEN = 8
+"""The first window holds this many characters per kept token: English text has about four,
+code and CJK fewer, so one window is almost always enough."""
+_UNSAFE_PIECES = 2
+
+
+@dataclass(frozen=True, slots=True)
+class LocalTokens:
+    tokens: list[int]
+    """The first `keep` token ids."""
+    count: int
+    estimated: bool
+    """`count` is estimated from the window (step 4)."""
+
+
+class LocalTokenizerFailed(Exception):
+    """The local tokenizer cannot tokenize this request; `reason` is "template" (the chat
+    template failed) or "unavailable" (its files did not load)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def tokenize_locally(
+    path: str, *, prompt: str | None = None, messages: Messages | None = None, keep: int
+) -> LocalTokens:
+    """Raises LocalTokenizerFailed."""
+    try:
+        model_tokenizer = cached(path)
+    except TokenizerUnavailable as error:
+        raise LocalTokenizerFailed("unavailable", str(error)) from None
+    if messages is None:
+        assert prompt is not None
+        return encode_window(model_tokenizer.tokenizer, prompt, True, keep)
+    if model_tokenizer.chat_template is None:
+        raise LocalTokenizerFailed("template", f"{path} has no chat template")
+    try:
+        text = render_chat(model_tokenizer.chat_template, messages, model_tokenizer.special_tokens)
+    except ChatTemplateFailed as error:
+        raise LocalTokenizerFailed("template", str(error)) from None
+    return encode_window(model_tokenizer.tokenizer, text, False, keep)
+
+
+def files_version(path: str) -> str:
+    """The path and the size and modification time of its files: changes when they do."""
+    return f"{path}|{signature(tokenizer_files(path))}"
+
+
+def encode_window(
+    tokenizer: Tokenizer, text: str, add_special_tokens: bool, keep: int
+) -> LocalTokens:
+    """The first `keep` ids of `text` and its token count, encoding as little as it can."""
+    window = max(keep, 1) * WINDOW_CHARS_PER_TOKEN
+    while window < len(text):
+        encoding = tokenizer.encode(text[:window], add_special_tokens=add_special_tokens)
+        safe = _safe_length(encoding.word_ids)
+        if safe >= keep:
+            covered = max(encoding.offsets[safe - 1][1], 1)
+            estimate = max(round(safe * len(text) / covered), safe + 1)
+            return LocalTokens(encoding.ids[:keep], estimate, True)
+        window *= 2
+    ids = tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+    return LocalTokens(ids[:keep], len(ids), False)
+
+
+def _safe_length(word_ids: list[int | None]) -> int:
+    """How many leading tokens lie before the last `_UNSAFE_PIECES` pieces of the window
+    (special tokens a post-processor appends have no piece: they are after it too)."""
+    pieces = [word for word in word_ids if word is not None]
+    if not pieces:
+        return 0
+    first_unsafe = max(pieces) - _UNSAFE_PIECES + 1
+    for position, word in enumerate(word_ids):
+        if word is not None and word >= first_unsafe:
+            return position
+    return len(word_ids)
