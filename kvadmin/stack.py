@@ -161,7 +161,11 @@ class Stack:
 
     def _remember(self) -> None:
         pids = [s.process.pid for s in self.services if s.process and s.process.poll() is None]
-        state_file().write_text(json.dumps({"supervisor": os.getpid(), "processes": pids}))
+        # Written aside and renamed: a reader (a second `make run`, `make reset-demo`) never
+        # sees half a file.
+        scratch = state_file().with_suffix(".new")
+        scratch.write_text(json.dumps({"supervisor": os.getpid(), "processes": pids}))
+        scratch.replace(state_file())
 
     # 2. Start in order.
     def _wait_for(self, need: str) -> None:

@@ -86,8 +86,11 @@ def collect_garbage(
     now: float | None = None,
     chunk_size: int = 250,
     preference: MediaPreference | None = None,
-) -> GcReport:
-    """One complete run; raises AnotherRunIsActive when another one holds the lock.
+    interval: float | None = None,
+) -> GcReport | None:
+    """One complete run; raises AnotherRunIsActive when another one holds the lock. With an
+    `interval`, only if a run is due (None otherwise), decided once the lock is held: two
+    workers handed the task at once must not both find it due and run one after the other.
 
     `registered` lists the engine registry's pods; `preference` orders media as the applier
     writing the index does (the active tier weights), for the matrix values that change.
@@ -96,6 +99,8 @@ def collect_garbage(
     if not lock.acquire(token=uuid.uuid4().hex):
         raise AnotherRunIsActive()
     try:
+        if interval is not None and not due(client, interval, now):
+            return None
         began = time.monotonic()
         report = GcReport(started_at=time.time() if now is None else now)
         report.cutoff = int(report.started_at - max_age)

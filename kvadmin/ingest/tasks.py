@@ -96,14 +96,13 @@ def collect_garbage(force: bool = False) -> None:
     """Beat sends this every minute; a run happens once GC_INTERVAL_SECONDS have passed since
     the last one started (at once with `force`), unless another process is running one."""
     client = ingest_client()
-    if not force and not gc.due(client, knob("GC_INTERVAL_SECONDS")):
-        return
     try:
         gc.collect_garbage(
             client,
             knob("GC_MAX_AGE_SECONDS"),
             registered=lambda: set(Engine.objects.values_list("pod", flat=True)),
             preference=active_media_preference(),
+            interval=None if force else knob("GC_INTERVAL_SECONDS"),
         )
     except gc.AnotherRunIsActive:
         return

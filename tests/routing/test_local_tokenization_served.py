@@ -23,7 +23,7 @@ def test_the_api_scores_a_prompt_with_the_local_tokenizer(
         http_base_url=dead_url(),  # nothing could answer /tokenize
         tokenizer=deepseek_v4,
     )
-    _, token = ApiToken.issue("gateway")
+    _, token = ApiToken.issue("gateway", "score decisions:read")
     ids = Tokenizer.from_file(str(deepseek_v4_files() / "tokenizer.json")).encode(PROMPT).ids
     hold(redis_client, "vllm-0.default", ids, ["GPU", "GPU"], model=MODEL)
 

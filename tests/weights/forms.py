@@ -1,5 +1,14 @@
 """What the weights form posts, built the way the page builds it."""
 
+import secrets
+import threading
+import urllib.error
+import urllib.request
+from urllib.parse import urlencode
+
+from django.contrib.auth.models import Permission
+from django.test import Client
+
 from kvadmin.weights.versions import current_version
 
 DEFAULT_ROWS = (("gpu", "1"), ("cpu", "0.8"), ("cpu_pinned", "0.8"))
@@ -22,3 +31,49 @@ def weights_form(
         data[f"weight-k{index}"] = weight
         data[f"note-k{index}"] = ""
     return data
+
+
+def operator_cookie(django_user_model, name: str) -> str:
+    """A logged-in editor: the Cookie header of a session plus a CSRF secret."""
+    user = django_user_model.objects.create_user(name, password=f"pw-{name}-123")
+    user.user_permissions.add(Permission.objects.get(codename="change_tierweightsversion"))
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+def save_over_http(url: str, cookie: str, form: dict) -> tuple[int, str]:
+    csrf = secrets.token_hex(16)  # 32 characters: a CSRF secret Django accepts as it is
+    request = urllib.request.Request(
+        f"{url}/weights/save/",
+        data=urlencode(form, doseq=True).encode(),
+        headers={
+            "Cookie": f"{cookie}; csrftoken={csrf}",
+            "X-CSRFToken": csrf,
+            "HX-Request": "true",
+            "Content-Type": "application/x-www-form-urlencoded",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def save_at_once(saves: list[tuple[str, str, dict]]) -> list[tuple[int, str]]:
+    """Each (server URL, session cookie, form) posted by its own thread, all released at the
+    same moment; the answers in the same order."""
+    start = threading.Barrier(len(saves))
+    answers: list[tuple[int, str]] = [(0, "")] * len(saves)
+
+    def save(n: int) -> None:
+        start.wait(timeout=10)
+        answers[n] = save_over_http(*saves[n])
+
+    threads = [threading.Thread(target=save, args=(n,)) for n in range(len(saves))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return answers

@@ -1,0 +1,210 @@
+"""kvadmin as production deploys it (README, "Production layout"): two web processes, two
+Celery workers and one beat against one database (PostgreSQL under `make test-postgres`) and
+one Redis, with a simulated fleet publishing. What an operator relies on across processes:
+
+1. a tier-weights save through one web process is live in the other's scoring within 1 s;
+2. two operators saving at once through the two processes get one success and one 409;
+3. the live feed of either process shows decisions scored on both;
+4. stopping one worker hands its streams to the other, and nothing is lost;
+5. two workers handed the garbage-collection task at once run it once.
+"""
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import redis
+from celery import Celery
+
+from kvadmin.api.models import ApiToken
+from kvadmin.engines.models import Engine
+from kvadmin.fleet.fleet import Fleet
+from kvadmin.ingest import gc, status
+from kvadmin.ingest.streams import StreamId
+from kvadmin.redis_server import RedisServer
+from kvadmin.settings import redis_db_url
+from scoring.keys import stream_lease_key
+from tests.conftest import (
+    ROOT,
+    http_json,
+    local_config,
+    start_asgi_server,
+    start_worker,
+    stop_process,
+)
+from tests.routing.feed_socket import FeedSocket
+from tests.waiting import wait_until
+from tests.weights.conftest import version_one  # noqa: F401  (a fixture)
+from tests.weights.forms import operator_cookie, save_at_once, weights_form
+
+pytestmark = pytest.mark.django_db(transaction=True)
+MODEL = "Qwen/Qwen3-8B"
+PROMPT = list(range(1000, 1064))  # four blocks
+
+
+@dataclass
+class Deployment:
+    redis: redis.Redis
+    webs: list[str]
+    workers: list[subprocess.Popen]
+    fleet: Fleet
+    token: str
+    broker_url: str
+
+    def score(self, web: int, request_id: str) -> dict:
+        code, answer = http_json(
+            f"{self.webs[web]}/api/v1/score",
+            {"model": MODEL, "token_ids": PROMPT, "request_id": request_id},
+            self.token,
+        )
+        assert code == 200, answer
+        return answer
+
+    def caught_up(self) -> None:
+        """Every stream applied everything its publisher sent so far."""
+        self.fleet.flush()
+        streams = [
+            (StreamId(pod.name, rank), publisher.next_seq - 1)
+            for pod in self.fleet.pods
+            for rank, publisher in enumerate(pod.publishers)
+        ]
+        wait_until(
+            lambda: all(status.last_seq(self.redis, s) == seq for s, seq in streams),
+            timeout=30,
+            what="every stream to catch up",
+        )
+
+
+@pytest.fixture
+def deployment(subprocess_env, tmp_path, version_one) -> Iterator[Deployment]:
+    server = RedisServer().start()
+    env = subprocess_env | {"REDIS_URL": server.url, "KVADMIN_LEASE_SECONDS": "3"}
+    configs = [local_config("vllm-0.default", model=MODEL),
+               local_config("sglang-0.default", "sglang", model=MODEL)]  # fmt: skip
+    processes: list[subprocess.Popen] = []
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    with Fleet(configs) as fleet:
+        for config in configs:
+            Engine.objects.create(**config.engine_fields())
+        webs = []
+        for _ in range(2):
+            process, url = start_asgi_server(env)
+            processes.append(process)
+            webs.append(url)
+        workers = [start_worker(env, f"deployed-{n}") for n in range(2)]
+        beat = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "kvadmin", "beat", "--loglevel=WARNING",
+             f"--schedule={tmp_path / 'beat-schedule'}"],
+            cwd=ROOT, env=env,
+        )  # fmt: skip
+        processes += [*workers, beat]
+        wait_until(
+            lambda: all(client.get(stream_lease_key(c.name, 0)) for c in configs),
+            timeout=60,
+            what="every stream owned by a worker",
+        )
+        fleet.wait_for_subscribers()
+        _, token = ApiToken.issue("gateway", "score decisions:read")
+        try:
+            yield Deployment(client, webs, workers, fleet, token, redis_db_url(server.url, 1))
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    stop_process(process)
+            client.close()
+            server.stop()
+
+
+def test_weights_saved_through_one_web_process_score_in_the_other_within_a_second(
+    deployment, django_user_model
+) -> None:
+    deployment.fleet.pods[0].serve(PROMPT)
+    deployment.caught_up()
+    before = deployment.score(1, "before")["weights_version"]
+    cookie = operator_cookie(django_user_model, "erin")
+    [(code, body)] = save_at_once(
+        [(deployment.webs[0], cookie, weights_form(("gpu", "1"), ("cpu", "0.5"), reason="r"))]
+    )
+    assert code == 200, body[:300]
+    saved = time.monotonic()
+    wait_until(
+        lambda: deployment.score(1, "after")["weights_version"] == before + 1,
+        timeout=1.0,
+        interval=0.05,
+        what="the other web process to score with the new weights",
+    )
+    assert time.monotonic() - saved < 1.0
+
+
+def test_operators_saving_at_once_through_both_processes_get_one_200_and_one_409(
+    deployment, django_user_model
+) -> None:
+    cookies = [operator_cookie(django_user_model, name) for name in ("erin", "bob")]
+    forms = [weights_form(("gpu", "1"), ("cpu", f"0.{n}"), reason=f"op {n}") for n in (3, 4)]
+    answers = save_at_once([(deployment.webs[n], cookies[n], forms[n]) for n in (0, 1)])
+    assert sorted(code for code, _ in answers) == [200, 409], [b[:300] for _, b in answers]
+    loser = next(body for code, body in answers if code == 409)
+    assert "after you loaded version 1" in loser
+
+
+def test_the_feed_of_either_process_shows_decisions_scored_on_both(
+    deployment, session_cookie
+) -> None:
+    async def watch(web: int) -> set[str]:
+        async with FeedSocket.to(deployment.webs[web], session_cookie) as feed:
+            for scorer in (0, 1):
+                await asyncio.to_thread(deployment.score, scorer, f"on-{scorer}-seen-{web}")
+            return set(await feed.rows_until(2))
+
+    for web in (0, 1):
+        assert asyncio.run(watch(web)) >= {f"on-0-seen-{web}", f"on-1-seen-{web}"}
+
+
+def test_a_stopped_worker_hands_its_streams_to_the_other_and_nothing_is_lost(
+    deployment,
+) -> None:
+    fleet = deployment.fleet
+    for n in range(10):
+        fleet.pods[n % 2].serve([5000 + 16 * n + k for k in range(48)])
+    deployment.caught_up()
+    stopping = deployment.workers[0]
+    stopping.send_signal(signal.SIGTERM)
+    stopping.wait(timeout=30)
+    for n in range(10, 30):  # published while the stopped worker's streams change hands
+        fleet.pods[n % 2].serve([5000 + 16 * n + k for k in range(48)])
+    deployment.caught_up()
+    for config in fleet.pods:
+        assert deployment.redis.get(stream_lease_key(config.name, 0)).startswith("deployed-1")
+
+    def held(pod: str) -> set[int]:
+        return {std for std, _medium in fleet.contents()[pod]}
+
+    for pod in fleet.pods:
+        indexed = {
+            int(key.rpartition("@")[2])
+            for key in deployment.redis.scan_iter("matrix:kv:block:*")
+            if deployment.redis.hexists(key, pod.name)
+        }
+        assert indexed == held(pod.name)
+
+
+def test_two_workers_handed_the_gc_task_at_once_run_it_once(deployment) -> None:
+    broker = Celery("probe", broker=deployment.broker_url, backend=deployment.broker_url)
+    for _ in range(2):
+        broker.send_task("kvadmin.ingest.collect_garbage")
+    # Each worker runs its tasks in order: once both answered a ping sent after the two GC
+    # tasks, both tasks are done, whichever worker took them.
+    answered: set[str] = set()
+
+    def both_answered() -> bool:
+        answered.add(broker.send_task("kvadmin.ping").get(timeout=10))
+        return len(answered) == 2
+
+    wait_until(both_answered, timeout=60, what="both workers to answer a ping")
+    assert gc.totals(deployment.redis)["runs"] == 1
+    broker.close()
