@@ -18,6 +18,8 @@ from django.test import Client
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
 from kvadmin.redis_server import free_port
+from kvadmin.weights.config import SPEC_DEFAULTS
+from kvadmin.weights.models import TierWeightsVersion
 from tests import services
 from tests.waiting import wait_until
 
@@ -203,3 +205,14 @@ def http_json(url: str, body: Any = None, token: str | None = None) -> tuple[int
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
+
+
+@pytest.fixture
+def version_one(db) -> TierWeightsVersion:
+    """Version 1 as migration 0002 seeds it: transactional tests empty the tables after each
+    test, so the ones that run later must put it back."""
+    version, _ = TierWeightsVersion.objects.get_or_create(
+        version=1,
+        defaults={"author": "kvadmin", "config": SPEC_DEFAULTS.to_json()},
+    )
+    return version

@@ -39,7 +39,6 @@ from tests.conftest import (
 )
 from tests.routing.feed_socket import FeedSocket
 from tests.waiting import wait_until
-from tests.weights.conftest import version_one  # noqa: F401  (a fixture)
 from tests.weights.forms import operator_cookie, save_at_once, weights_form
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,8 +9,6 @@ from django.contrib.auth.models import Permission, User
 from kvadmin.redis_clients import index_client
 from kvadmin.redis_server import free_port
 from kvadmin.weights.active import forget_cached_weights
-from kvadmin.weights.config import SPEC_DEFAULTS
-from kvadmin.weights.models import TierWeightsVersion
 
 
 @pytest.fixture
@@ -33,17 +31,6 @@ def editor(django_user_model: type[User]) -> User:
 def viewer(django_user_model: type[User]) -> User:
     """Victor is logged in but may only look."""
     return django_user_model.objects.create_user("victor")
-
-
-@pytest.fixture
-def version_one(db) -> TierWeightsVersion:
-    """Version 1 as migration 0002 seeds it: transactional tests empty the tables after each
-    test, so the ones that run later must put it back."""
-    version, _ = TierWeightsVersion.objects.get_or_create(
-        version=1,
-        defaults={"author": "kvadmin", "config": SPEC_DEFAULTS.to_json()},
-    )
-    return version
 
 
 @pytest.fixture
