@@ -5,10 +5,13 @@ Settings fills `KVADMIN` from KVADMIN_<NAME> environment variables; their text i
 to the type of the default here.
 """
 
+import difflib
 from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
@@ -72,23 +75,60 @@ CONFIG_DEFAULTS: dict[str, Any] = {
 }
 
 
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def parse_bool(name: str, text: str) -> bool:
+    """A boolean environment variable: a typo such as `DEBUG=ture` is an error, not false."""
+    word = text.strip().lower()
+    if word not in TRUE + FALSE:
+        raise ImproperlyConfigured(f"{name}={text!r}: use one of {', '.join(TRUE + FALSE)}")
+    return word in TRUE
+
+
 def _convert(name: str, value: Any) -> Any:
     default = CONFIG_DEFAULTS.get(name)
     if not isinstance(value, str) or default is None or isinstance(default, str):
         return value
     if isinstance(default, bool):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return type(default)(value)
+        return parse_bool(f"KVADMIN_{name}", value)
+    try:
+        return type(default)(value)
+    except ValueError:
+        kind = "a whole number" if isinstance(default, int) else "a number"
+        raise ImproperlyConfigured(f"KVADMIN_{name}={value!r}: expected {kind}") from None
 
 
 @cache
 def get_config() -> dict[str, Any]:
+    """The knobs; ImproperlyConfigured names the first environment variable that does not
+    read as its default's type."""
     overrides = getattr(settings, "KVADMIN", {})
     return CONFIG_DEFAULTS | {name: _convert(name, value) for name, value in overrides.items()}
 
 
 def knob(name: str) -> Any:
     return get_config()[name]
+
+
+@register()
+def check_knobs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """`manage.py check` (and `migrate`, which `make run` runs first) names every KVADMIN_
+    variable that is misspelt or does not read as its default's type."""
+    found: list[CheckMessage] = []
+    for name, value in getattr(settings, "KVADMIN", {}).items():
+        if name not in CONFIG_DEFAULTS:
+            close = difflib.get_close_matches(name, CONFIG_DEFAULTS, n=1)
+            hint = f"Did you mean KVADMIN_{close[0]}?" if close else "kvadmin/conf.py lists them."
+            found.append(
+                Warning(f"KVADMIN_{name} is not a kvadmin setting", hint, id="kvadmin.W001")
+            )
+            continue
+        try:
+            _convert(name, value)
+        except ImproperlyConfigured as error:
+            found.append(Error(str(error), id="kvadmin.E001"))
+    return found
 
 
 @receiver(setting_changed)

@@ -12,13 +12,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.utils.csp import CSP
 
+from kvadmin.conf import parse_bool
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("KVADMIN_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def envbool(name: str, default: str) -> bool:
-    return os.environ.get(name, default).lower() in ("1", "true", "yes", "on")
+    return parse_bool(name, os.environ.get(name, default))
 
 
 def envlist(name: str, default: str) -> list[str]:
@@ -242,10 +244,15 @@ SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "false")
 
 # Product knobs: KVADMIN_<NAME> environment variables override kvadmin.conf.CONFIG_DEFAULTS
 # (converted to the default's type there).
+# Read here rather than as knobs (settings need them), or by the test session.
+SETTINGS_VARIABLES = {
+    "KVADMIN_VAR_DIR", "KVADMIN_LOG_LEVEL", "KVADMIN_LOGIN_FAILURE_LIMIT",
+    "KVADMIN_LOGIN_COOLOFF_MINUTES", "KVADMIN_TEST_DB", "KVADMIN_TEST_DATABASE",
+}  # fmt: skip
 KVADMIN = {
     name.removeprefix("KVADMIN_"): value
     for name, value in os.environ.items()
-    if name.startswith("KVADMIN_") and name not in ("KVADMIN_VAR_DIR", "KVADMIN_LOG_LEVEL")
+    if name.startswith("KVADMIN_") and name not in SETTINGS_VARIABLES
 }
 
 LOGGING = {

@@ -1,0 +1,43 @@
+"""A typo in the environment is said, not silently read as a default: `DEBUG=ture` stops the
+start, a misspelt KVADMIN_ name gets a "did you mean", a knob that is not a number is named."""
+
+import subprocess
+import sys
+
+import pytest
+from django.core.checks import Error, Warning
+from django.core.exceptions import ImproperlyConfigured
+
+from kvadmin.conf import check_knobs, knob, parse_bool
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize(("text", "value"), [("1", True), (" Yes", True), ("off", False)])
+def test_booleans_read_the_usual_words(text: str, value: bool) -> None:
+    assert parse_bool("DEBUG", text) is value
+
+
+def test_a_misspelt_boolean_stops_the_start(subprocess_env) -> None:
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT, env=subprocess_env | {"DEBUG": "ture"}, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "DEBUG='ture': use one of" in done.stderr
+
+
+def test_an_unknown_knob_gets_a_did_you_mean(settings) -> None:
+    settings.KVADMIN = {"LEASE_SECOND": "3"}
+    [warning] = check_knobs(None)
+    assert isinstance(warning, Warning) and warning.id == "kvadmin.W001"
+    assert warning.hint == "Did you mean KVADMIN_LEASE_SECONDS?"
+
+
+@pytest.mark.parametrize(("name", "text"), [("LEASE_SECONDS", "ten"), ("DEMO", "maybe")])
+def test_a_knob_that_does_not_read_as_its_type_is_an_error(settings, name, text) -> None:
+    settings.KVADMIN = {name: text}
+    [error] = check_knobs(None)
+    assert isinstance(error, Error) and f"KVADMIN_{name}={text!r}" in error.msg
+    with pytest.raises(ImproperlyConfigured, match=f"KVADMIN_{name}"):
+        knob(name)
