@@ -35,3 +35,10 @@ def test_admin_requires_login(asgi_server: str) -> None:
     except urllib.error.HTTPError as redirect:
         assert redirect.code == 302
         assert "/admin/login/" in redirect.headers["Location"]
+
+
+def test_no_template_markup_reaches_the_page(asgi_server: str) -> None:
+    """A `{# ... #}` comment spanning lines is text to Django: it would show on every page."""
+    with urllib.request.urlopen(f"{asgi_server}/accounts/login/") as response:
+        body = response.read().decode()
+    assert not any(mark in body for mark in ("{#", "#}", "{%", "%}"))
