@@ -32,6 +32,8 @@ from scoring import keys
 
 log = logging.getLogger(__name__)
 
+FAILURES = ("timeout", "error", "http", "too_large", "unparsable", "missing", "bad_value")
+"""Every reason a scrape fails for (`FetchFailed` and `Unreadable` reasons)."""
 ERROR_TTL_SECONDS = 86400
 MAX_MESSAGE = 200
 
