@@ -27,7 +27,7 @@ from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
 from scoring.weights import TierWeights
 
 DEFAULT_RELOAD_WEIGHTS = TierWeights()
-"""The tier weights' defaults (SPEC 2.5): host memory is worth 0.8 of GPU, and so on."""
+"""The tier weights' defaults: host memory is worth 0.8 of GPU, and so on."""
 
 DEFAULT_ENCODING: dict[str, Encoding] = {"vllm": Encoding.VLLM_MAP, "sglang": Encoding.SGLANG_MAP}
 
