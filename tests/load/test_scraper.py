@@ -154,3 +154,28 @@ def test_an_oversized_exposition_is_refused(redis_client, start_fleet: StartFlee
 
     assert outcome.reason == "too_large"
     assert not redis_client.exists(load_key("vllm-0.default"))
+
+
+@pytest.mark.django_db
+def test_metrics_expose_each_enabled_engines_load_and_staleness(redis_client, busy_fleet) -> None:
+    from kvadmin.engines.models import Engine
+    from kvadmin.metrics.collector import IndexCollector
+
+    for config in busy_fleet.configs:
+        Engine.objects.create(**config.engine_fields())
+    never = local_config("vllm-7.default")
+    Engine.objects.create(**never.engine_fields())
+    _scraper(redis_client, _targets(busy_fleet)).tick()
+
+    exposed = {m.name: m for m in IndexCollector(redis_client).collect()}
+
+    def values(name: str) -> dict[str, float]:
+        return {s.labels["pod"]: s.value for s in exposed[name].samples}
+
+    assert values("kvadmin_engine_load_running") == {"vllm-0.default": 2, "sglang-0.default": 3}
+    assert values("kvadmin_engine_load_kv_usage")["sglang-0.default"] == 0.075
+    assert values("kvadmin_engine_load_stale") == {
+        "vllm-0.default": 0.0,
+        "sglang-0.default": 0.0,
+        "vllm-7.default": 1.0,
+    }
