@@ -66,7 +66,8 @@ sglang:cached_tokens_total{model_name="m"} 100.0
     [
         ("vllm:num_requests_running{ 1\n", "unparsable"),
         ("vllm:num_requests_running abc\n", "unparsable"),
-        ("\x00\xff garbage {{{\n", "unparsable"),
+        ("\x00\xff garbage {{{\n", "missing"),
+        ('vllm:num_requests_running{a="1" 1\n' + VLLM_DP2, "unparsable"),
         (VLLM_DP2.replace("3.0", "NaN"), "bad_value"),
         (VLLM_DP2.replace("3.0", "-3.0"), "bad_value"),
         (VLLM_DP2.replace("3.0", "+Inf"), "bad_value"),
