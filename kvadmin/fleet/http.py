@@ -11,7 +11,8 @@ tokenizes with the pod's tokenizer (`engine_tokenizer`: a real one, or the toy o
   `AllBlocksCleared`.
 - `POST /admin/fault`: `{"action": "restart"}`, `{"action": "drop", "count": n}`,
   `{"action": "slow", "delay": seconds}` (0 turns it off), optional `"rank"`;
-  `{"action": "slow_metrics", "delay": seconds}` delays every `/metrics` answer.
+  `{"action": "slow_metrics", "delay": seconds}` delays every `/metrics` answer,
+  `{"action": "drip_metrics", "delay": seconds}` sends it a line every `delay` seconds.
 - `GET /metrics`: the engine's Prometheus metrics (`engine_metrics`), in its kind's names.
 - `GET /health`, `GET /v1/models`.
 
@@ -109,6 +110,7 @@ class PodApp:
         )
         self.queues = [RankQueue(rank, self.timing, self.metrics) for rank in range(config.dp_size)]
         self.metrics_delay = 0.0
+        self.metrics_drip = 0.0
         self.routes: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
             ("POST", "/tokenize"): self.tokenize,
             ("POST", "/v1/completions"): self.completions,
@@ -150,8 +152,21 @@ class PodApp:
         else:
             data, content_type = json.dumps(payload).encode(), b"application/json"
         headers = [(b"content-type", content_type), (b"content-length", b"%d" % len(data))]
+        if isinstance(payload, Text) and self.metrics_drip:
+            await self._drip(send, data, content_type)
+            return
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
+
+    async def _drip(self, send: Send, data: bytes, content_type: bytes) -> None:
+        """A line at a time, `metrics_drip` seconds apart: every read gets something in time,
+        only a deadline on the whole exchange stops the client."""
+        headers = [(b"content-type", content_type)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for line in data.splitlines(keepends=True):
+            await send({"type": "http.response.body", "body": line, "more_body": True})
+            await asyncio.sleep(self.metrics_drip)
+        await send({"type": "http.response.body", "body": b""})
 
     def _error(self, status: int, message: str) -> dict[str, Any]:
         kind = "NotFoundError" if status == 404 else "BadRequestError"
@@ -259,8 +274,15 @@ class PodApp:
                 if not 0 <= delay <= 3600:
                     raise ValueError("`delay` must be between 0 and 3600 seconds")
                 self.metrics_delay = delay
+            elif action == "drip_metrics":
+                delay = float(body.get("delay", 0.0))
+                if not 0 <= delay <= 60:
+                    raise ValueError("`delay` must be between 0 and 60 seconds")
+                self.metrics_drip = delay
             else:
-                raise HttpError(400, "`action` must be restart, drop, slow or slow_metrics")
+                raise HttpError(
+                    400, "`action` must be restart, drop, slow, slow_metrics or drip_metrics"
+                )
         except (TypeError, ValueError) as error:
             raise HttpError(400, str(error)) from None
         return {"ok": True, "action": action}

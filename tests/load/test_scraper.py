@@ -179,3 +179,19 @@ def test_metrics_expose_each_enabled_engines_load_and_staleness(redis_client, bu
         "sglang-0.default": 0.0,
         "vllm-7.default": 1.0,
     }
+
+
+def test_a_pod_dripping_its_metrics_is_cut_off_at_the_deadline(
+    redis_client, start_fleet: StartFleet
+) -> None:
+    fleet = start_fleet(local_config())
+    url = fleet.configs[0].http_url
+    assert http_json(f"{url}/admin/fault", {"action": "drip_metrics", "delay": 0.05})[0] == 200
+    scraper = _scraper(redis_client, _targets(fleet))
+
+    started = time.monotonic()
+    [outcome] = scraper.tick()
+
+    # Each line arrives well within the read timeout; only the deadline on the whole ends it.
+    assert outcome.reason == "timeout"
+    assert time.monotonic() - started < SETTINGS.timeout + 0.3
