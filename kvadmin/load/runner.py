@@ -23,10 +23,11 @@ def load_targets() -> list[Target]:
 
 def build_scraper(worker_id: str) -> LoadScraper:
     from kvadmin.engines.registry import registry_version
-    from kvadmin.redis_clients import ingest_client
+    from kvadmin.redis_clients import index_client
 
     return LoadScraper(
-        client=ingest_client(),
+        # Short timeouts: a stalled Redis fails a round fast, and the next period tries again.
+        client=index_client(),
         load_targets=load_targets,
         registry_version=registry_version,
         worker_id=worker_id,
