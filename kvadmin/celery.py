@@ -13,13 +13,18 @@ app.autodiscover_tasks()
 app.user_options["worker"].add(
     Option(("--without-ingest",), is_flag=True, default=False, help="Do not consume KV events.")
 )
+app.user_options["worker"].add(
+    Option(("--without-load",), is_flag=True, default=False, help="Do not scrape engine load.")
+)
 
 
 @app.on_after_configure.connect
 def _install_ingest(sender: Celery, **kwargs) -> None:
     from kvadmin.ingest.runner import IngestBootstep
+    from kvadmin.load.runner import LoadBootstep
 
     sender.steps["worker"].add(IngestBootstep)
+    sender.steps["worker"].add(LoadBootstep)
 
 
 @signals.worker_init.connect

@@ -27,6 +27,17 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "INGEST": True,  # Celery workers consume KV event streams
     "LEASE_SECONDS": 10.0,  # a dead worker's streams are taken over after this
     "PURGE_ON_GAP": True,  # purge a stream's entries when events are lost for good
+    # Celery workers scrape each enabled engine's /metrics (its HTTP base URL) for its load
+    # about every LOAD_SCRAPE_PERIOD_SECONDS, one worker per engine per period; a scrape
+    # gets at most LOAD_SCRAPE_TIMEOUT_SECONDS and LOAD_SCRAPE_MAX_BYTES. The load is kept
+    # LOAD_TTL_SECONDS and is "stale" once older than LOAD_STALE_SECONDS.
+    "LOAD_SCRAPE": True,
+    "LOAD_SCRAPE_PERIOD_SECONDS": 1.0,
+    "LOAD_SCRAPE_TIMEOUT_SECONDS": 0.5,
+    "LOAD_SCRAPE_MAX_BYTES": 1024 * 1024,
+    "LOAD_SCRAPE_THREADS": 16,
+    "LOAD_TTL_SECONDS": 60.0,
+    "LOAD_STALE_SECONDS": 3.0,
     # Largest batch accepted by POST /api/v1/events/<pod>; DATA_UPLOAD_MAX_MEMORY_SIZE caps it.
     "PUSH_MAX_BYTES": 2 * 1024 * 1024,
     # What ingestion accepts of one KV-event batch (ZMQ or pushed); real engines stay far below.

@@ -188,6 +188,22 @@ def pod_samples_key(pod: str) -> str:
     return f"kvadmin:samples:{pod}"
 
 
+def load_lock_key(pod: str) -> str:
+    """STRING with a TTL just under the scrape period: the worker scraping the pod this period."""
+    return f"kvadmin:load-lock:{pod}"
+
+
+def load_error_key(pod: str) -> str:
+    """HASH: the pod's last failed load scrape: at (unix seconds), reason, message."""
+    return f"kvadmin:load-error:{pod}"
+
+
 DEMO_PODS_KEY = "kvadmin:demo:pods"
 """HASH pod -> data-parallel size: the pods `manage.py simulate --register` registered, so that
 `make reset-demo` can forget them and nothing else."""
+
+
+def load_key(pod: str) -> str:
+    """HASH: the engine's load as last scraped from its /metrics: running, waiting, kv_usage,
+    scraped_at"""
+    return f"kvadmin:load:{pod}"

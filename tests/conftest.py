@@ -60,6 +60,8 @@ def subprocess_env(django_db_setup, django_db_blocker) -> dict[str, str]:
         "DATABASE_URL": test_database_url(),
         "REDIS_URL": services.redis_server().url,
         "PYTHONUNBUFFERED": "1",
+        # Workers scrape engine load only in the tests of the scraper, which turn it on.
+        "KVADMIN_LOAD_SCRAPE": "0",
     }
 
 

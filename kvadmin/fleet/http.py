@@ -10,11 +10,18 @@ tokenizes with the pod's tokenizer (`engine_tokenizer`: a real one, or the toy o
 - `POST /reset_prefix_cache` (vLLM) and `POST /flush_cache` (SGLang): clear the cache, publishing
   `AllBlocksCleared`.
 - `POST /admin/fault`: `{"action": "restart"}`, `{"action": "drop", "count": n}`,
-  `{"action": "slow", "delay": seconds}` (0 turns it off), optional `"rank"`.
+  `{"action": "slow", "delay": seconds}` (0 turns it off), optional `"rank"`;
+  `{"action": "slow_metrics", "delay": seconds}` delays every `/metrics` answer,
+  `{"action": "drip_metrics", "delay": seconds}` sends it a line every `delay` seconds.
+- `GET /metrics`: the engine's Prometheus metrics (`engine_metrics`), in its kind's names.
 - `GET /health`, `GET /v1/models`.
+
+With a `time_scale` above 0, completions wait in their rank's FIFO prefill queue first
+(`timing`); the answer then also gives `kvadmin.queued_ms` and `kvadmin.prefill_ms`.
 """
 
 import asyncio
+import inspect
 import json
 import socket
 import threading
@@ -25,13 +32,22 @@ from typing import Any
 
 import uvicorn
 
+from kvadmin.fleet.engine_metrics import EngineMetrics
 from kvadmin.fleet.engine_tokenizer import ChatNotSupported, EngineTokenizer, engine_tokenizer
 from kvadmin.fleet.pod import SimPod
+from kvadmin.fleet.timing import RankQueue, Served, TimingModel
 from kvadmin.fleet.tokenizer import Message, message_text
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+PROMETHEUS_TEXT = b"text/plain; version=0.0.4; charset=utf-8"
+
+
+class Text(bytes):
+    """A handler's answer that is not JSON: Prometheus text."""
 
 
 class HttpError(Exception):
@@ -81,13 +97,28 @@ class PodApp:
     def __init__(self, pod: SimPod) -> None:
         self.pod = pod
         self.tokenizer = engine_tokenizer(pod.config.tokenizer)
-        self.routes: dict[tuple[str, str], Callable[[dict[str, Any]], dict[str, Any]]] = {
+        config = pod.config
+        self.metrics = EngineMetrics(config.kind, config.model, config.dp_size)
+        self.timing = TimingModel(
+            config.time_scale,
+            config.decode_seconds,
+            config.prefill,
+            config.reload_weights,
+            config.model,
+            config.block_size,
+            config.gpu_blocks,
+        )
+        self.queues = [RankQueue(rank, self.timing, self.metrics) for rank in range(config.dp_size)]
+        self.metrics_delay = 0.0
+        self.metrics_drip = 0.0
+        self.routes: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
             ("POST", "/tokenize"): self.tokenize,
             ("POST", "/v1/completions"): self.completions,
             ("POST", "/v1/chat/completions"): self.chat_completions,
             ("POST", "/reset_prefix_cache"): self.reset_prefix_cache,
             ("POST", "/flush_cache"): self.reset_prefix_cache,
             ("POST", "/admin/fault"): self.fault,
+            ("GET", "/metrics"): self.prometheus,
             ("GET", "/health"): lambda body: {},
             ("GET", "/v1/models"): self.models,
         }
@@ -108,15 +139,34 @@ class PodApp:
             body = json.loads(b"".join(chunks) or b"{}")
             if not isinstance(body, dict):
                 raise HttpError(400, "the body must be a JSON object")
-            status, payload = 200, handler(body)
+            payload = handler(body)
+            if inspect.isawaitable(payload):
+                payload = await payload
+            status = 200
         except json.JSONDecodeError as error:
             status, payload = 400, self._error(400, f"invalid JSON: {error}")
         except HttpError as error:
             status, payload = error.status, self._error(error.status, str(error))
-        data = json.dumps(payload).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
+        if isinstance(payload, Text):
+            data, content_type = bytes(payload), PROMETHEUS_TEXT
+        else:
+            data, content_type = json.dumps(payload).encode(), b"application/json"
+        headers = [(b"content-type", content_type), (b"content-length", b"%d" % len(data))]
+        if isinstance(payload, Text) and self.metrics_drip:
+            await self._drip(send, data, content_type)
+            return
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
+
+    async def _drip(self, send: Send, data: bytes, content_type: bytes) -> None:
+        """A line at a time, `metrics_drip` seconds apart: every read gets something in time,
+        only a deadline on the whole exchange stops the client."""
+        headers = [(b"content-type", content_type)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for line in data.splitlines(keepends=True):
+            await send({"type": "http.response.body", "body": line, "more_body": True})
+            await asyncio.sleep(self.metrics_drip)
+        await send({"type": "http.response.body", "body": b""})
 
     def _error(self, status: int, message: str) -> dict[str, Any]:
         kind = "NotFoundError" if status == 404 else "BadRequestError"
@@ -148,7 +198,16 @@ class PodApp:
             response["token_strs"] = None
         return response
 
-    def _serve(self, body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], str, int]:
+    async def _queue_and_serve(self, tokens: list[int], max_tokens: int) -> Served:
+        rank = self.pod.next_rank()
+        if not self.timing.time_scale:  # the instant pod: served at once, nothing running
+            result = self.pod.serve_on(rank, tokens)
+            self.metrics.prefilled(rank, result.prompt_tokens, result.cached_tokens, 0.0)
+            self.metrics.generated(rank, max_tokens)
+            return Served(rank, result, 0.0, 0.0)
+        return await self.queues[rank].serve(self.pod.serve_on, tokens, max_tokens)
+
+    async def _serve(self, body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], str, int]:
         self._check_model(body)
         tokens = _prompt_tokens(self.tokenizer, body, chat)
         if len(tokens) >= self.pod.max_model_len:
@@ -160,7 +219,8 @@ class PodApp:
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) or 16
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise HttpError(400, "`max_tokens` must be a positive integer")
-        rank, result = self.pod.serve(tokens)
+        served = await self._queue_and_serve(tokens, max_tokens)
+        result, rank = served.result, served.rank
         usage = {
             "prompt_tokens": result.prompt_tokens,
             "completion_tokens": max_tokens,
@@ -177,17 +237,19 @@ class PodApp:
                 "engine": self.pod.kind,
                 "rank": rank,
                 "cached_tokens_by_medium": result.hit_tokens,
+                "queued_ms": round(served.queued_seconds * 1000, 3),
+                "prefill_ms": round(served.prefill_seconds * 1000, 3),
             },
         }
         return response, _reply_words(tokens, max_tokens), max_tokens
 
-    def completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        response, text, _ = self._serve(body, chat=False)
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        response, text, _ = await self._serve(body, chat=False)
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
         return {"object": "text_completion", **response, "choices": [choice]}
 
-    def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        response, text, _ = self._serve(body, chat=True)
+    async def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        response, text, _ = await self._serve(body, chat=True)
         message = {"role": "assistant", "content": text}
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "length"}
         return {"object": "chat.completion", **response, "choices": [choice]}
@@ -207,11 +269,28 @@ class PodApp:
                 self.pod.drop(int(body.get("count", 1)), rank)
             elif action == "slow":
                 self.pod.slow(float(body.get("delay", 0.0)), rank)
+            elif action == "slow_metrics":
+                delay = float(body.get("delay", 0.0))
+                if not 0 <= delay <= 3600:
+                    raise ValueError("`delay` must be between 0 and 3600 seconds")
+                self.metrics_delay = delay
+            elif action == "drip_metrics":
+                delay = float(body.get("delay", 0.0))
+                if not 0 <= delay <= 60:
+                    raise ValueError("`delay` must be between 0 and 60 seconds")
+                self.metrics_drip = delay
             else:
-                raise HttpError(400, "`action` must be restart, drop or slow")
+                raise HttpError(
+                    400, "`action` must be restart, drop, slow, slow_metrics or drip_metrics"
+                )
         except (TypeError, ValueError) as error:
             raise HttpError(400, str(error)) from None
         return {"ok": True, "action": action}
+
+    async def prometheus(self, body: dict[str, Any]) -> Text:
+        if self.metrics_delay:  # an engine too busy to answer its scrapes
+            await asyncio.sleep(self.metrics_delay)
+        return Text(self.metrics.exposition())
 
     def models(self, body: dict[str, Any]) -> dict[str, Any]:
         card = {"id": self.pod.model, "object": "model", "owned_by": self.pod.kind}

@@ -23,6 +23,11 @@ from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.traffic import PodEndpoint
 from kvadmin.fleet.wire import Encoding
 from kvadmin.ingest.events import Event
+from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
+from scoring.weights import TierWeights
+
+DEFAULT_RELOAD_WEIGHTS = TierWeights()
+"""The tier weights' defaults: host memory is worth 0.8 of GPU, and so on."""
 
 DEFAULT_ENCODING: dict[str, Encoding] = {"vllm": Encoding.VLLM_MAP, "sglang": Encoding.SGLANG_MAP}
 
@@ -51,12 +56,24 @@ class PodConfig:
     tokenizer: str = ""
     """A Hugging Face tokenizer (tokenizer.json or its directory) the pod's /tokenize and
     serving use, and its registration names; empty: the built-in toy tokenizer."""
+    time_scale: float = 0.0
+    """Wall seconds per second of the prefill-time model (`timing`): 1 is as fast as the model
+    says, 0 is the instant pod (no queueing, nothing stays running)."""
+    decode_seconds: float = 1.0
+    """How long a request keeps running (and holding KV memory) after its first token, in the
+    model's seconds."""
+    prefill: TtftParameters = DEFAULT_PARAMETERS
+    """The prefill-time model's parameters (its kappa plays no part in serving)."""
+    reload_weights: TierWeights = DEFAULT_RELOAD_WEIGHTS
+    """What a lower-tier hit is worth: reloading it costs (1 - w) of computing it."""
 
     def __post_init__(self) -> None:
         if self.wire_encoding.engine != self.kind:
             raise ValueError(f"{self.name}: encoding {self.wire_encoding} is not a {self.kind}'s")
         if self.dp_size < 1:
             raise ValueError(f"{self.name}: dp_size must be at least 1")
+        if not (0 <= self.time_scale <= 1000 and 0 <= self.decode_seconds <= 3600):
+            raise ValueError(f"{self.name}: time_scale and decode_seconds out of range")
 
     @property
     def wire_encoding(self) -> Encoding:
@@ -184,12 +201,22 @@ class SimPod:
 
     def serve(self, token_ids: Sequence[int]) -> tuple[int, ServeResult]:
         """Serve one prompt on the next rank; its events are published as one batch."""
+        rank = self.next_rank()
+        return rank, self.serve_on(rank, token_ids)
+
+    def next_rank(self) -> int:
+        """The rank the next request goes to (round-robin)."""
         with self._lock:
             rank = self._next_rank
             self._next_rank = (rank + 1) % len(self.caches)
+        return rank
+
+    def serve_on(self, rank: int, token_ids: Sequence[int]) -> ServeResult:
+        """Serve one prompt on `rank`; its events are published as one batch."""
+        with self._lock:
             result = self.caches[rank].serve(token_ids)
             self._publish(rank, result.events)
-        return rank, result
+        return result
 
     def lookup(self, token_ids: Sequence[int]) -> dict[str, int]:
         """The hit by medium that serving this prompt next would report, changing nothing."""

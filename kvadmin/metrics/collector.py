@@ -13,6 +13,7 @@ trips and one registry query: its cost grows with pods and streams, not with blo
 3 ms for 3 pods over 200,000 blocks).
 """
 
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -32,6 +33,7 @@ from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_values
 from kvadmin.metrics.fleet import FleetState, read_fleet, registered_engines
 from kvadmin.redis_clients import index_client
 from kvadmin.routing import tokenizer_guard
+from scoring import keys
 
 STREAM_COUNTERS = {
     "batches": ("kvadmin_ingest_batches", "KV-event batches applied"),
@@ -68,8 +70,10 @@ class IndexCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         client = self.client
-        fleet = read_fleet(client, registered_engines(), knob("LEASE_SECONDS"))
+        engines = registered_engines()
+        fleet = read_fleet(client, engines, knob("LEASE_SECONDS"))
         yield from _stream_metrics(fleet)
+        yield from _load_metrics(client, [e.pod for e in engines if e.enabled])
         yield from _index_metrics(fleet)
         pipe = client.pipeline(transaction=False)
         for family in families.RECORDED:
@@ -158,6 +162,45 @@ def _index_metrics(fleet: FleetState) -> Iterator[Metric]:
         "Ingest workers whose heartbeat is younger than a lease",
         value=fleet.workers,
     )
+
+
+def _load_metrics(client: redis.Redis, pods: list[str]) -> Iterator[Metric]:
+    """Each enabled engine's load as last scraped (`kvadmin.load`), and whether it is stale."""
+    pipe = client.pipeline(transaction=False)
+    for pod in pods:
+        pipe.hmget(keys.load_key(pod), ["running", "waiting", "kv_usage", "scraped_at"])
+    rows = pipe.execute() if pods else []
+    gauges = [
+        GaugeMetricFamily(name, doc, labels=["pod"])
+        for name, doc in (
+            ("kvadmin_engine_load_running", "Requests the engine runs, as last scraped"),
+            ("kvadmin_engine_load_waiting", "Requests waiting in the engine, as last scraped"),
+            ("kvadmin_engine_load_kv_usage", "The engine's KV-cache usage (0..1), as last scraped"),
+            ("kvadmin_engine_load_scraped_timestamp_seconds", "Unix time of the last good scrape"),
+        )
+    ]
+    stale = GaugeMetricFamily(
+        "kvadmin_engine_load_stale",
+        "1 when the engine has no load younger than LOAD_STALE_SECONDS (scrapes fail or stopped)",
+        labels=["pod"],
+    )
+    now, limit = time.time(), knob("LOAD_STALE_SECONDS")
+    for pod, row in zip(pods, rows, strict=True):
+        values = [_float(v) for v in row]
+        for gauge, value in zip(gauges, values, strict=True):
+            if value is not None:
+                gauge.add_metric([pod], value)
+        scraped_at = values[3]
+        stale.add_metric([pod], float(scraped_at is None or now - scraped_at > limit))
+    yield from gauges
+    yield stale
+
+
+def _float(text: str | bytes | None) -> float | None:
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None
 
 
 def _recorded(family: Family, stored: dict[str, str]) -> Metric:

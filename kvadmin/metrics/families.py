@@ -155,6 +155,22 @@ LOCAL_TOKENIZER_DISABLED = Family(
     ("model",),
 )
 
+# Engine load: written by the load scraper (`kvadmin.load.scraper`) after each scrape.
+LOAD_SCRAPES = Family(
+    "kvadmin_load_scrapes_total",
+    "counter",
+    "Scrapes of an engine's /metrics for its load, by result (ok; timeout, error, http, "
+    "too_large, unparsable, missing, bad_value: the load was not updated)",
+    ("pod", "result"),
+)
+LOAD_SCRAPE_DURATION = Family(
+    "kvadmin_load_scrape_duration_seconds",
+    "histogram",
+    "Time to fetch and parse one successful scrape of an engine's /metrics",
+    ("pod",),
+    LATENCY_BUCKETS,
+)
+
 RECORDED = (
     APPLY_DURATION,
     MATCH_RATIO,
@@ -168,6 +184,8 @@ RECORDED = (
     TOKENIZATIONS,
     LOCAL_TOKENIZER_FALLBACKS,
     TOKENIZER_CHECKS,
+    LOAD_SCRAPES,
+    LOAD_SCRAPE_DURATION,
 )
 """Every family with its own Redis hash, in exposition order."""
 

@@ -1,11 +1,13 @@
-"""The /pods/<pod>/ page: one pod's counts, streams, chart, most recent blocks, and its
-model's local tokenizer."""
+"""The /pods/<pod>/ page: one pod's counts, streams, chart, most recent blocks, its model's
+local tokenizer, and its engine's load as last scraped."""
 
 import time
 from dataclasses import dataclass
 
 import redis
 
+from kvadmin.conf import knob
+from kvadmin.load.status import LoadStatus, load_status
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import BlockPage, newest_blocks
 from kvadmin.residency.pods import PodSummary, pod_summary
@@ -23,6 +25,7 @@ class PodPage:
     recent: BlockPage
     now: int
     tokenizer: TokenizerStatus | None
+    load: LoadStatus
 
 
 def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
@@ -37,4 +40,5 @@ def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
         recent,
         int(time.time()),
         tokenizer_status(summary.model, client),
+        load_status(client, pod, knob("LOAD_STALE_SECONDS")),
     )

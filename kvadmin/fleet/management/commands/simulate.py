@@ -41,6 +41,19 @@ class Command(BaseCommand):
         parser.add_argument("--gpu-blocks", type=int, default=512)
         parser.add_argument("--cpu-blocks", type=int, default=1024)
         parser.add_argument("--disk-blocks", type=int, default=2048)
+        parser.add_argument(
+            "--time-scale",
+            type=float,
+            default=1.0,
+            help="wall seconds per second of the pods' prefill-time model (scoring.ttft's "
+            "defaults): 1 serves as fast as a real engine would, 0 answers at once",
+        )
+        parser.add_argument(
+            "--decode-seconds",
+            type=float,
+            default=1.0,
+            help="how long a request keeps running, holding KV memory, after its first token",
+        )
         parser.add_argument("--register", action="store_true", help="register the pods as engines")
         parser.add_argument("--traffic", type=float, default=0.0, help="requests per second")
         parser.add_argument(
@@ -72,6 +85,8 @@ class Command(BaseCommand):
                 cpu_blocks=options["cpu_blocks"],
                 disk_blocks=options["disk_blocks"],
                 tokenizer=tokenizer,
+                time_scale=options["time_scale"],
+                decode_seconds=options["decode_seconds"],
             )
         except ValueError as error:
             raise CommandError(str(error)) from None

@@ -1,0 +1,1 @@
+"""Engine load signals: each engine's Prometheus /metrics, scraped about once a second."""
