@@ -1,15 +1,16 @@
 """kvadmin as production deploys it (README, "Production layout"): two web processes, two
 Celery workers and one beat against one database (PostgreSQL under `make test-postgres`) and
-one Redis, with a simulated fleet publishing. What an operator relies on across processes:
+one Redis, with a simulated fleet publishing, and browsers. What an operator relies on across
+processes:
 
 1. a tier-weights save through one web process is live in the other's scoring within 1 s;
-2. two operators saving at once through the two processes get one success and one 409;
-3. the live feed of either process shows decisions scored on both;
+2. two operators saving at once, in two browsers on the two processes, get one success and
+   one 409 with what changed, never a 500;
+3. the live feed of either process, in a browser, shows decisions scored on both;
 4. stopping one worker hands its streams to the other, and nothing is lost;
 5. two workers handed the garbage-collection task at once run it once.
 """
 
-import asyncio
 import signal
 import subprocess
 import sys
@@ -37,11 +38,10 @@ from tests.conftest import (
     start_worker,
     stop_process,
 )
-from tests.routing.feed_socket import FeedSocket
 from tests.waiting import wait_until
 from tests.weights.forms import operator_cookie, save_at_once, weights_form
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 MODEL = "Qwen/Qwen3-8B"
 PROMPT = list(range(1000, 1064))  # four blocks
 
@@ -140,28 +140,47 @@ def test_weights_saved_through_one_web_process_score_in_the_other_within_a_secon
     assert time.monotonic() - saved < 1.0
 
 
-def test_operators_saving_at_once_through_both_processes_get_one_200_and_one_409(
-    deployment, django_user_model
+def test_operators_saving_at_once_in_two_browsers_get_one_success_and_one_409(
+    deployment, browser, django_user_model
 ) -> None:
-    cookies = [operator_cookie(django_user_model, name) for name in ("erin", "bob")]
-    forms = [weights_form(("gpu", "1"), ("cpu", f"0.{n}"), reason=f"op {n}") for n in (3, 4)]
-    answers = save_at_once([(deployment.webs[n], cookies[n], forms[n]) for n in (0, 1)])
-    assert sorted(code for code, _ in answers) == [200, 409], [b[:300] for _, b in answers]
-    loser = next(body for code, body in answers if code == 409)
-    assert "after you loaded version 1" in loser
+    pages = []
+    for n, name in enumerate(("erin", "bob")):
+        context = browser.new_context()
+        cookie = operator_cookie(django_user_model, name).partition("=")[2]
+        context.add_cookies([{"name": "sessionid", "value": cookie, "url": deployment.webs[n]}])
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        page.goto(f"{deployment.webs[n]}/weights/")
+        page.get_by_label("Weight of cpu", exact=True).fill(f"0.{n + 3}")
+        pages.append(page)
+
+    def saved(response) -> bool:
+        return "/weights/save" in response.url
+
+    with pages[0].expect_response(saved) as first, pages[1].expect_response(saved) as second:
+        for page in pages:  # both posts leave before either answer is looked at
+            page.get_by_role("button", name="Save").click(no_wait_after=True)
+    assert sorted([first.value.status, second.value.status]) == [200, 409]
+    loser = pages[[first.value.status, second.value.status].index(409)]
+    loser.locator(".form-errors", has_text="after you loaded version 1").wait_for()
+    for page in pages:
+        page.context.close()
 
 
 def test_the_feed_of_either_process_shows_decisions_scored_on_both(
-    deployment, session_cookie
+    deployment, page, session_cookie
 ) -> None:
-    async def watch(web: int) -> set[str]:
-        async with FeedSocket.to(deployment.webs[web], session_cookie) as feed:
-            for scorer in (0, 1):
-                await asyncio.to_thread(deployment.score, scorer, f"on-{scorer}-seen-{web}")
-            return set(await feed.rows_until(2))
-
+    page.context.add_cookies(
+        [{"name": "sessionid", "value": session_cookie.partition("=")[2], "url": url}
+         for url in deployment.webs]
+    )  # fmt: skip
     for web in (0, 1):
-        assert asyncio.run(watch(web)) >= {f"on-0-seen-{web}", f"on-1-seen-{web}"}
+        page.goto(f"{deployment.webs[web]}/feed/")
+        page.wait_for_selector("#feed-status[data-state=live]")
+        for scorer in (0, 1):
+            deployment.score(scorer, f"on-{scorer}-seen-{web}")
+        for scorer in (0, 1):
+            page.wait_for_selector(f'.decision[data-request-id="on-{scorer}-seen-{web}"]')
 
 
 def test_a_stopped_worker_hands_its_streams_to_the_other_and_nothing_is_lost(
