@@ -59,7 +59,7 @@ def test_an_operator_browses_blocks_and_pods(page, asgi_server, django_user_mode
     gpu, cpu = bar.locator("[data-medium=GPU]"), bar.locator("[data-medium=CPU]")
     assert gpu.is_visible() and cpu.is_visible()
     assert gpu.bounding_box()["width"] > 3 * cpu.bounding_box()["width"]
-    assert MODEL in page.locator("dl.facts").inner_text()
+    assert MODEL in page.locator("dl.facts").first.inner_text()
 
 
 def test_the_pods_bars_follow_the_index_live(
