@@ -10,6 +10,7 @@ from kvadmin.redis_clients import REDIS_OUTAGES
 from kvadmin.routing import decisions, service
 from kvadmin.routing.decisions import Decision
 from kvadmin.routing.presenters import DecisionRow
+from scoring.policy import POLICIES
 
 
 def _token_ids(text: str) -> list[int]:
@@ -30,6 +31,11 @@ class Command(BaseCommand):
         source.add_argument("--messages", help='Chat messages as JSON: [{"role", "content"}].')
         parser.add_argument("--pods", help="Comma-separated candidate pods (default: all).")
         parser.add_argument("--request-id")
+        parser.add_argument(
+            "--policy",
+            choices=POLICIES,
+            help="How the pod is chosen (default: the KVADMIN_ROUTING_POLICY knob).",
+        )
         parser.add_argument("--json", action="store_true", help="Print the API's JSON answer.")
         parser.add_argument(
             "--no-record", action="store_true", help="Leave the decision out of the log."
@@ -51,6 +57,7 @@ class Command(BaseCommand):
                 messages=messages,
                 pods=[pod.strip() for pod in pods.split(",") if pod.strip()] if pods else None,
                 request_id=options["request_id"],
+                policy=options["policy"],
                 record=not options["no_record"],
             )
         except service.ScoreError as error:
