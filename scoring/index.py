@@ -106,7 +106,7 @@ class BaselineIndexReader:
         for _pod, key in starts:
             pipeline.hget(key, "started_at")
         state_pods = list(state.pods) if state else []
-        if state:
+        if state and state_pods:
             if state.now_ms is None:
                 pipeline.time()
             for pod in state_pods:
@@ -127,7 +127,7 @@ class BaselineIndexReader:
             if value is not None:
                 started[pod] = max(int(value), started.get(pod, int(value)))
         walk = walk_prefix(blocks, owners, candidates, started)
-        if not state:
+        if not (state and state_pods):
             return walk, None
         return walk, _baseline_state(state, blocks, replies[at:])
 
