@@ -100,6 +100,19 @@ def explain(decision: Decision) -> str:
         )
     for pod in row.unscored:
         lines.append(f"{pod:<{width}}      -        0  (does not hold the first block)")
+    lines.append("")
+    lines.append(f"policy {row.policy}: {decision.reason}")
+    if row.estimates:
+        lines.append(
+            f"{'pod':<{width}}  {'wait':>8} {'prefill':>8} {'reload':>8} {'penalty':>8} "
+            f"{'cost':>8}  (ms)  load"
+        )
+    for est in row.estimates:
+        mark = " *" if est.chosen else ""
+        lines.append(
+            f"{est.pod:<{width}}  {est.wait:>8} {est.prefill:>8} {est.reload:>8} "
+            f"{est.penalty:>8} {est.cost:>8}        {est.load}{mark}"
+        )
     if decision.dropped.non_candidates:
         lines.append(f"not candidates: {', '.join(decision.dropped.non_candidates)}")
     if decision.dropped.stale:
