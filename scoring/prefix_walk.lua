@@ -250,10 +250,7 @@ if n_state > 0 then
     now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   end
   local in_flight_since = '(' .. (now - tonumber(ARGV[state_at + 2]))
-  local members = {}
-  for b = 1, n_blocks do
-    members[b] = match(KEYS[b], '@([^@]*)$')
-  end
+  local members -- the request's block hashes, taken from their keys when first needed
   reply[#reply + 1] = now
   local key = start_key
   for _ = 1, n_state do
@@ -267,6 +264,12 @@ if n_state > 0 then
     end
     local positions = {}
     if n_blocks > 0 and redis.call('EXISTS', KEYS[key + 3]) == 1 then
+      if not members then
+        members = {}
+        for b = 1, n_blocks do
+          members[b] = match(KEYS[b], '@([^@]*)$')
+        end
+      end
       for first_b = 1, n_blocks, HMGET_CHUNK do
         local last_b = math.min(n_blocks, first_b + HMGET_CHUNK - 1)
         local expiries = redis.call('ZMSCORE', KEYS[key + 3], unpack(members, first_b, last_b))
