@@ -81,7 +81,7 @@ def explain(decision: Decision) -> str:
         f"{decision.n_tokens} tokens ({decision.input}) -> {decision.n_blocks} blocks, "
         f"longest match {decision.longest_match}, {len(decision.candidates)} candidates",
         f"chosen: {decision.chosen or 'none'}"
-        + (" (tie-break: rendezvous hashing of the first block)" if decision.tie_break else ""),
+        + (" (tie-break: rendezvous hashing)" if decision.tie_break else ""),
         "",
     ]
     width = max((len(pod) for pod in decision.candidates), default=3)
