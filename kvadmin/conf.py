@@ -82,6 +82,9 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "ROUTING_IN_FLIGHT_SECONDS": 2.0,
     "ROUTING_IN_FLIGHT_MAX": 1024,
     "ROUTING_LOAD_FRESH_SECONDS": 3.0,
+    # A decision records the TTFT estimates of its cheapest this many candidates (and the
+    # chosen pod's): the decision log's size stays bounded however large the fleet.
+    "ROUTING_ESTIMATES_MAX": 16,
 }
 
 

@@ -204,7 +204,8 @@ _SCHEMAS: dict[str, Any] = {
             "estimates": {
                 "type": "array",
                 "items": _ref("CandidateEstimate"),
-                "description": "Every candidate, cheapest first (then pod id).",
+                "description": "The candidates, cheapest first (then pod id): the cheapest "
+                "KVADMIN_ROUTING_ESTIMATES_MAX (default 16) and the chosen pod.",
             },
             "stale_loads": {
                 "type": "array",

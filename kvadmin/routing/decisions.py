@@ -119,7 +119,8 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
     reason: str = ""
     """Why the chosen pod won, in words."""
     estimates: list[CandidateEstimate] = []
-    """Every candidate's TTFT estimate, cheapest first (then pod id)."""
+    """The candidates' TTFT estimates, cheapest first (then pod id): the cheapest
+    ROUTING_ESTIMATES_MAX and the chosen pod's."""
     stale_loads: list[str] = []
     """Candidates whose engine load was stale or absent."""
     log_id: str = ""

@@ -258,8 +258,16 @@ def _loads(
 
 
 def _estimates(choice: PolicyChoice, loads: dict[str, LoadReading]) -> list[CandidateEstimate]:
+    """The cheapest ROUTING_ESTIMATES_MAX candidates' estimates, and the chosen pod's: every
+    decision keeps them, so a fleet of hundreds of pods must not multiply the log's size."""
+    limit = knob("ROUTING_ESTIMATES_MAX")
+    kept = [
+        cost
+        for rank, cost in enumerate(choice.candidates)
+        if rank < limit or cost.pod == choice.chosen
+    ]
     estimates = []
-    for cost in choice.candidates:
+    for cost in kept:
         reading = loads.get(cost.pod)
         estimates.append(
             CandidateEstimate(

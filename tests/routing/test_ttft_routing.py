@@ -207,3 +207,18 @@ def test_the_feed_explains_each_candidates_estimate_and_why_the_winner_won(
     assert "engine: 0 waiting" in html
     assert f"(priced by kvadmin's own queue): {PODS[0]}, {PODS[1]}." in html
     assert "style=" not in html
+
+
+def test_a_decision_keeps_the_cheapest_estimates_and_the_chosen_pods(
+    post_score, engines, redis_client, settings
+) -> None:
+    """Under `kthena` the chosen pod may be the dearest: its estimate is kept all the same."""
+    settings.KVADMIN = {"ROUTING_ESTIMATES_MAX": 1}
+    request = tokens(8)
+    hold(redis_client, PODS[2], request, ["GPU"] * 8)
+    post_score({"model": MODEL, "token_ids": request + tokens(1200, 70_000), "policy": "kthena"})
+    _, answer = post_score({"model": MODEL, "token_ids": request, "policy": "kthena"})
+    assert answer["chosen"] == PODS[2]
+    cheapest = answer["estimates"][0]["pod"]
+    assert cheapest != PODS[2]
+    assert [e["pod"] for e in answer["estimates"]] == [cheapest, PODS[2]]
