@@ -10,6 +10,12 @@ memory on some pods; then the new user turn (blocks 112-127) that nobody holds y
 restarted after writing (stale ownership). Around it: other prompts' blocks and the engine-hash
 mapping keys, as ingestion leaves them. A second request starts a new conversation on the same
 system prompt (only 8 blocks match).
+
+Then the decision path itself, old beside new, on the conversation request: `kthena` (the walk,
+then the highest score) against `ttft` (the same walk plus every candidate's routing state, read
+in the same round trip, then the TTFT estimate of every candidate). The state: every pod has a
+virtual queue and requests in flight, 8 pods speculative entries for the request's blocks, 24
+pods a scraped load (16 fresh, 8 stale).
 """
 
 import random
@@ -23,10 +29,29 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvadmin.redis_server import RedisServer
+from scoring.choice import choose
 from scoring.hashing import block_hashes
-from scoring.index import BaselineIndexReader, IndexReader, PrefixReader, score_request
-from scoring.keys import ENGINE_HASH_TTL_SECONDS, block_key, block_value, engine_hash_key
+from scoring.index import (
+    BaselineIndexReader,
+    IndexReader,
+    PrefixReader,
+    read_for_routing,
+    score_request,
+)
+from scoring.keys import (
+    ENGINE_HASH_TTL_SECONDS,
+    block_key,
+    block_value,
+    engine_hash_key,
+    in_flight_key,
+    load_key,
+    queue_key,
+    speculative_key,
+)
+from scoring.policy import RouteRequest, choose_pod
+from scoring.route_state import StateRequest, load_reading, speculative_blocks
 from scoring.score import ScoreResult
+from scoring.ttft import DEFAULT_PARAMETERS, estimate_prefill
 from scoring.weights import TierWeights
 
 MODEL = "Qwen/Qwen3-8B"
@@ -135,6 +160,87 @@ def report(title: str, runs: Runs) -> float:
     return ratio
 
 
+def write_routing_state(client: redis.Redis, tokens: list[int], rng: random.Random) -> None:
+    """The routing state of the module docstring, its times around Redis' clock."""
+    seconds, micros = client.time()
+    now_ms = seconds * 1000 + micros // 1000
+    blocks = block_hashes(tokens)
+    pipeline = client.pipeline(transaction=False)
+    for i, pod in enumerate(PODS):
+        busy = now_ms + rng.randrange(0, 400) * 10**6  # far ahead: the state stays put
+        pipeline.hset(queue_key(pod), mapping={"busy_until_ms": busy, "prefill_ms": 120.5})
+        for n in range(10):
+            pipeline.zadd(in_flight_key(pod), {f"d{i}-{n}": busy - n * 100})
+        if i % 4 == 0:
+            expiry = now_ms + 10**9
+            pipeline.zadd(speculative_key(MODEL, pod), {str(b): expiry for b in blocks[:64]})
+        if i < 24:
+            scraped_at = now_ms / 1000 + (10**6 if i < 16 else -60)
+            load = {"running": 12, "waiting": i % 5, "kv_usage": 0.6, "scraped_at": scraped_at}
+            pipeline.hset(load_key(pod), mapping=load)
+    pipeline.execute()
+
+
+def decide_kthena(client: redis.Redis, tokens: list[int], started_at: dict[str, int]) -> str:
+    read = read_for_routing(client, MODEL, tokens, frozenset(PODS), started_at, WEIGHTS)
+    first = read.blocks[0] if read.blocks else 0
+    chosen, _ = choose(read.result.scores, PODS, first)
+    return chosen or ""
+
+
+def decide_ttft(client: redis.Redis, tokens: list[int], started_at: dict[str, int]) -> str:
+    state = StateRequest(MODEL, PODS, 2000)
+    read = read_for_routing(
+        client, MODEL, tokens, frozenset(PODS), started_at, WEIGHTS, state=state
+    )
+    assert read.state is not None
+    cold = estimate_prefill(MODEL, len(tokens), (), 16, 0, WEIGHTS, DEFAULT_PARAMETERS).seconds
+    loads = {
+        pod: load_reading(raw, read.state.now_ms, 3.0, cold).load
+        for pod, raw in read.state.pods.items()
+    }
+    request = RouteRequest(
+        model=MODEL,
+        blocks=read.blocks,
+        prompt_tokens=len(tokens),
+        block_size=16,
+        candidates=PODS,
+        runs={pod.pod: pod.media_runs for pod in read.result.pods},
+        scores=read.result.scores,
+        speculative=speculative_blocks(read.state, read.blocks),
+        loads=loads,
+    )
+    return choose_pod(request, WEIGHTS, "ttft", DEFAULT_PARAMETERS).chosen or ""
+
+
+def decision_paths(client: redis.Redis, tokens: list[int], started_at: dict[str, int]) -> list[str]:
+    """Old and new decision path, interleaved as `run` does: the report's lines."""
+    paths = {"kthena": decide_kthena, "ttft": decide_ttft}
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    chosen: dict[str, str] = {}
+    for round_ in range(WARMUP + ROUNDS):
+        for name, decide in paths.items():
+            started = time.perf_counter()
+            chosen[name] = decide(client, tokens, started_at)
+            elapsed = (time.perf_counter() - started) * 1000
+            if round_ >= WARMUP:
+                times[name].append(elapsed)
+    lines = [
+        "\ndecision path, conversation request, read + choose (no recording):",
+        f"  {'policy':10} {'p50 ms':>8} {'p99 ms':>8}   chosen",
+    ]
+    for name in paths:
+        p50, p99 = percentile(times[name], 0.5), percentile(times[name], 0.99)
+        lines.append(f"  {name:10} {p50:8.3f} {p99:8.3f}   {chosen[name]}")
+    ratio50 = percentile(times["ttft"], 0.5) / percentile(times["kthena"], 0.5)
+    ratio99 = percentile(times["ttft"], 0.99) / percentile(times["kthena"], 0.99)
+    lines.append(
+        f"  ttft / kthena: {ratio50:.2f}x at p50, {ratio99:.2f}x at p99 "
+        "(one round trip either way: the state rides in the walk script)"
+    )
+    return lines
+
+
 def main() -> None:
     rng = random.Random(20261129)
     with RedisServer() as server:
@@ -153,6 +259,8 @@ def main() -> None:
         script_ms = client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"] / 1000
         fresh = run(client, new_conversation, started_at)
         keys = client.dbsize()
+        write_routing_state(client, tokens, rng)
+        paths = decision_paths(client, tokens, started_at)
         client.close()
 
     print(f"index: {keys} keys, {len(PODS)} pods, model {MODEL}")
@@ -168,6 +276,7 @@ def main() -> None:
         f"target: kvadmin p50 < 0.5 ms: {'met' if p50 < 0.5 else 'NOT met'} ({p50:.3f} ms); "
         f">= 3x baseline: {'met' if ratio >= 3 else 'NOT met'} ({ratio:.1f}x)"
     )
+    print("\n".join(paths))
 
 
 if __name__ == "__main__":

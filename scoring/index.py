@@ -9,11 +9,16 @@ Two readers give the same `PrefixWalk` for every index:
   runs of media per pod plus the dropped pods, so far less crosses the wire and far less is
   parsed in Python.
 
+Both also read, when asked (`StateRequest`), the routing state of the `ttft` policy for the
+candidate pods (scoring.route_state): virtual queue, requests in flight, speculative entries and
+the engines' scraped load, in the same round trip, and give the same `RouteState`.
+
 The script reads many keys, so on a Redis Cluster it needs all block keys of a model in one
 slot, which kthena's key layout does not give; `BaselineIndexReader` works there unchanged.
 """
 
 from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
 from types import MappingProxyType
@@ -24,6 +29,7 @@ from redis.commands.core import Script
 
 from scoring.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCKS, block_hashes
 from scoring.keys import block_key, block_keys
+from scoring.route_state import RawPodState, RouteState, StateRequest, state_keys
 from scoring.score import MediaRun, PrefixWalk, ScoreResult, Timings, score_walk, walk_prefix
 from scoring.values import parse_value
 from scoring.weights import TierWeights
@@ -53,6 +59,19 @@ class PrefixReader(Protocol):
         """Walk the request's `blocks` of `model` over the index (one round trip)."""
         ...
 
+    def read(
+        self,
+        client: redis.Redis,
+        model: str,
+        blocks: Sequence[int],
+        candidates: Set[str] | None,
+        pod_started_at: Mapping[str, int],
+        start_keys: StartKeys = NO_START_KEYS,
+        state: StateRequest | None = None,
+    ) -> tuple[PrefixWalk, RouteState | None]:
+        """`walk`, plus the routing `state` asked for, in the same round trip."""
+        ...
+
 
 class BaselineIndexReader:
     """kthena's way: fetch every block's owners, parse every value, walk in Python."""
@@ -66,24 +85,51 @@ class BaselineIndexReader:
         pod_started_at: Mapping[str, int],
         start_keys: StartKeys = NO_START_KEYS,
     ) -> PrefixWalk:
-        if not blocks:
-            return PrefixWalk({})
+        return self.read(client, model, blocks, candidates, pod_started_at, start_keys)[0]
+
+    def read(
+        self,
+        client: redis.Redis,
+        model: str,
+        blocks: Sequence[int],
+        candidates: Set[str] | None,
+        pod_started_at: Mapping[str, int],
+        start_keys: StartKeys = NO_START_KEYS,
+        state: StateRequest | None = None,
+    ) -> tuple[PrefixWalk, RouteState | None]:
+        if not blocks and not (state and state.pods):
+            return PrefixWalk({}), None
         pipeline = client.pipeline(transaction=False)
         for block in blocks:
             pipeline.hgetall(block_key(model, block))
         starts = [(pod, key) for pod, pod_keys in start_keys.items() for key in pod_keys]
         for _pod, key in starts:
             pipeline.hget(key, "started_at")
+        state_pods = list(state.pods) if state else []
+        if state and state_pods:
+            if state.now_ms is None:
+                pipeline.time()
+            for pod in state_pods:
+                queue, in_flight, speculative, load = state_keys(model, pod)
+                pipeline.hmget(queue, ["busy_until_ms", "prefill_ms"])
+                pipeline.zrange(in_flight, 0, -1, withscores=True)
+                pipeline.hmget(load, ["running", "waiting", "kv_usage", "scraped_at"])
+                if blocks:
+                    pipeline.zmscore(speculative, [str(block) for block in blocks])
         replies = pipeline.execute()
         owners = {
             block: {pod: parse_value(raw) for pod, raw in reply.items()}
             for block, reply in zip(blocks, replies[: len(blocks)], strict=True)
         }
         started = dict(pod_started_at)
-        for (pod, _key), value in zip(starts, replies[len(blocks) :], strict=True):
+        at = len(blocks) + len(starts)
+        for (pod, _key), value in zip(starts, replies[len(blocks) : at], strict=True):
             if value is not None:
                 started[pod] = max(int(value), started.get(pod, int(value)))
-        return walk_prefix(blocks, owners, candidates, started)
+        walk = walk_prefix(blocks, owners, candidates, started)
+        if not (state and state_pods):
+            return walk, None
+        return walk, _baseline_state(state, blocks, replies[at:])
 
 
 class IndexReader:
@@ -107,16 +153,37 @@ class IndexReader:
         pod_started_at: Mapping[str, int],
         start_keys: StartKeys = NO_START_KEYS,
     ) -> PrefixWalk:
-        if not blocks:
-            return PrefixWalk({})
+        return self.read(client, model, blocks, candidates, pod_started_at, start_keys)[0]
+
+    def read(
+        self,
+        client: redis.Redis,
+        model: str,
+        blocks: Sequence[int],
+        candidates: Set[str] | None,
+        pod_started_at: Mapping[str, int],
+        start_keys: StartKeys = NO_START_KEYS,
+        state: StateRequest | None = None,
+    ) -> tuple[PrefixWalk, RouteState | None]:
+        if not blocks and not (state and state.pods):
+            return PrefixWalk({}), None
         if self._script is None:
             self._script = client.register_script(_WALK_LUA)
-        blocks_keys = block_keys(model, blocks)
-        keys, args = _script_input(blocks_keys, candidates, pod_started_at, start_keys)
-        return _decoded(self._script(keys, args, client))
+        keys, args = _script_input(model, blocks, candidates, pod_started_at, start_keys, state)
+        return _decoded(self._script(keys, args, client), state)
 
 
 INDEX_READER = IndexReader()
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingRead:
+    """What one round trip gave a routing decision: the scores, the request's block hashes,
+    and the routing state when it was asked for."""
+
+    result: ScoreResult
+    blocks: list[int]
+    state: RouteState | None
 
 
 def score_request(
@@ -133,10 +200,40 @@ def score_request(
 ) -> ScoreResult:
     """From token ids to an explained result: hash the blocks, read the index (and the pods'
     `start_keys`) once, score. The result carries the time each step took."""
+    return read_for_routing(
+        client,
+        model,
+        token_ids,
+        candidates,
+        pod_started_at,
+        weights,
+        block_size=block_size,
+        max_blocks=max_blocks,
+        reader=reader,
+        start_keys=start_keys,
+    ).result
+
+
+def read_for_routing(
+    client: redis.Redis,
+    model: str,
+    token_ids: Sequence[int],
+    candidates: Set[str] | None,
+    pod_started_at: Mapping[str, int],
+    weights: TierWeights,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    max_blocks: int = DEFAULT_MAX_BLOCKS,
+    reader: PrefixReader = INDEX_READER,
+    start_keys: StartKeys = NO_START_KEYS,
+    state: StateRequest | None = None,
+) -> RoutingRead:
+    """`score_request`, plus the routing `state` read in the same round trip."""
     started = perf_counter()
     blocks = block_hashes(token_ids, block_size, max_blocks)
     hashed = perf_counter()
-    walk = reader.walk(client, model, blocks, candidates, pod_started_at, start_keys)
+    walk, route_state = reader.read(
+        client, model, blocks, candidates, pod_started_at, start_keys, state
+    )
     read = perf_counter()
     result = score_walk(walk, len(blocks), weights)
     done = perf_counter()
@@ -145,33 +242,44 @@ def score_request(
         read_ms=(read - hashed) * 1000,
         score_ms=(done - read) * 1000,
     )
-    return result
+    return RoutingRead(result, blocks, route_state)
 
 
 def _script_input(
-    keys: list[str],
+    model: str,
+    blocks: Sequence[int],
     candidates: Set[str] | None,
     pod_started_at: Mapping[str, int],
     start_keys: StartKeys,
+    state: StateRequest | None = None,
 ) -> tuple[list[str], list[str]]:
-    """KEYS and ARGV of prefix_walk.lua for the request's block `keys`. Start times of
-    non-candidates are left out: those owners are dropped before freshness matters."""
+    """KEYS and ARGV of prefix_walk.lua for the request's `blocks` (the one place that builds
+    them). Start times of non-candidates are left out: those owners are dropped before
+    freshness matters."""
+    keys = block_keys(model, blocks)
     if candidates is None:
         args, pods = ["0"], pod_started_at.keys() | start_keys.keys()
     else:
         args, pods = ["1"], candidates
-    args.append(str(len(keys)))
-    keys = list(keys)
+    args += (str(len(keys)), str(len(pods)))
     for pod in pods:
         started_at = pod_started_at.get(pod)
         pod_keys = start_keys.get(pod, ())
         args += (pod, "" if started_at is None else str(started_at), str(len(pod_keys)))
         keys += pod_keys
+    if state and state.pods:
+        now = "" if state.now_ms is None else str(state.now_ms)
+        args += (str(len(state.pods)), now, str(state.in_flight_window_ms))
+        for pod in state.pods:
+            keys += state_keys(model, pod)
     return keys, args
 
 
-def _decoded(reply: list[Any]) -> PrefixWalk:
-    """Turn prefix_walk.lua's flat reply back into a PrefixWalk (no medium arrives as None)."""
+def _decoded(
+    reply: list[Any], state: StateRequest | None = None
+) -> tuple[PrefixWalk, RouteState | None]:
+    """Turn prefix_walk.lua's flat reply back into a PrefixWalk (no medium arrives as None)
+    and the routing state."""
     n_non_candidates, n_stale, n_pods = reply[0], reply[1], reply[2]
     at = 3 + n_non_candidates + n_stale
     non_candidates = frozenset(reply[3 : 3 + n_non_candidates])
@@ -182,4 +290,51 @@ def _decoded(reply: list[Any]) -> PrefixWalk:
         pairs = iter(reply[at + 2 : end])
         runs[reply[at]] = tuple(zip(pairs, pairs, strict=True))
         at = end
-    return PrefixWalk(runs, non_candidates, stale)
+    walk = PrefixWalk(runs, non_candidates, stale)
+    if not (state and state.pods):
+        return walk, None
+    now_ms, at = int(reply[at]), at + 1
+    pods: dict[str, RawPodState] = {}
+    for pod in state.pods:
+        n_speculative = reply[at + 7]
+        pods[pod] = RawPodState(
+            busy_until_ms=reply[at],
+            prefill_ms=reply[at + 1],
+            in_flight=int(reply[at + 2]),
+            running=reply[at + 3],
+            waiting=reply[at + 4],
+            kv_usage=reply[at + 5],
+            scraped_at=reply[at + 6],
+            speculative=tuple(reply[at + 8 : at + 8 + n_speculative]),
+        )
+        at += 8 + n_speculative
+    return walk, RouteState(now_ms, pods)
+
+
+def _baseline_state(state: StateRequest, blocks: Sequence[int], replies: list[Any]) -> RouteState:
+    """The routing state from the baseline's pipeline replies, computed as the script does."""
+    at = 0
+    if state.now_ms is None:
+        seconds, micros = replies[0]
+        now_ms, at = seconds * 1000 + micros // 1000, 1
+    else:
+        now_ms = state.now_ms
+    since = now_ms - state.in_flight_window_ms
+    pods: dict[str, RawPodState] = {}
+    for pod in state.pods:
+        (busy_until, prefill), in_flight, load = replies[at], replies[at + 1], replies[at + 2]
+        expiries = replies[at + 3] if blocks else []
+        at += 4 if blocks else 3
+        pods[pod] = RawPodState(
+            busy_until_ms=busy_until,
+            prefill_ms=prefill,
+            in_flight=sum(1 for _member, end in in_flight if end > since),
+            running=load[0],
+            waiting=load[1],
+            kv_usage=load[2],
+            scraped_at=load[3],
+            speculative=tuple(
+                p for p, expiry in enumerate(expiries) if expiry is not None and expiry > now_ms
+            ),
+        )
+    return RouteState(now_ms, pods)

@@ -203,7 +203,29 @@ DEMO_PODS_KEY = "kvadmin:demo:pods"
 `make reset-demo` can forget them and nothing else."""
 
 
+# Routing state of the `ttft` policy (scoring.policy): read in the walk's round trip
+# (prefix_walk.lua), written with the decision log entry (route_record.lua).
+
+
+def speculative_key(model: str, pod: str) -> str:
+    """ZSET: std_hash -> expiry (unix ms): blocks of requests kvadmin just routed to the pod,
+    before their BlockStored arrives. Bounded in size; the key expires with its newest entry."""
+    return f"kvadmin:spec:{pod}|{model}"
+
+
+def queue_key(pod: str) -> str:
+    """HASH: the pod's virtual queue: `busy_until_ms` (unix ms at which the prefills kvadmin
+    routed to it are predicted to be done) and `prefill_ms` (a moving mean of their S_est)."""
+    return f"kvadmin:queue:{pod}"
+
+
+def in_flight_key(pod: str) -> str:
+    """ZSET: decision id -> predicted prefill end (unix ms) of the requests routed to the pod;
+    those that ended less than the in-flight window ago are still decoding. Bounded in size."""
+    return f"kvadmin:inflight:{pod}"
+
+
 def load_key(pod: str) -> str:
-    """HASH: the engine's load as last scraped from its /metrics: running, waiting, kv_usage,
-    scraped_at"""
+    """HASH written by the engines' /metrics scraper: `running`, `waiting` (ints), `kv_usage`
+    (float 0..1), `scraped_at` (unix seconds, float)."""
     return f"kvadmin:load:{pod}"

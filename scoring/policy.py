@@ -140,6 +140,8 @@ def matched_runs(
     """The pod's match: its index run with speculative blocks as GPU, extended past the run's
     end while the next block is speculative. Returns the runs and how many blocks only the
     speculative entries vouch for."""
+    if not speculative:
+        return runs, 0  # the walk's runs are merged already
     media: list[str | None] = []
     for medium, count in runs:
         media.extend([medium] * count)

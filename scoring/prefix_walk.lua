@@ -1,15 +1,24 @@
 -- The prefix walk of SPEC 2.4 (steps 1 and 2) inside Redis; its Python twin is
 -- scoring.score.walk_prefix, and both must give the same PrefixWalk on every index.
 --
--- KEYS: the request's block keys, in block order; then the pods' start keys.
+-- KEYS: the request's block keys, in block order; then the pods' start keys; then, per pod
+--       of the routing-state section, its queue, in-flight, speculative and load keys.
 -- ARGV: "1" when only the listed pods are candidates, "0" when every pod is; the number of
---       block keys; then triples (pod id, unix second of its last start as decimal text, ""
---       if unknown, n) listing the candidates, or with "0" the pods whose start may be known:
---       the pod's next n start keys are hashes whose `started_at` field is a start of the pod
---       too (its streams' status), and the latest start counts.
+--       block keys; the number t of triples; then t triples (pod id, unix second of its last
+--       start as decimal text, "" if unknown, n) listing the candidates, or with "0" the pods
+--       whose start may be known: the pod's next n start keys are hashes whose `started_at`
+--       field is a start of the pod too (its streams' status), and the latest start counts.
+--       Then the routing-state section: its number of pods q (0: none), "now" in unix ms (""
+--       for Redis' own clock, the one route_record.lua advances the queue with), and the
+--       in-flight window in ms.
 -- Reply: {c, s, p, the c non-candidate owners of the first block, the s stale-dropped pods,
 --         then for each of the p pods holding the first block: pod, r, r pairs (medium, blocks)},
 --         the pairs being the runs of media of its matched blocks (false for no medium).
+--         With q > 0 it goes on: now (unix ms), then per state pod, in order: the queue's
+--         busy_until_ms and prefill_ms, the in-flight count (predicted prefill end within the
+--         window or later), the load hash's running, waiting, kv_usage and scraped_at (false
+--         where missing), k, and the k 0-based positions of the request's blocks with an
+--         unexpired speculative entry.
 --
 -- Why it is fast: after the first block only the pods still matching are read (HMGET); a block
 -- whose values all repeat the previous block's is only counted; a value is parsed only when it
@@ -21,9 +30,10 @@ local HMGET_CHUNK = 1000 -- unpack() is bounded by Lua's C stack
 
 local restricted = ARGV[1] == '1'
 local n_blocks = tonumber(ARGV[2])
+local state_at = 4 + 3 * tonumber(ARGV[3]) -- where the routing-state section's ARGV start
 local is_candidate, started, started_text = {}, {}, {}
 local start_key = n_blocks
-for i = 3, #ARGV, 3 do
+for i = 4, state_at - 1, 3 do
   local pod, start = ARGV[i], ARGV[i + 1]
   is_candidate[pod] = true
   for _ = 1, tonumber(ARGV[i + 2]) do
@@ -136,7 +146,7 @@ local non_candidates, stale = {}, {}
 local names, run_media, run_blocks, open_run = {}, {}, {}, {}
 local active_ids, active_names, last, n_active = {}, {}, {}, 0
 
-local first = redis.call('HGETALL', KEYS[1])
+local first = n_blocks > 0 and redis.call('HGETALL', KEYS[1]) or {}
 for i = 1, #first, 2 do
   local pod, value = first[i], first[i + 1]
   if restricted and not is_candidate[pod] then
@@ -228,6 +238,54 @@ for id = 1, n_scored do
   for r = 1, #media do
     reply[#reply + 1] = media[r]
     reply[#reply + 1] = blocks[r]
+  end
+end
+
+-- The routing state of the `ttft` policy (scoring.route_state), same round trip.
+local n_state = tonumber(ARGV[state_at] or '0')
+if n_state > 0 then
+  local now = tonumber(ARGV[state_at + 1])
+  if not now then
+    local clock = redis.call('TIME')
+    now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  end
+  local in_flight_since = '(' .. (now - tonumber(ARGV[state_at + 2]))
+  local members -- the request's block hashes, taken from their keys when first needed
+  reply[#reply + 1] = now
+  local key = start_key
+  for _ = 1, n_state do
+    local queue = redis.call('HMGET', KEYS[key + 1], 'busy_until_ms', 'prefill_ms')
+    reply[#reply + 1] = queue[1]
+    reply[#reply + 1] = queue[2]
+    reply[#reply + 1] = redis.call('ZCOUNT', KEYS[key + 2], in_flight_since, '+inf')
+    local load = redis.call('HMGET', KEYS[key + 4], 'running', 'waiting', 'kv_usage', 'scraped_at')
+    for j = 1, 4 do
+      reply[#reply + 1] = load[j]
+    end
+    local positions = {}
+    if n_blocks > 0 and redis.call('EXISTS', KEYS[key + 3]) == 1 then
+      if not members then
+        members = {}
+        for b = 1, n_blocks do
+          members[b] = match(KEYS[b], '@([^@]*)$')
+        end
+      end
+      for first_b = 1, n_blocks, HMGET_CHUNK do
+        local last_b = math.min(n_blocks, first_b + HMGET_CHUNK - 1)
+        local expiries = redis.call('ZMSCORE', KEYS[key + 3], unpack(members, first_b, last_b))
+        for j = 1, last_b - first_b + 1 do
+          local expiry = expiries[j] and tonumber(expiries[j])
+          if expiry and expiry > now then
+            positions[#positions + 1] = first_b + j - 2
+          end
+        end
+      end
+    end
+    reply[#reply + 1] = #positions
+    for _, position in ipairs(positions) do
+      reply[#reply + 1] = position
+    end
+    key = key + 4
   end
 end
 return reply

@@ -16,6 +16,7 @@ from kvadmin.api import scoring, views
 from kvadmin.api.auth import authenticate
 from kvadmin.api.scopes import Scope
 from kvadmin.routing.service import INPUTS, MAX_REQUEST_ID
+from scoring.policy import POLICIES
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -81,6 +82,57 @@ _SCHEMAS: dict[str, Any] = {
                 "every enabled engine serving the model.",
             },
             "request_id": {"type": "string", "maxLength": MAX_REQUEST_ID},
+            "policy": {
+                "enum": list(POLICIES),
+                "description": "How `chosen` is picked: `ttft`, the lowest estimated time to "
+                "first token (predicted wait + prefill estimate + work penalty); `kthena`, the "
+                "highest score, as kthena's plugin alone picks. Default: the "
+                "KVADMIN_ROUTING_POLICY knob (`ttft`). Scores are the same under both.",
+            },
+        },
+    },
+    "CandidateEstimate": {
+        "type": "object",
+        "description": "One candidate as the `ttft` policy priced it, in seconds: cost_s = "
+        "wait_s + prefill_s + work_penalty_s. Recorded under both policies.",
+        "properties": {
+            "pod": {"type": "string"},
+            "matched_blocks": {
+                "type": "integer",
+                "description": "Its consecutive run of the request's blocks, speculative "
+                "entries included.",
+            },
+            "speculative_blocks": {
+                "type": "integer",
+                "description": "Of matched_blocks, those only kvadmin's own recent routing "
+                "to the pod vouches for (BlockStored not arrived yet).",
+            },
+            "cached_tokens": {"type": "integer"},
+            "uncached_tokens": {"type": "integer"},
+            "wait_s": {
+                "type": "number",
+                "description": "Predicted wait before the prefill starts: the virtual queue, "
+                "or with fresh engine load max(queue, waiting x mean predicted prefill).",
+            },
+            "queue_wait_s": {"type": "number", "description": "The virtual queue's part."},
+            "engine_waiting": {
+                "type": ["integer", "null"],
+                "description": "The engine's waiting requests when its load was fresh.",
+            },
+            "prefill_s": {"type": "number", "description": "S_est, tier reload included."},
+            "reload_s": {
+                "type": "number",
+                "description": "The part of prefill_s spent reloading lower-tier hits.",
+            },
+            "work_penalty_s": {
+                "type": "number",
+                "description": "kappa x (prefill_s - the cheapest candidate's prefill_s).",
+            },
+            "cost_s": {"type": "number"},
+            "load_stale": {
+                "type": "boolean",
+                "description": "The engine's scraped load was stale or absent.",
+            },
         },
     },
     "PodScore": {
@@ -147,6 +199,20 @@ _SCHEMAS: dict[str, Any] = {
                 "description": "`tokens` is estimated: only the scoring window of a long "
                 "prompt was tokenized locally.",
             },
+            "policy": {"enum": list(POLICIES), "description": "The policy that chose."},
+            "reason": {"type": "string", "description": "Why `chosen` won, in words."},
+            "estimates": {
+                "type": "array",
+                "items": _ref("CandidateEstimate"),
+                "description": "The candidates, cheapest first (then pod id): the cheapest "
+                "KVADMIN_ROUTING_ESTIMATES_MAX (default 16) and the chosen pod.",
+            },
+            "stale_loads": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Candidates whose engine load was stale or absent: their wait "
+                "is kvadmin's own virtual queue alone.",
+            },
         },
     },
 }
@@ -166,7 +232,7 @@ _PATHS: dict[str, Any] = {
                 },
                 "400": _error_response(
                     "Bad input: missing model, none or several inputs, bad or too many token "
-                    "ids, unknown candidate pods. `field` names the field."
+                    "ids, unknown candidate pods, an unknown policy. `field` names the field."
                 ),
                 "401": _UNAUTHORIZED,
                 "413": _error_response("The body is larger than the server accepts."),

@@ -48,6 +48,7 @@ def score(request: HttpRequest) -> HttpResponse:
             messages=body.get("messages"),
             pods=body.get("pods"),
             request_id=body.get("request_id"),
+            policy=body.get("policy"),
         )
     except service.ScoreError as error:
         return _error(error.status, error.message, error.field)

@@ -51,6 +51,31 @@ class Dropped(msgspec.Struct, kw_only=True):
     """Candidates whose ownership predates their last restart (SPEC 2.4 step 1)."""
 
 
+class CandidateEstimate(msgspec.Struct, kw_only=True):
+    """One candidate as the `ttft` policy priced it (scoring.policy), in seconds: cost =
+    wait_s + prefill_s + work_penalty_s."""
+
+    pod: str
+    matched_blocks: int
+    speculative_blocks: int
+    """Of `matched_blocks`, those only kvadmin's own recent routing says the pod holds."""
+    cached_tokens: int
+    uncached_tokens: int
+    wait_s: float
+    """Predicted wait before the prefill starts (see scoring.route_state)."""
+    queue_wait_s: float
+    """The virtual queue's part of it."""
+    engine_waiting: int | None
+    """The engine's waiting requests when its scraped load was fresh; None when stale."""
+    prefill_s: float
+    """S_est, tier reload included."""
+    reload_s: float
+    work_penalty_s: float
+    cost_s: float
+    load_stale: bool
+    """The engine's load was stale or absent: the virtual queue alone priced the wait."""
+
+
 class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One scoring of one request over its candidate pods: inputs, result and timings."""
 
@@ -88,6 +113,16 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
     tokenizer_fallback: str = ""
     """Why the model's local tokenizer did not tokenize: "template", "unavailable",
     "disabled" (empty when it did, or there is none)."""
+    policy: str = ""
+    """The routing policy that chose ("ttft" or "kthena"; "" in entries from before policies,
+    chosen as "kthena" does)."""
+    reason: str = ""
+    """Why the chosen pod won, in words."""
+    estimates: list[CandidateEstimate] = []
+    """The candidates' TTFT estimates, cheapest first (then pod id): the cheapest
+    ROUTING_ESTIMATES_MAX and the chosen pod's."""
+    stale_loads: list[str] = []
+    """Candidates whose engine load was stale or absent."""
     log_id: str = ""
     """The stream entry id once recorded and read back; never stored in the entry."""
 
@@ -136,6 +171,10 @@ def to_api(decision: Decision) -> dict[str, Any]:
         "timings_ms": decision.timings_ms,
         "tokenizer": decision.tokenizer,
         "tokens_estimated": decision.tokens_estimated,
+        "policy": decision.policy or "kthena",
+        "reason": decision.reason,
+        "estimates": msgspec.to_builtins(decision.estimates),
+        "stale_loads": decision.stale_loads,
     }
 
 

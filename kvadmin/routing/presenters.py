@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
-from kvadmin.routing.decisions import Decision, PodExplanation
+from kvadmin.routing.decisions import CandidateEstimate, Decision, PodExplanation
 
 _BADGE_CLASSES = {"GPU": "m-gpu", "CPU": "m-cpu", "CPU_PINNED": "m-cpu_pinned", "DISK": "m-disk"}
 
@@ -54,6 +54,51 @@ class PodLine:
         )
 
 
+def ms(seconds: float) -> str:
+    """Seconds as the feed shows an estimate: milliseconds, one decimal."""
+    return f"{seconds * 1000:.1f}"
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateLine:
+    """One candidate's TTFT estimate as the feed and the CLI show it (milliseconds): cost =
+    wait + prefill (its tier reload included) + work penalty."""
+
+    estimate: CandidateEstimate
+    chosen: bool
+
+    @property
+    def pod(self) -> str:
+        return self.estimate.pod
+
+    @property
+    def wait(self) -> str:
+        return ms(self.estimate.wait_s)
+
+    @property
+    def prefill(self) -> str:
+        return ms(self.estimate.prefill_s)
+
+    @property
+    def reload(self) -> str:
+        return ms(self.estimate.reload_s)
+
+    @property
+    def penalty(self) -> str:
+        return ms(self.estimate.work_penalty_s)
+
+    @property
+    def cost(self) -> str:
+        return ms(self.estimate.cost_s)
+
+    @property
+    def load(self) -> str:
+        """Where the wait came from."""
+        if self.estimate.load_stale:
+            return "stale: virtual queue only"
+        return f"engine: {self.estimate.engine_waiting} waiting"
+
+
 @dataclass(frozen=True, slots=True)
 class DecisionRow:
     decision: Decision
@@ -76,6 +121,17 @@ class DecisionRow:
     @property
     def pods(self) -> list[PodLine]:
         return [PodLine.of(self.decision, scored) for scored in self.decision.scores]
+
+    @property
+    def policy(self) -> str:
+        return self.decision.policy or "kthena"
+
+    @property
+    def estimates(self) -> list[EstimateLine]:
+        return [
+            EstimateLine(estimate, estimate.pod == self.decision.chosen)
+            for estimate in self.decision.estimates
+        ]
 
     @property
     def unscored(self) -> list[str]:

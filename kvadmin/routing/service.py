@@ -7,14 +7,22 @@ chooses a pod and records the decision:
    registered engine of the model).
 2. Token ids: given, or from the model's local tokenizer or a candidate engine's /tokenize
    (`routing.tokenize`); the decision records which (`tokenizer`).
-3. `scoring.index.score_request` with the active tier weights, in one Redis round trip
+3. `scoring.index.read_for_routing` with the active tier weights, in one Redis round trip
    (SPEC 5.8) that also reads each candidate's last (re)start as the ingest reader recorded
    it per stream, so ownership written before it is dropped (SPEC 2.4 step 1); a
-   data-parallel pod restarts with its newest rank.
-4. `scoring.choice.choose`: the highest score; ties and no-hit requests by rendezvous hashing.
-5. The decision goes to the decision log (`routing.decisions`) and the scoring metrics
-   (`metrics.recorder`) in one pipelined round trip, and nothing else: the live feed reads
-   the log on its own (`routing.tail`).
+   data-parallel pod restarts with its newest rank. The same round trip reads each
+   candidate's routing state (`scoring.route_state`): virtual queue, requests in flight,
+   speculative entries, the engine's scraped load.
+4. `scoring.policy.choose_pod` under the request's policy (`policy`, default the
+   ROUTING_POLICY knob): `ttft`, the lowest estimated time to first token, or `kthena`, the
+   highest score (ties and no-hit requests by rendezvous hashing). The kthena score of every
+   pod is computed, recorded and answered whatever the policy.
+5. The decision goes to the decision log (`routing.decisions`), the chosen pod's routing state
+   advances (`scoring.route_record`: its queue by the request's predicted prefill, its
+   speculative entries by the request's blocks, atomically in Redis), and the scoring metrics
+   (`metrics.recorder`) are counted, in one pipelined round trip, and nothing else: the live
+   feed reads the log on its own (`routing.tail`). An unrecorded scoring (`record=False`, an
+   explain page) writes nothing, routing state included.
 
 Errors are one exception class per kind, each with the `field` at fault (None when no field
 is) and a message, and the HTTP status a view should answer with.
@@ -36,14 +44,23 @@ from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import REDIS_OUTAGES, index_client
 from kvadmin.routing import decisions
-from kvadmin.routing.decisions import Decision, Dropped, PodExplanation
+from kvadmin.routing.decisions import CandidateEstimate, Decision, Dropped, PodExplanation
 from kvadmin.routing.tokenize import Messages, TokenizationFailed, Tokenized, Tokenizer, tokenize
 from kvadmin.weights.active import active_weights
-from scoring.choice import choose
-from scoring.hashing import hash_block
-from scoring.index import score_request
+from scoring import route_record
+from scoring.index import read_for_routing
 from scoring.keys import stream_name, stream_status_key
+from scoring.policy import DEFAULT_POLICY, POLICIES, Policy, PolicyChoice, RouteRequest, choose_pod
+from scoring.route_record import RouteAdvance
+from scoring.route_state import (
+    LoadReading,
+    RouteState,
+    StateRequest,
+    load_reading,
+    speculative_blocks,
+)
 from scoring.score import PodScore, ScoreResult
+from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters, estimate_prefill
 from scoring.weights import TierWeights
 
 log = logging.getLogger(__name__)
@@ -103,6 +120,7 @@ def score(
     messages: object = None,
     pods: object = None,
     request_id: object = None,
+    policy: object = None,
     record: bool = True,
 ) -> Decision:
     """Score `model`'s candidate pods for one request given as exactly one of `token_ids`
@@ -122,6 +140,7 @@ def score(
     chat = _messages(value) if source == "messages" else None
     requested = _pods(pods)
     request_id = _request_id(request_id)
+    chosen_by = _policy(policy)
     candidates = _candidates(model, requested)
 
     tokens: Sequence[int]
@@ -137,29 +156,49 @@ def score(
     pods_ = [candidate.pod for candidate in candidates]
     active = active_weights()
     client = index_client()
+    block_size = knob("BLOCK_SIZE")
     try:
-        result = score_request(
+        read = read_for_routing(
             client,
             model,
             tokens,
             set(pods_),
             {},
             active.weights,
-            block_size=knob("BLOCK_SIZE"),
+            block_size=block_size,
             max_blocks=knob("MAX_BLOCKS"),
             start_keys={
                 c.pod: [stream_status_key(c.pod, stream_name(rank)) for rank in range(c.dp_size)]
                 for c in candidates
             },
+            state=StateRequest(model, pods_, round(knob("ROUTING_IN_FLIGHT_SECONDS") * 1000)),
         )
     except REDIS_OUTAGES:
         raise  # an outage, answered as one by the caller (kvadmin/unavailable.py on the web)
     except redis.RedisError as error:
         recorder.record_scoring_error(client, model, "redis")
         raise IndexUnavailable(f"the index is unavailable: {error}") from None
+    result = read.result
     scored = perf_counter()
-    first_block = hash_block(tokens[: knob("BLOCK_SIZE")]) if result.n_blocks else 0
-    chosen, tie_break = choose(result.scores, pods_, first_block)
+    first_block = read.blocks[0] if read.blocks else 0
+    parameters = DEFAULT_PARAMETERS
+    loads = _loads(read.state, model, n_tokens, block_size, active.weights, parameters)
+    choice = choose_pod(
+        RouteRequest(
+            model=model,
+            blocks=read.blocks,
+            prompt_tokens=n_tokens,
+            block_size=block_size,
+            candidates=pods_,
+            runs={pod.pod: pod.media_runs for pod in result.pods},
+            scores=result.scores,
+            speculative=speculative_blocks(read.state, read.blocks) if read.state else {},
+            loads={pod: reading.load for pod, reading in loads.items()},
+        ),
+        active.weights,
+        chosen_by,
+        parameters,
+    )
     assert result.timings is not None
     decision = Decision(
         id=f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(4)}",
@@ -172,8 +211,8 @@ def score(
         first_block=first_block,
         longest_match=result.longest_match,
         candidates=pods_,
-        chosen=chosen,
-        tie_break=tie_break,
+        chosen=choice.chosen,
+        tie_break=choice.tie_broken,
         scores=[_explained(pod) for pod in result.pods],
         dropped=Dropped(
             non_candidates=list(result.dropped_non_candidates),
@@ -191,27 +230,111 @@ def score(
         tokenizer=tokenized.source,
         tokens_estimated=tokenized.estimated,
         tokenizer_fallback=tokenized.fallback,
+        policy=choice.policy,
+        reason=choice.reason,
+        estimates=_estimates(choice, loads),
+        stale_loads=list(choice.stale_pods),
     )
     if record:
-        _record(client, decision)
+        _record(client, decision, _advance(decision, choice, read.blocks))
     return decision
 
 
-def _record(client: redis.Redis, decision: Decision) -> None:
-    """The decision log entry (unless DECISIONS_RECORD is off) and the scoring metrics, in one
-    round trip. A failure is logged: the caller still gets its decision."""
+def _loads(
+    state: RouteState | None,
+    model: str,
+    n_tokens: int,
+    block_size: int,
+    weights: TierWeights,
+    parameters: TtftParameters,
+) -> dict[str, LoadReading]:
+    """Each candidate's load under the resync rule (scoring.route_state). Before a pod has a
+    mean predicted prefill, this request's prefill with no hit stands for it."""
+    if state is None:
+        return {}
+    cold = estimate_prefill(model, n_tokens, (), block_size, 0, weights, parameters).seconds
+    fresh_s = knob("ROUTING_LOAD_FRESH_SECONDS")
+    return {pod: load_reading(raw, state.now_ms, fresh_s, cold) for pod, raw in state.pods.items()}
+
+
+def _estimates(choice: PolicyChoice, loads: dict[str, LoadReading]) -> list[CandidateEstimate]:
+    """The cheapest ROUTING_ESTIMATES_MAX candidates' estimates, and the chosen pod's: every
+    decision keeps them, so a fleet of hundreds of pods must not multiply the log's size."""
+    limit = knob("ROUTING_ESTIMATES_MAX")
+    kept = [
+        cost
+        for rank, cost in enumerate(choice.candidates)
+        if rank < limit or cost.pod == choice.chosen
+    ]
+    estimates = []
+    for cost in kept:
+        reading = loads.get(cost.pod)
+        estimates.append(
+            CandidateEstimate(
+                pod=cost.pod,
+                matched_blocks=cost.matched_blocks,
+                speculative_blocks=cost.speculative_blocks,
+                cached_tokens=cost.cached_tokens,
+                uncached_tokens=cost.uncached_tokens,
+                wait_s=cost.wait_s,
+                queue_wait_s=reading.queue_wait_s if reading else 0.0,
+                engine_waiting=reading.engine_waiting if reading else None,
+                prefill_s=cost.prefill_s,
+                reload_s=cost.reload_s,
+                work_penalty_s=cost.work_penalty_s,
+                cost_s=cost.cost_s,
+                load_stale=cost.load_stale,
+            )
+        )
+    return estimates
+
+
+def _advance(decision: Decision, choice: PolicyChoice, blocks: list[int]) -> RouteAdvance | None:
+    """What routing the request to the chosen pod adds to the pod's state, whatever the
+    policy: a gateway sends the request there either way."""
+    chosen = next((cost for cost in choice.candidates if cost.pod == choice.chosen), None)
+    if chosen is None:
+        return None
+    return RouteAdvance(
+        model=decision.model,
+        pod=chosen.pod,
+        decision_id=decision.id,
+        prefill_s=chosen.prefill_s,
+        blocks=blocks,
+        speculative_ttl_s=knob("ROUTING_SPECULATIVE_SECONDS"),
+        speculative_max=knob("ROUTING_SPECULATIVE_MAX"),
+        in_flight_window_s=knob("ROUTING_IN_FLIGHT_SECONDS"),
+        in_flight_max=knob("ROUTING_IN_FLIGHT_MAX"),
+    )
+
+
+def _record(client: redis.Redis, decision: Decision, advance: RouteAdvance | None) -> None:
+    """The decision log entry (unless DECISIONS_RECORD is off), the chosen pod's routing state
+    and the scoring metrics, in one round trip. A failure is logged: the caller still gets its
+    decision."""
     pipeline = client.pipeline(transaction=False)
     logged = knob("DECISIONS_RECORD")
-    if logged:
+    script_args = None
+    if advance is not None:
+        entry = decisions.encode(decision) if logged else None
+        script_args = route_record.queue_record(pipeline, advance, entry, knob("DECISIONS_MAX"))
+    elif logged:
         decisions.queue_append(pipeline, decision)
     recorder.record_decision(pipeline, decision)
     try:
-        replies = pipeline.execute()
+        replies = pipeline.execute(raise_on_error=False)
+        if script_args is not None:
+            log_id = route_record.finish(client, replies[0], script_args).log_id
+        else:
+            log_id = replies[0] if logged else None
+        failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
+        if failed is not None and not isinstance(failed, redis.exceptions.NoScriptError):
+            raise failed
     except redis.RedisError as error:
         log.warning("decision %s not recorded: %s", decision.id, error)
         return
-    if logged:
-        decision.log_id = replies[0]
+    if logged and isinstance(log_id, str):
+        decision.log_id = log_id
 
 
 def _explained(scored: PodScore) -> PodExplanation:
@@ -323,6 +446,22 @@ def _request_id(request_id: object) -> str | None:
             f"`request_id` is longer than {MAX_REQUEST_ID} characters", "request_id"
         )
     return text
+
+
+def _policy(policy: object) -> Policy:
+    """The request's policy, or the ROUTING_POLICY knob's when it names none."""
+    if policy is None:
+        configured = knob("ROUTING_POLICY")
+        if configured not in POLICIES:
+            # A misconfiguration must not turn every scoring into a 500: say so, route anyway.
+            log.error("KVADMIN_ROUTING_POLICY %r is not one of %s", configured, POLICIES)
+            return DEFAULT_POLICY
+        return configured
+    if policy not in POLICIES:
+        raise InvalidScoreRequest(
+            f"`policy` must be one of {', '.join(POLICIES)}, got {policy!r}"[:300], "policy"
+        )
+    return policy  # type: ignore[return-value]
 
 
 # Candidates, tokens, restarts ---------------------------------------------------------------

@@ -43,11 +43,18 @@ def test_three_scored_requests_appear_live_and_explain_themselves(
     row.locator("summary").click()
     explanation = row.locator(".explanation")
     explanation.wait_for()
-    chosen = explanation.locator("tr.chosen")
+    chosen = explanation.locator("table.pods tr.chosen")
     assert PODS[1] in chosen.inner_text()
     assert chosen.locator(".badge.m-gpu", has_text="GPU 5").first.is_visible()
     assert chosen.locator(".badge.m-cpu", has_text="CPU 2").first.is_visible()
     assert "= 6.6" in chosen.inner_text()
+    # The ttft breakdown: every candidate's estimate, the winner's reason, stale load flagged.
+    assert explanation.locator("table.estimates tbody tr").count() == len(PODS)
+    estimate = explanation.locator("table.estimates tr.chosen")
+    assert PODS[1] in estimate.inner_text() and "stale: virtual queue only" in estimate.inner_text()
+    reason = explanation.locator("p.reason")
+    assert "Policy ttft" in reason.inner_text() and "lowest estimated time" in reason.inner_text()
+    assert explanation.locator("p.stale-load").is_visible()
 
 
 def test_pausing_holds_new_rows_until_resumed(

@@ -58,9 +58,11 @@ def _page_api(page_html: str) -> dict:
 
 
 def _comparable(answer: dict) -> dict:
-    """Everything but what differs per call: id, time, timings and where the ids came from
-    (the second call finds the first one's in the token cache)."""
-    skipped = ("decision_id", "ts", "timings_ms", "tokenizer")
+    """Everything but what differs per call: id, time, timings, where the ids came from
+    (the second call finds the first one's in the token cache), and the TTFT estimates and
+    the reason quoting them: they price each pod's virtual queue at the moment of the call,
+    and every recorded API call advances its pod's queue (an explain page does not)."""
+    skipped = ("decision_id", "ts", "timings_ms", "tokenizer", "estimates", "reason")
     return {k: v for k, v in answer.items() if k not in skipped}
 
 
@@ -192,3 +194,4 @@ def test_chat_messages_and_multiline_prompts_score_as_the_api_receives_them(
     prompt = _api(browsing, {"model": MODEL, "prompt": "one line\nand another"})
     assert _comparable(_page_api(typed.text)) == _comparable(prompt)
     assert "may not match" not in chat.text + typed.text
+    assert [e["wait_s"] for e in _page_api(typed.text)["estimates"]] == [0.0]  # none queued

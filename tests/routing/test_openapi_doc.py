@@ -31,3 +31,13 @@ def test_a_logged_in_operator_can_read_it(client, django_user_model) -> None:
 
 def test_strangers_cannot(client) -> None:
     assert client.get("/api/v1/openapi.json").status_code == 401
+
+
+def test_the_policy_and_the_estimates_are_documented(client, token) -> None:
+    document = client.get("/api/v1/openapi.json", HTTP_AUTHORIZATION=f"Bearer {token}").json()
+    schemas = document["components"]["schemas"]
+    assert schemas["ScoreRequest"]["properties"]["policy"]["enum"] == ["ttft", "kthena"]
+    decision = schemas["Decision"]["properties"]
+    assert {"policy", "reason", "estimates", "stale_loads"} <= set(decision)
+    estimate = set(schemas["CandidateEstimate"]["properties"])
+    assert {"wait_s", "prefill_s", "reload_s", "work_penalty_s", "cost_s", "load_stale"} <= estimate

@@ -45,8 +45,27 @@ def test_a_request_nobody_holds_is_routed_by_the_tie_break(
     assert status == 200
     assert answer["scores"] == [] and answer["longest_match"] == 0
     assert answer["chosen"] in PODS and answer["tie_break"] is True
-    _, again = post_score({"model": MODEL, "token_ids": tokens(3)})
-    assert again["chosen"] == answer["chosen"]
+    assert answer["policy"] == "ttft" and answer["reason"].startswith("3 pods tie")
+    # kthena's pick ignores load: the same request again goes to the same pod.
+    _, again = post_score({"model": MODEL, "token_ids": tokens(3), "policy": "kthena"})
+    assert again["chosen"] == answer["chosen"] and again["tie_break"] is True
+    assert again["policy"] == "kthena"
+
+
+def test_back_to_back_requests_see_the_virtual_queue(post_score, engines, redis_client) -> None:
+    """A 20,000-token request keeps its pod busy for ~2 s and leaves speculative entries for
+    its 128 hashed blocks there; the 2,048 tokens they cache save far less than that wait plus
+    the idle pods' work penalty, so the same request again goes to one of the two idle pods
+    (they tie)."""
+    request = tokens(1250)
+    _, first = post_score({"model": MODEL, "token_ids": request})
+    _, again = post_score({"model": MODEL, "token_ids": request})
+    assert again["chosen"] != first["chosen"] and again["tie_break"] is True
+    busy = next(e for e in again["estimates"] if e["pod"] == first["chosen"])
+    assert busy["speculative_blocks"] == 128 and busy["cached_tokens"] == 2048
+    assert busy["wait_s"] > 1.0 and busy["load_stale"] is True
+    assert again["estimates"][0]["pod"] == again["chosen"]
+    assert again["stale_loads"] == sorted(PODS)
 
 
 def test_only_the_requested_pods_are_candidates(post_score, engines, redis_client) -> None:

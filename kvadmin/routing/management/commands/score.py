@@ -10,6 +10,7 @@ from kvadmin.redis_clients import REDIS_OUTAGES
 from kvadmin.routing import decisions, service
 from kvadmin.routing.decisions import Decision
 from kvadmin.routing.presenters import DecisionRow
+from scoring.policy import POLICIES
 
 
 def _token_ids(text: str) -> list[int]:
@@ -30,6 +31,11 @@ class Command(BaseCommand):
         source.add_argument("--messages", help='Chat messages as JSON: [{"role", "content"}].')
         parser.add_argument("--pods", help="Comma-separated candidate pods (default: all).")
         parser.add_argument("--request-id")
+        parser.add_argument(
+            "--policy",
+            choices=POLICIES,
+            help="How the pod is chosen (default: the KVADMIN_ROUTING_POLICY knob).",
+        )
         parser.add_argument("--json", action="store_true", help="Print the API's JSON answer.")
         parser.add_argument(
             "--no-record", action="store_true", help="Leave the decision out of the log."
@@ -51,6 +57,7 @@ class Command(BaseCommand):
                 messages=messages,
                 pods=[pod.strip() for pod in pods.split(",") if pod.strip()] if pods else None,
                 request_id=options["request_id"],
+                policy=options["policy"],
                 record=not options["no_record"],
             )
         except service.ScoreError as error:
@@ -74,7 +81,7 @@ def explain(decision: Decision) -> str:
         f"{decision.n_tokens} tokens ({decision.input}) -> {decision.n_blocks} blocks, "
         f"longest match {decision.longest_match}, {len(decision.candidates)} candidates",
         f"chosen: {decision.chosen or 'none'}"
-        + (" (tie-break: rendezvous hashing of the first block)" if decision.tie_break else ""),
+        + (" (tie-break: rendezvous hashing)" if decision.tie_break else ""),
         "",
     ]
     width = max((len(pod) for pod in decision.candidates), default=3)
@@ -93,6 +100,19 @@ def explain(decision: Decision) -> str:
         )
     for pod in row.unscored:
         lines.append(f"{pod:<{width}}      -        0  (does not hold the first block)")
+    lines.append("")
+    lines.append(f"policy {row.policy}: {decision.reason}")
+    if row.estimates:
+        lines.append(
+            f"{'pod':<{width}}  {'wait':>8} {'prefill':>8} {'reload':>8} {'penalty':>8} "
+            f"{'cost':>8}  (ms)  load"
+        )
+    for est in row.estimates:
+        mark = " *" if est.chosen else ""
+        lines.append(
+            f"{est.pod:<{width}}  {est.wait:>8} {est.prefill:>8} {est.reload:>8} "
+            f"{est.penalty:>8} {est.cost:>8}        {est.load}{mark}"
+        )
     if decision.dropped.non_candidates:
         lines.append(f"not candidates: {', '.join(decision.dropped.non_candidates)}")
     if decision.dropped.stale:

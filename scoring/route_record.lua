@@ -1,0 +1,56 @@
+-- Record a routing decision and advance the chosen pod's routing state, atomically: one
+-- script, so that web processes choosing at once each start their prefill after the other's
+-- (the queue advance is computed here, never read-modify-written by a client). Its reader is
+-- prefix_walk.lua's routing-state section; scoring/route_record.py builds KEYS and ARGV.
+--
+-- KEYS: the decision stream, the chosen pod's queue HASH, in-flight ZSET, speculative ZSET.
+-- ARGV: 1 the decision entry ("" to leave it out of the log), 2 the stream's MAXLEN (~),
+--       3 the request's predicted prefill on the pod in ms (S_est), 4 the decision id,
+--       5 the in-flight window ms, 6 the most in-flight entries kept, 7 the speculative TTL
+--       ms, 8 the most speculative entries kept, 9 the weight of a new prefill in the queue's
+--       moving mean, then the request's block hashes (speculative for the pod).
+-- Reply: {the stream entry id or false, the predicted prefill start and end in unix ms}.
+
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local prefill = math.max(tonumber(ARGV[3]) or 0, 0)
+local window, ttl, alpha = tonumber(ARGV[5]), tonumber(ARGV[7]), tonumber(ARGV[9])
+
+local busy = tonumber(redis.call('HGET', KEYS[2], 'busy_until_ms') or '') or 0
+local start = math.max(now, busy)
+local done = start + prefill
+local mean = tonumber(redis.call('HGET', KEYS[2], 'prefill_ms') or '')
+mean = mean and (mean + alpha * (prefill - mean)) or prefill
+redis.call('HSET', KEYS[2], 'busy_until_ms', string.format('%.3f', done),
+  'prefill_ms', string.format('%.3f', mean))
+-- Idle state expires: after the queue drains and its requests' decode window passes, plus a
+-- minute for the moving mean.
+local idle_ms = math.ceil(done - now + window) + 60000
+redis.call('PEXPIRE', KEYS[2], idle_ms)
+
+redis.call('ZADD', KEYS[3], done, ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (now - window))
+redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[6]) + 1))
+redis.call('PEXPIRE', KEYS[3], idle_ms)
+
+if #ARGV > 9 and ttl > 0 then
+  local expiry = now + ttl
+  local CHUNK = 500 -- unpack() is bounded by Lua's C stack
+  for first = 10, #ARGV, CHUNK do
+    local pairs_ = {}
+    for i = first, math.min(#ARGV, first + CHUNK - 1) do
+      pairs_[#pairs_ + 1] = expiry
+      pairs_[#pairs_ + 1] = ARGV[i]
+    end
+    redis.call('ZADD', KEYS[4], unpack(pairs_))
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[8]) + 1))
+  redis.call('PEXPIRE', KEYS[4], ttl)
+end
+
+local id = false
+if ARGV[1] ~= '' then
+  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'd', ARGV[1])
+end
+return { id, string.format('%.3f', start), string.format('%.3f', done) }

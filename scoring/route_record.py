@@ -1,0 +1,88 @@
+"""Writing a routing decision: the decision log entry and the chosen pod's routing state
+(virtual queue, in-flight entry, speculative blocks) in one atomic script, route_record.lua,
+queued on the caller's pipeline so that it shares the round trip of the decision's metrics.
+
+The script goes by EVALSHA as a plain pipeline command, not as a redis-py `Script`: a pipeline
+holding a `Script` sends SCRIPT EXISTS before every execute(), a second round trip per decision.
+When the server does not know the script yet (first use, restart, SCRIPT FLUSH), the pipeline's
+reply is a NOSCRIPT error; `finish` then loads it and runs it alone, once.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from hashlib import sha1
+from pathlib import Path
+from typing import Any, Final
+
+import redis
+from redis.client import Pipeline
+from redis.exceptions import NoScriptError
+
+from scoring.keys import DECISIONS_KEY, in_flight_key, queue_key, speculative_key
+
+_RECORD_LUA: Final = (Path(__file__).parent / "route_record.lua").read_text()
+_RECORD_SHA: Final = sha1(_RECORD_LUA.encode()).hexdigest()  # noqa: S324 (Redis' script id)
+MEAN_WEIGHT: Final = 0.2
+"""Weight of a new prefill in the queue's moving mean of predicted prefills."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteAdvance:
+    """What routing one request to `pod` adds to its state."""
+
+    model: str
+    pod: str
+    decision_id: str
+    prefill_s: float
+    """The request's predicted prefill on the pod (S_est): how far its queue advances."""
+    blocks: Sequence[int]
+    """The request's block hashes: speculative entries of the pod for `speculative_ttl_s`."""
+    speculative_ttl_s: float
+    speculative_max: int
+    in_flight_window_s: float
+    in_flight_max: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    log_id: str | None
+    prefill_start_ms: float
+    prefill_end_ms: float
+
+
+def queue_record(
+    pipeline: Pipeline, advance: RouteAdvance, entry: bytes | None, maxlen: int
+) -> list[Any]:
+    """Queue the script on `pipeline`; returns its arguments for `finish`. `entry`: the
+    decision log entry, None to leave the decision out of the log."""
+    args = [
+        4,
+        DECISIONS_KEY,
+        queue_key(advance.pod),
+        in_flight_key(advance.pod),
+        speculative_key(advance.model, advance.pod),
+        entry or b"",
+        maxlen,
+        f"{advance.prefill_s * 1000:.3f}",
+        advance.decision_id,
+        round(advance.in_flight_window_s * 1000),
+        advance.in_flight_max,
+        round(advance.speculative_ttl_s * 1000),
+        advance.speculative_max,
+        MEAN_WEIGHT,
+        *advance.blocks,
+    ]
+    pipeline.execute_command("EVALSHA", _RECORD_SHA, *args)
+    return args
+
+
+def finish(client: redis.Redis, reply: Any, args: list[Any]) -> Recorded:
+    """The script's outcome from its pipeline `reply` (run with raise_on_error=False); a
+    NOSCRIPT reply loads the script and runs it again, alone. Raises any other error."""
+    if isinstance(reply, NoScriptError):
+        client.script_load(_RECORD_LUA)
+        reply = client.execute_command("EVALSHA", _RECORD_SHA, *args)
+    if isinstance(reply, Exception):
+        raise reply
+    log_id, start, end = reply
+    return Recorded(log_id, float(start), float(end))

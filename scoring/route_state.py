@@ -1,0 +1,142 @@
+"""The routing state the `ttft` policy needs beside the index, as read and as priced.
+
+Per candidate pod, kvadmin keeps in its own keys (scoring.keys):
+- a virtual queue (`queue_key`): when the prefills kvadmin routed to the pod are predicted to be
+  done (`busy_until_ms`), and a moving mean of their predicted prefill (`prefill_ms`);
+- the requests in flight (`in_flight_key`): predicted prefill end per routed request;
+- speculative entries (`speculative_key`): blocks just routed to the pod, not yet stored;
+- and reads the engines' own load (`load_key`), written by the /metrics scraper.
+
+Both index readers (scoring.index) read these in the walk's round trip and give the same
+`RouteState`; route_record.lua advances them with the decision log entry. This module turns
+what was read into the policy's inputs (`PodLoad`, speculative blocks). Pure: no Redis.
+
+Predicted wait (the resync rule): the virtual queue's wait, `max(0, busy_until - now)`. When the
+engine's load is fresh (scraped at most `fresh_s` ago), the engine's own queue corrects it:
+`max(queue wait, waiting * mean predicted prefill)`, so requests kvadmin did not route (other
+routers, retries) and prefills slower than predicted still count; the engine's `running` prices
+the decode slowdown. When the load is stale or absent, the virtual queue alone counts, the
+requests in flight stand for `running`, and the pod's load is flagged stale.
+"""
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from scoring.keys import in_flight_key, load_key, queue_key, speculative_key
+from scoring.policy import PodLoad
+
+MAX_LOAD_COUNT: Final = 1_000_000
+"""More running or waiting requests than any engine holds: the scrape is not believed."""
+
+
+@dataclass(frozen=True, slots=True)
+class StateRequest:
+    """What to read beside the walk: the state of `pods` for `model`'s blocks."""
+
+    model: str
+    pods: Sequence[str]
+    in_flight_window_ms: int
+    """A routed request counts as in flight until this long after its predicted prefill end
+    (its decode)."""
+    now_ms: int | None = None
+    """Unix ms to read at; None: Redis' clock, the one the queue is advanced with."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawPodState:
+    """One pod's state exactly as Redis holds it (untrusted text where the scraper wrote it)."""
+
+    busy_until_ms: str | None = None
+    prefill_ms: str | None = None
+    in_flight: int = 0
+    running: str | None = None
+    waiting: str | None = None
+    kv_usage: str | None = None
+    scraped_at: str | None = None
+    speculative: tuple[int, ...] = ()
+    """0-based positions of the request's blocks with an unexpired speculative entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteState:
+    now_ms: int
+    pods: Mapping[str, RawPodState]
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapedLoad:
+    running: int
+    waiting: int
+    kv_usage: float
+    scraped_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReading:
+    """A pod's load as priced, and what it came from (for the decision's explanation)."""
+
+    load: PodLoad
+    queue_wait_s: float
+    """The virtual queue's own wait."""
+    engine_waiting: int | None
+    """The engine's waiting requests when its load was fresh, else None."""
+    load_age_s: float | None
+    """How old the scrape was (None: no usable scrape)."""
+
+
+def state_keys(model: str, pod: str) -> list[str]:
+    """The four keys of one pod, in the order prefix_walk.lua reads them."""
+    return [queue_key(pod), in_flight_key(pod), speculative_key(model, pod), load_key(pod)]
+
+
+def scraped_load(raw: RawPodState) -> ScrapedLoad | None:
+    """The scraper's fields, None when any is missing or not a sane number."""
+    running, waiting = _count(raw.running), _count(raw.waiting)
+    usage, at = _number(raw.kv_usage), _number(raw.scraped_at)
+    if running is None or waiting is None or usage is None or at is None:
+        return None
+    return ScrapedLoad(running, waiting, min(max(usage, 0.0), 1.0), at)
+
+
+def load_reading(
+    raw: RawPodState, now_ms: int, fresh_s: float, fallback_prefill_s: float
+) -> LoadReading:
+    """The pod's `PodLoad` under the resync rule of the module docstring. The mean predicted
+    prefill is the queue's moving mean, or `fallback_prefill_s` before the pod has one."""
+    busy_until = _number(raw.busy_until_ms)
+    queue_wait = max(0.0, (busy_until - now_ms) / 1000) if busy_until is not None else 0.0
+    scraped = scraped_load(raw)
+    age = now_ms / 1000 - scraped.scraped_at if scraped is not None else None
+    if scraped is None or age is None or not -fresh_s <= age <= fresh_s:
+        load = PodLoad(wait_s=queue_wait, running=raw.in_flight, stale=True)
+        return LoadReading(load, queue_wait, None, age)
+    mean_ms = _number(raw.prefill_ms)
+    mean = mean_ms / 1000 if mean_ms is not None and mean_ms >= 0 else fallback_prefill_s
+    wait = max(queue_wait, scraped.waiting * mean)
+    return LoadReading(PodLoad(wait, scraped.running, False), queue_wait, scraped.waiting, age)
+
+
+def speculative_blocks(state: RouteState, blocks: Sequence[int]) -> dict[str, frozenset[int]]:
+    """Per pod, the request's block hashes with an unexpired speculative entry."""
+    return {
+        pod: frozenset(blocks[p] for p in raw.speculative if 0 <= p < len(blocks))
+        for pod, raw in state.pods.items()
+        if raw.speculative
+    }
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _count(text: str | None) -> int | None:
+    value = _number(text)
+    if value is None or not 0 <= value <= MAX_LOAD_COUNT or value != int(value):
+        return None
+    return int(value)
