@@ -216,10 +216,11 @@ CACHES = {
 }
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
 
-# Browser security. Every asset is vendored: scripts and styles come from this origin only,
-# inline <script>/<style> blocks carry the per-response nonce, and inline event handlers are
-# not allowed (kvadmin/static/kvadmin/behaviours.js). Style attributes stay allowed: the bars
-# and meters set their widths with them, and CSS cannot run script.
+# Browser security. Every asset is vendored: scripts and styles come from this origin only, as
+# static files (kvadmin's templates have no inline <script> or <style> blocks, and no inline
+# event handlers: static/kvadmin/behaviours.js). The nonce is for Django's admin, whose
+# templates mark their few inline blocks with it. Style attributes stay allowed: the bars and
+# meters set their widths with them, and CSS cannot run script.
 SECURE_CSP = {
     "default-src": [CSP.SELF],
     "script-src": [CSP.SELF, CSP.NONCE],
