@@ -269,10 +269,39 @@ local function write(eb, eh, std, media_text)
   call('HSET', eb, eh, std .. '|' .. media_text)
 end
 
--- The stream no longer holds engine block `eh`: the entry and its mapping key go.
+-- The engine-blocks hashes of the pod's live streams (data-parallel ranks), read once per call.
+local stream_ebs
+-- Whether a live stream of the pod other than the one of `eb` holds engine block `eh`. This is
+-- the mapping key's reference count by rank, read from the streams' own engine blocks rather
+-- than kept in a counter: a pod with one rank pays nothing, a DP-n pod at most n - 1 HEXISTS
+-- per dropped block, and the count cannot drift from what the streams hold.
+local function held_elsewhere(eh, eb)
+  if not stream_ebs then
+    stream_ebs = {}
+    for _, name in ipairs(call('SMEMBERS', RANKS)) do
+      stream_ebs[#stream_ebs + 1] = EB .. name
+    end
+  end
+  for _, other in ipairs(stream_ebs) do
+    if other ~= eb and call('HEXISTS', other, eh) == 1 then
+      return true
+    end
+  end
+  return false
+end
+
+-- kthena's mapping key of `eh` is per pod: it goes when the last stream holding `eh` lets it go.
+local function forget_mapping(eh, eb)
+  if not held_elsewhere(eh, eb) then
+    call('DEL', MAPPING .. eh)
+  end
+end
+
+-- The stream no longer holds engine block `eh`: the entry goes, and its mapping key unless
+-- another rank still holds the block.
 local function drop(eb, eh)
   call('HDEL', eb, eh)
-  call('DEL', MAPPING .. eh)
+  forget_mapping(eh, eb)
 end
 
 -- The stream still holds engine block `eh` (= std) in the media of `list`; with none left
@@ -589,7 +618,6 @@ if cmd == 'drain' then
   local budget = tonumber(ARGV[p])
   for _, member in ipairs(call('SMEMBERS', RETIRED)) do
     local key = RETIRED_EB .. member
-    local live = EB .. sub(member, 1, find(member, '|', 1, true) - 1)
     local flat = call('HRANDFIELD', key, budget, 'WITHVALUES')
     local fields = {}
     for i = 1, #flat, 2 do
@@ -598,9 +626,7 @@ if cmd == 'drain' then
       for _, x in ipairs(split(media_text)) do
         release(std, x)
       end
-      if call('HEXISTS', live, eh) == 0 then
-        call('DEL', MAPPING .. eh)
-      end
+      forget_mapping(eh, nil)
       fields[#fields + 1] = eh
     end
     if #fields > 0 then

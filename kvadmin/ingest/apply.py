@@ -16,7 +16,10 @@ engine spelled it, "" for none, std = decimal standardized hash):
 - `matrix:kv:block:{model}@{std}` HASH pod -> "{ts}|{best m}" ("{ts}" when best m is ""):
   kthena's router reads it. ts = unix seconds (whole) of the pod's last store of the block.
 - `{kind}:kv:block:{pod}@{engine hash}` STRING std, EX 86400: kthena's mapping, set on each
-  store with tokens, deleted when the stream drops the engine block.
+  store with tokens, deleted when the last of the pod's streams (data-parallel ranks) holding
+  the engine block drops it (by removal, clear, stream purge or garbage collection): the key
+  is per pod, so a rank that lets a block go must not take it from a rank that holds it. The
+  count of holders is read from the other streams' engine-blocks hashes, not kept apart.
 - `kvadmin:eh:{pod}|{stream}` HASH engine hash -> "{std}|{m1},{m2}": what this stream holds.
   The first medium is the primary tier (stored with tokens); placeholders append theirs.
 - `kvadmin:res:{pod}|{m}` ZSET std -> last store time (`keys.residency_score`: unix
