@@ -207,3 +207,8 @@ def load_key(pod: str) -> str:
     """HASH: the engine's load as last scraped from its /metrics: running, waiting, kv_usage,
     scraped_at"""
     return f"kvadmin:load:{pod}"
+
+
+UNKNOWN_TAG_FIELD_PREFIX = "unknown_tag:"
+"""Stream status fields "unknown_tag:{tag}": events of that unknown tag the stream sent (the
+first few distinct tags only, see `kvadmin.ingest.apply`)."""
