@@ -150,12 +150,10 @@ class Convention:
 def compare(draft: TierWeights, limit: int) -> tuple[WhatIf, list[Convention]]:
     """`preview` of the draft, and the same decisions (read once) under each convention."""
     recent = decisions.recent(limit)
-    conventions = [
-        Convention(
-            label,
-            config.tier_weights(),
-            summarize(replay(d, config.tier_weights()) for d in recent),
+    conventions = []
+    for label, config in CONVENTIONS:
+        weights = config.tier_weights()
+        conventions.append(
+            Convention(label, weights, summarize(replay(d, weights) for d in recent))
         )
-        for label, config in CONVENTIONS
-    ]
     return summarize(replay(decision, draft) for decision in recent), conventions
