@@ -229,3 +229,8 @@ def load_key(pod: str) -> str:
     """HASH written by the engines' /metrics scraper: `running`, `waiting` (ints), `kv_usage`
     (float 0..1), `scraped_at` (unix seconds, float)."""
     return f"kvadmin:load:{pod}"
+
+
+UNKNOWN_TAG_FIELD_PREFIX = "unknown_tag:"
+"""Stream status fields "unknown_tag:{tag}": events of that unknown tag the stream sent (the
+first few distinct tags only, see `kvadmin.ingest.apply`)."""

@@ -23,6 +23,8 @@ class Medium:
     name: str
     engines: str
     meaning: str
+    kvadmin_weight: float
+    """kvadmin's own default (`KVADMIN_WEIGHTS`): every medium weighed by where it sits."""
     default_weight: float | None = None
     """kthena's built-in weight (SPEC 2.5); None: the medium weighs the fallback."""
     tier_order: int | None = None
@@ -31,17 +33,17 @@ class Medium:
 
 
 MEDIA: Final[tuple[Medium, ...]] = (
-    Medium("GPU", "vLLM core scheduler, SGLang", "GPU prefix cache (HBM)", 1.0, 0),
-    Medium("CPU_PINNED", "SGLang", "pinned host memory", 0.8, 1),
-    Medium("CPU", "vLLM offloading connector, LMCache", "host memory tier", 0.8, 2),
-    Medium("DISK", "SGLang", "local SSD", None, 3),
-    Medium("EXTERNAL", "SGLang", "shared remote pool"),
-    Medium("CPU_TIER1", "SGLang (older)", "host memory tier, older name"),
-    Medium("CPU_TIER2", "SGLang (older)", "second host memory tier, older name"),
-    Medium("FS", "vLLM offloading connector (v0.26)", "file-system tier"),
-    Medium("OBJ", "vLLM offloading connector (v0.26)", "object-store tier"),
-    Medium("STORAGE", "vLLM offloading connector (later)", "file-system / object-store tier"),
-    Medium("SHARED_STORAGE", "others", "any other string; unknown media weigh the fallback"),
+    Medium("GPU", "vLLM core scheduler, SGLang", "GPU prefix cache (HBM)", 1.0, 1.0, 0),
+    Medium("CPU_PINNED", "SGLang", "pinned host memory", 0.8, 0.8, 1),
+    Medium("CPU", "vLLM offloading connector, LMCache", "host memory tier", 0.8, 0.8, 2),
+    Medium("DISK", "SGLang", "local SSD", 0.4, None, 3),
+    Medium("EXTERNAL", "SGLang", "shared remote pool", 0.2),
+    Medium("CPU_TIER1", "SGLang (older)", "host memory tier, older name", 0.8),
+    Medium("CPU_TIER2", "SGLang (older)", "second host memory tier, older name", 0.4),
+    Medium("FS", "vLLM offloading connector (v0.26)", "file-system tier", 0.4),
+    Medium("OBJ", "vLLM offloading connector (v0.26)", "object-store tier", 0.2),
+    Medium("STORAGE", "vLLM offloading connector (later)", "file-system tier, later name", 0.4),
+    Medium("SHARED_STORAGE", "others", "shared storage; any other string weighs the fallback", 0.2),
 )
 """SPEC section 3, the one table of media. A missing medium (legacy values, "ts|") is not in it:
 it weighs the fallback like any unknown medium."""
@@ -49,7 +51,18 @@ it weighs the fallback like any unknown medium."""
 DEFAULT_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
     {m.name.lower(): m.default_weight for m in MEDIA if m.default_weight is not None}
 )
+"""kthena's built-in weights: what `TierWeights` merges a configuration over, as kthena does."""
 DEFAULT_FALLBACK: Final = 1.0
+"""kthena's fixed fallback, for unconfigured, unknown and missing media."""
+
+KVADMIN_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
+    dict(sorted((m.name.lower(), m.kvadmin_weight) for m in MEDIA))
+)
+"""kvadmin's own defaults: every medium of the table configured in physical order (GPU >
+CPU_PINNED = CPU > DISK/FS/STORAGE > OBJ/EXTERNAL/SHARED_STORAGE; SGLang's older CPU_TIER1 and
+CPU_TIER2 as CPU_PINNED and DISK), so the 1.0 fallback is left to media no engine documents.
+The storage values follow llm-d's (0.4 local storage, 0.2 remote). Exported as a configuration,
+kthena scores them identically: its fallback is unchanged."""
 
 _TIER_ORDER: Final = {m.name: m.tier_order for m in MEDIA if m.tier_order is not None}
 _UNORDERED = len(_TIER_ORDER)

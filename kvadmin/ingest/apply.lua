@@ -269,10 +269,39 @@ local function write(eb, eh, std, media_text)
   call('HSET', eb, eh, std .. '|' .. media_text)
 end
 
--- The stream no longer holds engine block `eh`: the entry and its mapping key go.
+-- The engine-blocks hashes of the pod's live streams (data-parallel ranks), read once per call.
+local stream_ebs
+-- Whether a live stream of the pod other than the one of `eb` holds engine block `eh`. This is
+-- the mapping key's reference count by rank, read from the streams' own engine blocks rather
+-- than kept in a counter: a pod with one rank pays nothing, a DP-n pod at most n - 1 HEXISTS
+-- per dropped block, and the count cannot drift from what the streams hold.
+local function held_elsewhere(eh, eb)
+  if not stream_ebs then
+    stream_ebs = {}
+    for _, name in ipairs(call('SMEMBERS', RANKS)) do
+      stream_ebs[#stream_ebs + 1] = EB .. name
+    end
+  end
+  for _, other in ipairs(stream_ebs) do
+    if other ~= eb and call('HEXISTS', other, eh) == 1 then
+      return true
+    end
+  end
+  return false
+end
+
+-- kthena's mapping key of `eh` is per pod: it goes when the last stream holding `eh` lets it go.
+local function forget_mapping(eh, eb)
+  if not held_elsewhere(eh, eb) then
+    call('DEL', MAPPING .. eh)
+  end
+end
+
+-- The stream no longer holds engine block `eh`: the entry goes, and its mapping key unless
+-- another rank still holds the block.
 local function drop(eb, eh)
   call('HDEL', eb, eh)
-  call('DEL', MAPPING .. eh)
+  forget_mapping(eh, eb)
 end
 
 -- The stream still holds engine block `eh` (= std) in the media of `list`; with none left
@@ -343,10 +372,10 @@ if cmd == 'apply' then
   -- `after`: the last seq of the stream's call sent before this one and not yet answered
   -- ("" when none). Should that call have failed, this one must fail too: applying it would
   -- put its seqs above batches that were never applied, and refuse them when they come again.
-  local rank, ttl, after = ARGV[p], ARGV[p + 2], ARGV[p + 3]
+  local rank, ttl, max_tags, after = ARGV[p], ARGV[p + 2], tonumber(ARGV[p + 3]), ARGV[p + 4]
   now = ARGV[p + 1]
   now_seconds = seconds(now)
-  p = p + 4
+  p = p + 5
   local eb, status = EB .. rank, STATUS .. rank
   local last = tonumber(call('HGET', status, 'last_seq') or '-1')
   if after ~= '' and last < tonumber(after) then
@@ -354,7 +383,17 @@ if cmd == 'apply' then
       .. ', this call follows seq ' .. after)
   end
   local out = { 0 }
-  local totals = {}
+  -- Counter totals of the call, and their names in first-seen order: unknown tags are kept
+  -- per stream in the order they came (below), so the first ones are the stream's first.
+  local totals, order = {}, {}
+  local function add_total(name, n)
+    local total = totals[name]
+    if total == nil then
+      order[#order + 1] = name
+      total = 0
+    end
+    totals[name] = total + n
+  end
   local applied = 0
   local last_ts -- the publish time of the last applied batch that has one
   local c
@@ -516,8 +555,7 @@ if cmd == 'apply' then
       -- stored, removed, clears, unresolved placeholders, unknown removals, std conflicts
       c = { 0, 0, 0, 0, 0, 0 }
       for _ = 1, tonumber(ARGV[p]) do
-        local name = ARGV[p + 1]
-        totals[name] = (totals[name] or 0) + tonumber(ARGV[p + 2])
+        add_total(ARGV[p + 1], tonumber(ARGV[p + 2]))
         p = p + 2
       end
       p = p + 1
@@ -556,7 +594,7 @@ if cmd == 'apply' then
         out[#out + 1] = c[i]
       end
       for i = 1, 6 do
-        totals[names[i]] = (totals[names[i]] or 0) + c[i]
+        add_total(names[i], c[i])
       end
     end
   end
@@ -567,9 +605,20 @@ if cmd == 'apply' then
       call('HSET', status, 'last_seq', last)
     end
     call('HINCRBY', status, 'batches', applied)
-    for name, count in pairs(totals) do
+    for _, name in ipairs(order) do
+      local count = totals[name]
       if count ~= 0 then
-        call('HINCRBY', status, name, count)
+        -- Unknown event tags (keys.UNKNOWN_TAG_FIELD_PREFIX) are engine-chosen text: the
+        -- stream's status keeps the first `max_tags` distinct ones (their number in
+        -- 'unknown_tags'); later ones count in skipped_unknown_tag only.
+        if sub(name, 1, 12) ~= 'unknown_tag:' then
+          call('HINCRBY', status, name, count)
+        elseif call('HEXISTS', status, name) == 1 then
+          call('HINCRBY', status, name, count)
+        elseif tonumber(call('HGET', status, 'unknown_tags') or '0') < max_tags then
+          call('HINCRBY', status, 'unknown_tags', 1)
+          call('HINCRBY', status, name, count)
+        end
       end
     end
   end
@@ -589,7 +638,6 @@ if cmd == 'drain' then
   local budget = tonumber(ARGV[p])
   for _, member in ipairs(call('SMEMBERS', RETIRED)) do
     local key = RETIRED_EB .. member
-    local live = EB .. sub(member, 1, find(member, '|', 1, true) - 1)
     local flat = call('HRANDFIELD', key, budget, 'WITHVALUES')
     local fields = {}
     for i = 1, #flat, 2 do
@@ -598,9 +646,7 @@ if cmd == 'drain' then
       for _, x in ipairs(split(media_text)) do
         release(std, x)
       end
-      if call('HEXISTS', live, eh) == 0 then
-        call('DEL', MAPPING .. eh)
-      end
+      forget_mapping(eh, nil)
       fields[#fields + 1] = eh
     end
     if #fields > 0 then

@@ -16,7 +16,10 @@ engine spelled it, "" for none, std = decimal standardized hash):
 - `matrix:kv:block:{model}@{std}` HASH pod -> "{ts}|{best m}" ("{ts}" when best m is ""):
   kthena's router reads it. ts = unix seconds (whole) of the pod's last store of the block.
 - `{kind}:kv:block:{pod}@{engine hash}` STRING std, EX 86400: kthena's mapping, set on each
-  store with tokens, deleted when the stream drops the engine block.
+  store with tokens, deleted when the last of the pod's streams (data-parallel ranks) holding
+  the engine block drops it (by removal, clear, stream purge or garbage collection): the key
+  is per pod, so a rank that lets a block go must not take it from a rank that holds it. The
+  count of holders is read from the other streams' engine-blocks hashes, not kept apart.
 - `kvadmin:eh:{pod}|{stream}` HASH engine hash -> "{std}|{m1},{m2}": what this stream holds.
   The first medium is the primary tier (stored with tokens); placeholders append theirs.
 - `kvadmin:res:{pod}|{m}` ZSET std -> last store time (`keys.residency_score`: unix
@@ -37,7 +40,9 @@ engine spelled it, "" for none, std = decimal standardized hash):
 - `kvadmin:stream:{pod}|{stream}` HASH: last_seq, last_batch_ts (the engine's publish time of
   the last applied batch that has one), generation and the counters batches, events,
   blocks_stored, blocks_removed, clears, token_mismatch, unresolved_placeholders,
-  unknown_removals, std_conflicts, skipped_{reason} (from the decoder).
+  unknown_removals, std_conflicts, skipped_{reason} (from the decoder), and per unknown event
+  tag "unknown_tag:{tag}" for the first `UNKNOWN_TAGS_MAX` distinct tags of the stream (their
+  number in "unknown_tags"): tags are engine-chosen text, so the hash stays bounded.
 
 Decisions:
 1. The matrix value names the best medium the pod holds the block in, by a `MediaPreference`.
@@ -73,7 +78,13 @@ import redis
 from hiredis import pack_command
 from redis.exceptions import NoScriptError
 
-from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
+from kvadmin.ingest.events import (
+    UNKNOWN_TAGS_MAX,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    EventBatch,
+)
 from kvadmin.ingest.streams import StreamId, StreamSpec
 from scoring import keys
 from scoring.hashing import block_hashes
@@ -279,6 +290,8 @@ def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str,
         counters["token_mismatch"] = mismatched
     for reason, count in batch.skipped.items():
         counters[f"skipped_{reason}"] = count
+    for tag, count in batch.unknown_tags.items():
+        counters[keys.UNKNOWN_TAG_FIELD_PREFIX + tag] = count
     head = [str(len(counters))]
     for name, count in counters.items():
         head += (name, str(count))
@@ -585,6 +598,7 @@ class ApplySession:
             stream.id.name,
             str(keys.residency_score(time.time() if now is None else now)),
             str(keys.ENGINE_HASH_TTL_SECONDS),
+            str(UNKNOWN_TAGS_MAX),
             "",  # after: set per call
         ]
         with self._spending():

@@ -23,6 +23,26 @@ depth is measured on the careful path, which builds the whole payload: the fast 
 only the typed fields, whose depth its shapes fix, and skips everything else. Any failure of
 the decoder on one payload (msgspec raises RecursionError, not DecodeError, past its own depth
 limit) makes that payload undecodable: it never escapes as another exception.
+
+Events moving upstream (compatibility.md 4.2), one rule: a known tag applies with the fields
+kvadmin reads, whatever else it carries; an unknown tag is skipped, counted, and named.
+- Extra fields are ignored, as map keys or as trailing positional elements: vLLM's
+  `extra_keys`, `group_idx`, `kv_cache_spec_kind`, ..., `remaining_copy_counts` (kvadmin counts
+  a pod's holders of a block itself, per rank and medium), `origin`, `session_id`.
+- A `BlockRemoved` with many hashes (SGLang batches one per radix node) removes each of them,
+  within the INGEST_MAX_HASHES bound like a store.
+- Any upper-case identifier is a medium (vLLM's later `STORAGE` for its file-system tier too);
+  its weight comes from the weights configuration, the 1.0 fallback when it has none.
+- An unknown tag (`BlockInactive`, `TierBlocksCleared`, anything newer) skips that event only:
+  kvadmin changes the index only for events whose meaning it knows. Skipping is exact for an
+  event that changes no ownership (an inactive block is still held); for one that does, the
+  index keeps the blocks until their own removals or garbage collection take them, which errs
+  towards a cache hit the router then misses, never towards losing one. Each such event counts
+  as `unknown_tag` and by its tag (`EventBatch.unknown_tags`, the stream's status, /metrics,
+  the pod's page) so an operator sees a new engine version coming. Tags are untrusted text:
+  only identifiers of at most UNKNOWN_TAG_MAX_LENGTH characters are named, and at most
+  UNKNOWN_TAGS_MAX distinct ones per batch (and per stream, kept by the applier); the rest
+  are counted in `unknown_tag` only.
 """
 
 import math
@@ -32,7 +52,14 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from kvadmin.conf import knob
-from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, EventBatch
+from kvadmin.ingest.events import (
+    UNKNOWN_TAGS_MAX,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    Event,
+    EventBatch,
+)
 
 UNKNOWN_TAG = "unknown_tag"
 BAD_HASH = "bad_hash"
@@ -43,6 +70,7 @@ TOO_MANY_HASHES = "too_many_hashes"
 TOO_MANY_TOKENS = "too_many_tokens"
 
 MEDIUM_MAX_LENGTH = 32
+UNKNOWN_TAG_MAX_LENGTH = 48
 LORA_NAME_MAX_LENGTH = 256
 
 SEQ_BYTES = 8
@@ -363,9 +391,25 @@ def _decode_loose(payload: bytes, limits: Limits | None = None) -> EventBatch:
         event = _loose_event(raw, limits)
         if type(event) is str:
             _skip(batch, event)
+            if event == UNKNOWN_TAG:
+                _name_tag(batch, raw[0] if type(raw) is list else raw["type"])  # type: ignore[index]
         else:
             batch.events.append(event)
     return batch
+
+
+def _name_tag(batch: EventBatch, tag: str) -> None:
+    """Itemize an unknown tag if it reads as an event name and the batch names few enough."""
+    tags = batch.unknown_tags
+    if tag in tags:
+        tags[tag] += 1
+    elif len(tags) < UNKNOWN_TAGS_MAX and _is_tag(tag):
+        tags[tag] = 1
+
+
+def _is_tag(tag: str) -> bool:
+    """An ASCII identifier (`BlockInactive`, `TierBlocksCleared`) of bounded length."""
+    return 0 < len(tag) <= UNKNOWN_TAG_MAX_LENGTH and tag.isascii() and tag.isidentifier()
 
 
 def _deeper_than(value: object, limit: int) -> bool:

@@ -54,14 +54,19 @@ class AllBlocksCleared(msgspec.Struct, frozen=True, gc=False):
 
 Event = BlockStored | BlockRemoved | AllBlocksCleared
 
+UNKNOWN_TAGS_MAX = 16
+"""Distinct unknown event tags a batch names, and a stream's status keeps (the first ones)."""
+
 
 @dataclass(slots=True)
 class EventBatch:
     """One published batch. `ts` is the engine's publish time (unix seconds), 0 when unknown.
     `skipped` counts events dropped while decoding, by reason (e.g. "unknown_tag",
-    "bad_hash", "malformed"); the rest of the batch still applies."""
+    "bad_hash", "malformed"); the rest of the batch still applies. `unknown_tags` itemizes the
+    "unknown_tag" ones by tag, bounded by `UNKNOWN_TAGS_MAX`."""
 
     ts: float
     events: list[Event]
     rank: int | None = None
     skipped: dict[str, int] = field(default_factory=dict)
+    unknown_tags: dict[str, int] = field(default_factory=dict)

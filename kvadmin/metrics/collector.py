@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from kvadmin.conf import knob
 from kvadmin.ingest import gc
+from kvadmin.ingest.events import UNKNOWN_TAGS_MAX
 from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_values
 from kvadmin.metrics.fleet import FleetState, read_fleet, registered_engines
@@ -106,6 +107,13 @@ def _stream_metrics(fleet: FleetState) -> Iterator[Metric]:
         "Frames, batches or events that could not be decoded, by reason",
         labels=[*labels, "reason"],
     )
+    unknown_tags = CounterMetricFamily(
+        "kvadmin_ingest_unknown_event_tags",
+        "Events skipped for a tag kvadmin does not know yet, by tag: a new engine version "
+        f"coming (the first {UNKNOWN_TAGS_MAX} distinct tags of each stream; every one counts "
+        'in kvadmin_ingest_decode_errors{reason="unknown_tag"})',
+        labels=[*labels, "tag"],
+    )
     anomalies = CounterMetricFamily(
         "kvadmin_ingest_anomalies",
         "Events applied with a caveat: token/hash mismatches, unresolvable placeholders, "
@@ -133,6 +141,9 @@ def _stream_metrics(fleet: FleetState) -> Iterator[Metric]:
             if name.startswith("skipped_"):
                 reason = name.removeprefix("skipped_")
                 decode_errors.add_metric([*values, reason], stream.counter(name))
+            elif name.startswith(keys.UNKNOWN_TAG_FIELD_PREFIX):
+                tag = name.removeprefix(keys.UNKNOWN_TAG_FIELD_PREFIX)
+                unknown_tags.add_metric([*values, tag], stream.counter(name))
         for kind in ANOMALIES:
             anomalies.add_metric([*values, kind], stream.counter(kind))
         connected.add_metric(values, int(stream.connected))
@@ -142,7 +153,7 @@ def _stream_metrics(fleet: FleetState) -> Iterator[Metric]:
         if stream.applied_at is not None:
             applied.add_metric(values, stream.applied_at)
     yield from counters.values()
-    yield from (blocks, decode_errors, anomalies, connected, last_seq, lag, applied)
+    yield from (blocks, decode_errors, unknown_tags, anomalies, connected, last_seq, lag, applied)
 
 
 def _index_metrics(fleet: FleetState) -> Iterator[Metric]:

@@ -60,6 +60,12 @@ class PodSummary:
         recorded = [s.seconds("last_event_at") for s in self.streams]
         return max((t for t in recorded if t is not None), default=self.last_store_at)
 
+    @property
+    def unknown_tags(self) -> list[tuple[str, str, int]]:
+        """(stream label, tag, events) of event types the pod's engines sent that kvadmin
+        skipped as unknown: a newer engine version than this kvadmin knows."""
+        return [(s.label, tag, n) for s in self.streams for tag, n in s.unknown_tags]
+
 
 @dataclass(slots=True)
 class PodsOverview:

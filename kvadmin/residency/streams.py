@@ -86,6 +86,17 @@ class StreamHealth:
     def connected_at(self) -> int | None:
         return self.seconds("connected_at")
 
+    @property
+    def unknown_tags(self) -> list[tuple[str, int]]:
+        """(tag, events) of the event tags the stream sent that kvadmin skipped as unknown
+        (the first few distinct ones, see `kvadmin.ingest.apply`), by tag."""
+        prefix = keys.UNKNOWN_TAG_FIELD_PREFIX
+        return sorted(
+            (name.removeprefix(prefix), self.counter(name))
+            for name in self.status
+            if name.startswith(prefix)
+        )
+
 
 def stream_label(stream: StreamId) -> str:
     return f"pushed rank {stream.rank}" if stream.pushed else f"rank {stream.rank}"

@@ -29,7 +29,7 @@ import redis
 from kvadmin.conf import knob
 from kvadmin.ingest.apply import MediaPreference
 from kvadmin.redis_clients import index_client
-from kvadmin.weights.config import SPEC_DEFAULTS, WeightConfig
+from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from scoring import keys
 from scoring.weights import InvalidTierWeights, TierWeights
 
@@ -55,7 +55,7 @@ class ActiveWeights:
     weights: TierWeights
 
 
-_DEFAULTS = ActiveWeights(version=0, weights=SPEC_DEFAULTS.tier_weights())
+_DEFAULTS = ActiveWeights(version=0, weights=KTHENA_DEFAULTS.tier_weights())
 
 
 @dataclass(slots=True)
@@ -191,7 +191,7 @@ def _read_latest_saved(found: list[tuple[int, WeightConfig] | Exception]) -> Non
 
     try:
         latest = TierWeightsVersion.objects.order_by("-version").first()
-        found.append((latest.version, latest.weight_config) if latest else (0, SPEC_DEFAULTS))
+        found.append((latest.version, latest.weight_config) if latest else (0, KTHENA_DEFAULTS))
     except Exception as error:  # any database trouble: the caller keeps scoring
         found.append(error)
     finally:

@@ -2,7 +2,7 @@
 
 A `WeightConfig` is the configured entries only (normalized medium name -> weight), the
 fallback and a note per medium. What scoring uses is `tier_weights()`: the entries merged over
-kthena's defaults (SPEC 2.5). Keeping the configured entries apart from the effective table
+kthena's built-in defaults (SPEC 2.5). Keeping the configured entries apart from the effective table
 is what lets the page say "kthena default" or "weighs the fallback" for the rest.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 from scoring.weights import (
     DEFAULT_FALLBACK,
     DEFAULT_WEIGHTS,
+    KVADMIN_WEIGHTS,
     InvalidTierWeights,
     TierWeights,
     normalize_name,
@@ -97,8 +98,15 @@ class WeightConfig:
         return hash((tuple(self.weights.items()), self.fallback, tuple(self.notes.items())))
 
 
-SPEC_DEFAULTS = WeightConfig.validated(dict(DEFAULT_WEIGHTS), DEFAULT_FALLBACK)
-"""What applies before anyone saved a version (and what migration 0002 seeds as version 1)."""
+KTHENA_DEFAULTS = WeightConfig.validated(dict(DEFAULT_WEIGHTS), DEFAULT_FALLBACK)
+"""kthena's defaults (unconfigured media weigh the 1.0 fallback): the kthena-compatible
+convention, what applies before anyone saved a version and what migration 0002 seeds as
+version 1, in existing and new databases alike."""
+
+KVADMIN_DEFAULTS = WeightConfig.validated(dict(KVADMIN_WEIGHTS), DEFAULT_FALLBACK)
+"""kvadmin's defaults: every medium of the media table configured in physical order, the
+fallback still kthena's 1.0. An operator adopts them by saving them as a version (the editor
+starts from them on request), which exports them to the router like any version."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import redis
 from django.db import IntegrityError, transaction
 
 from kvadmin.weights import active
-from kvadmin.weights.config import SPEC_DEFAULTS, Change, WeightConfig, diff
+from kvadmin.weights.config import KTHENA_DEFAULTS, Change, WeightConfig, diff
 from kvadmin.weights.models import TierWeightsVersion
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def history(limit: int = 50, *, after: int = 0) -> list[HistoryEntry]:
         if version.version <= after:  # fetched only as the one before the oldest entry
             break
         previous = versions[index + 1].weight_config if index + 1 < len(versions) else None
-        before = previous if previous is not None else SPEC_DEFAULTS
+        before = previous if previous is not None else KTHENA_DEFAULTS
         entries.append(HistoryEntry(version, diff(before, version.weight_config)))
     return entries
 
@@ -124,7 +124,7 @@ def _append(
             number = latest.version if latest else 0
             if base_version is not None and base_version != number:
                 raise _Stale
-            if config == (latest.weight_config if latest else SPEC_DEFAULTS):
+            if config == (latest.weight_config if latest else KTHENA_DEFAULTS):
                 raise NothingChanged(f"version {number} already has these weights")
             saved = TierWeightsVersion.objects.create(
                 version=number + 1,
@@ -158,5 +158,5 @@ def _announce(version: int, config: WeightConfig) -> None:
 
 def _unsaved_defaults() -> TierWeightsVersion:
     return TierWeightsVersion(
-        version=0, author="kvadmin", reason="kthena defaults", config=SPEC_DEFAULTS.to_json()
+        version=0, author="kvadmin", reason="kthena defaults", config=KTHENA_DEFAULTS.to_json()
     )

@@ -20,6 +20,7 @@ from kvadmin.conf import knob
 from kvadmin.redis_clients import index_client
 from kvadmin.weights import export, whatif
 from kvadmin.weights.active import active_weights
+from kvadmin.weights.config import KTHENA_DEFAULTS, KVADMIN_DEFAULTS
 from kvadmin.weights.draft import Draft, DraftRow, new_row_key, parse_draft
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.overview import editor_rows, other_media
@@ -37,9 +38,15 @@ from kvadmin.weights.versions import (
 PAGE = "weights/page.html"
 
 
+STARTING_POINTS = {"kthena": KTHENA_DEFAULTS, "kvadmin": KVADMIN_DEFAULTS}
+"""`?start=` names a shipped convention the editor's draft starts from (nothing is saved)."""
+
+
 @require_GET
 def weights(request: HttpRequest) -> HttpResponse:
-    return render(request, PAGE, _context(request))
+    start = STARTING_POINTS.get(request.GET.get("start", ""))
+    draft = Draft.from_config(start, current_version().version) if start else None
+    return render(request, PAGE, _context(request, draft))
 
 
 @require_POST
@@ -94,8 +101,8 @@ def preview(request: HttpRequest) -> HttpResponse:
         response = _workspace(request, draft, "")
         return reswap(retarget(response, "#weights"), "outerHTML")
     limit = _limit(request.POST.get("decisions"))
-    result = whatif.preview(draft.config.tier_weights(), limit)
-    return render(request, f"{PAGE}#whatif", {"whatif": result})
+    result, conventions = whatif.compare(draft.config.tier_weights(), limit)
+    return render(request, f"{PAGE}#whatif", {"whatif": result, "conventions": conventions})
 
 
 @require_GET

@@ -3,7 +3,9 @@
 A decision records, per scored pod, the media of its matched blocks in order, so it can be
 rescored under any weights without reading the index again (`routing.decisions.rescore`).
 The comparison is with what was actually chosen: "how many requests would have gone
-elsewhere". Nothing is written.
+elsewhere". The same decisions also replay under both shipped conventions, kthena's defaults
+(unconfigured media at the 1.0 fallback) and kvadmin's (every medium weighed in physical
+order), so an operator sees what adopting either would do. Nothing is written.
 """
 
 from collections import Counter
@@ -12,9 +14,16 @@ from dataclasses import dataclass
 
 from kvadmin.routing import decisions
 from kvadmin.routing.decisions import Decision
+from kvadmin.weights.config import KTHENA_DEFAULTS, KVADMIN_DEFAULTS, WeightConfig
 from scoring.weights import TierWeights
 
 MAX_DECISIONS = 10_000
+
+CONVENTIONS: tuple[tuple[str, WeightConfig], ...] = (
+    ("kthena defaults (1.0 fallback)", KTHENA_DEFAULTS),
+    ("kvadmin defaults", KVADMIN_DEFAULTS),
+)
+"""The shipped conventions the what-if shows next to the draft, by label."""
 
 _BUCKETS: tuple[tuple[str, int, int], ...] = (
     ("−50 or less", -100, -50),
@@ -127,3 +136,24 @@ def _buckets(deltas: Counter[int]) -> list[Bucket]:
 def preview(weights: TierWeights, limit: int) -> WhatIf:
     """Replay the latest `limit` recorded decisions under `weights`."""
     return summarize(replay(decision, weights) for decision in decisions.recent(limit))
+
+
+@dataclass(frozen=True, slots=True)
+class Convention:
+    """The replayed decisions under one shipped convention."""
+
+    label: str
+    weights: TierWeights
+    result: WhatIf
+
+
+def compare(draft: TierWeights, limit: int) -> tuple[WhatIf, list[Convention]]:
+    """`preview` of the draft, and the same decisions (read once) under each convention."""
+    recent = decisions.recent(limit)
+    conventions = []
+    for label, config in CONVENTIONS:
+        weights = config.tier_weights()
+        conventions.append(
+            Convention(label, weights, summarize(replay(d, weights) for d in recent))
+        )
+    return summarize(replay(decision, draft) for decision in recent), conventions

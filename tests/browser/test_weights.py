@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.weights.active import forget_cached_weights
-from kvadmin.weights.config import SPEC_DEFAULTS, WeightConfig
+from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.versions import save_version
 from tests.browser.conftest import log_in
@@ -27,7 +27,7 @@ def weights_setup(redis_client, django_user_model):
     first two blocks of a request in CPU memory."""
     forget_cached_weights()
     TierWeightsVersion.objects.get_or_create(
-        version=1, defaults={"author": "kvadmin", "config": SPEC_DEFAULTS.to_json()}
+        version=1, defaults={"author": "kvadmin", "config": KTHENA_DEFAULTS.to_json()}
     )
     erin = django_user_model.objects.create_user("erin", password=PASSWORD)
     erin.user_permissions.add(Permission.objects.get(codename="change_tierweightsversion"))

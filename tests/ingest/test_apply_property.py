@@ -1,7 +1,8 @@
 """The index equals the engines' true caches: random runs of stores, offload placeholders (also
 directly followed by the removal of the same blocks from another medium), removals, clears and
 stream purges over 2 pods x 2 ranks with colliding contents, checked
-against a plain Python model of what each stream holds."""
+against a plain Python model of what each stream holds. kthena's mapping keys are per pod: one
+stays while any rank of the pod holds its engine block."""
 
 from collections import Counter
 from dataclasses import dataclass, field
@@ -136,7 +137,7 @@ class Reference:
                     media.remove(x)
                     if not media:
                         del blocks[eh]
-                        mapping.pop(eh, None)
+                        self._forget_mapping(pod, eh)
                     self._release(pod, std, x)
             elif isinstance(event, BlockStored):
                 m = event.medium or ""
@@ -170,8 +171,13 @@ class Reference:
         for eh, (std, media) in blocks.items():
             for x in media:
                 self._release(pod, std, x)
-            if eh not in self.held.get(stream, {}):
-                self.mapping[pod].pop(eh, None)
+            self._forget_mapping(pod, eh)
+
+    def _forget_mapping(self, pod: str, eh: str) -> None:
+        """kthena's mapping key is per pod: it goes once no stream of the pod holds `eh`
+        (engine blocks moved aside by a clear or a purge hold nothing)."""
+        if not any(p == pod and eh in blocks for (p, _), blocks in self.held.items()):
+            self.mapping.get(pod, {}).pop(eh, None)
 
     def purge_stream(self, stream: Stream) -> None:
         pod, rank = stream

@@ -3,7 +3,8 @@ and a worker killed with SIGKILL, the Redis index equals what the engines really
 
 Simulated vLLM and SGLang pods (one with two data-parallel ranks) publish over real ZMQ; two
 real Celery worker processes consume them through leases; the comparison covers residency per
-medium and kthena's matrix values (owner, best medium, value format).
+medium, kthena's matrix values (owner, best medium, value format) and kthena's engine-hash
+mapping keys (one per engine block any rank of the pod holds).
 """
 
 import os
@@ -19,7 +20,13 @@ from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
 from kvadmin.ingest import status
 from kvadmin.ingest.streams import StreamId
-from scoring.keys import POD_MODELS_KEY, pod_media_key, residency_key, stream_lease_key
+from scoring.keys import (
+    POD_MODELS_KEY,
+    engine_hash_key,
+    pod_media_key,
+    residency_key,
+    stream_lease_key,
+)
 from scoring.weights import TierWeights
 from tests.conftest import start_worker
 from tests.waiting import wait_until
@@ -90,9 +97,28 @@ def _expected_matrix(truth: dict[str, set[tuple[int, str]]]) -> dict[tuple[str, 
     return {key: weights.best_medium(held) for key, held in media.items()}
 
 
+def _mappings(redis_client, fleet: Fleet) -> dict[str, set[str]]:
+    """kthena's engine-hash mapping keys, per pod: the engine hashes they name."""
+    found: dict[str, set[str]] = {pod.name: set() for pod in fleet.pods}
+    for pod in fleet.pods:
+        prefix = engine_hash_key(pod.kind, pod.name, "")
+        found[pod.name] = {key.removeprefix(prefix) for key in redis_client.scan_iter(prefix + "*")}
+    return found
+
+
+def _expected_mappings(fleet: Fleet) -> dict[str, set[str]]:
+    """Every engine hash any rank of the pod holds (each was stored with tokens first)."""
+    return {
+        pod.name: {eh for cache in pod.caches for eh, _ in cache.engine_contents()}
+        for pod in fleet.pods
+    }
+
+
 def _matches(redis_client, fleet: Fleet) -> bool:
     truth = fleet.contents()
     if any(_index(redis_client, pod) != held for pod, held in truth.items()):
+        return False
+    if _mappings(redis_client, fleet) != _expected_mappings(fleet):
         return False
     matrix = _matrix(redis_client)
     expected = _expected_matrix(truth)

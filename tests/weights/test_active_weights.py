@@ -15,7 +15,7 @@ from kvadmin.weights.active import (
     forget_cached_weights,
     publish,
 )
-from kvadmin.weights.config import SPEC_DEFAULTS, WeightConfig
+from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
 from scoring.weights import TierWeights
 
@@ -39,7 +39,7 @@ def test_it_follows_the_published_version_without_the_database(fresh_weights) ->
     forget_cached_weights()
     assert active_weights().version == 3
     fresh_weights.set(VERSION_KEY, 4)
-    fresh_weights.set(CONFIG_KEY, json.dumps({"version": 4, **SPEC_DEFAULTS.to_json()}))
+    fresh_weights.set(CONFIG_KEY, json.dumps({"version": 4, **KTHENA_DEFAULTS.to_json()}))
     with ALWAYS_CHECK:
         active = active_weights()
     assert active.version == 4
@@ -55,9 +55,9 @@ def test_between_checks_it_answers_from_memory(fresh_weights) -> None:
 
 def test_publishing_never_moves_the_version_back(fresh_weights) -> None:
     assert publish(5, DISK_HALF)
-    assert not publish(4, SPEC_DEFAULTS)
+    assert not publish(4, KTHENA_DEFAULTS)
     assert fresh_weights.get(VERSION_KEY) == "5"
-    assert publish(4, SPEC_DEFAULTS, force=True)
+    assert publish(4, KTHENA_DEFAULTS, force=True)
     assert fresh_weights.get(VERSION_KEY) == "4"
 
 

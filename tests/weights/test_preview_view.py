@@ -29,6 +29,8 @@ def test_it_shows_what_the_draft_would_change(editing, fresh_weights) -> None:
     assert "<td>p3</td><td>0</td><td>1</td><td>+1</td>" in html
     assert "<td>p1</td><td>2</td><td>1</td><td>-1</td>" in html
     assert "weights version\n4" in html
+    assert "<td>kthena defaults (1.0 fallback)</td><td>0 of 3 (0.0%)</td>" in html
+    assert "<td>kvadmin defaults</td><td>1 of 3 (33.3%)</td>" in html
     assert TierWeightsVersion.objects.count() == 1
     assert fresh_weights.xlen(DECISIONS_KEY) == before
     assert active_weights().version == 1

@@ -3,7 +3,7 @@
 import pytest
 
 from kvadmin.weights.active import active_weights
-from kvadmin.weights.config import SPEC_DEFAULTS, WeightConfig
+from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.versions import (
     NothingChanged,
@@ -21,7 +21,7 @@ LOWER_CPU = WeightConfig.validated({"gpu": 1.0, "cpu": 0.5, "cpu_pinned": 0.8})
 
 def test_the_migration_seeds_version_one_with_kthenas_defaults() -> None:
     seeded = TierWeightsVersion.objects.get(version=1)
-    assert seeded.weight_config == SPEC_DEFAULTS
+    assert seeded.weight_config == KTHENA_DEFAULTS
     assert current_version() == seeded
 
 
@@ -35,7 +35,7 @@ def test_a_save_appends_one_version_with_author_and_reason() -> None:
 
 def test_saving_the_same_weights_adds_nothing() -> None:
     with pytest.raises(NothingChanged):
-        save_version(SPEC_DEFAULTS, author="erin", base_version=current_version().version)
+        save_version(KTHENA_DEFAULTS, author="erin", base_version=current_version().version)
     assert TierWeightsVersion.objects.count() == 1
 
 
@@ -51,7 +51,7 @@ def test_restoring_appends_a_copy_of_the_old_version() -> None:
     restored = restore_version(1, author="bob")
     assert restored.version == 3
     assert restored.restored_from == 1
-    assert restored.weight_config == SPEC_DEFAULTS
+    assert restored.weight_config == KTHENA_DEFAULTS
     assert list(TierWeightsVersion.objects.values_list("version", flat=True)) == [3, 2, 1]
 
 
@@ -83,7 +83,7 @@ def test_a_save_is_published_when_the_transaction_commits(
 def test_with_no_saved_version_the_defaults_apply_as_version_zero() -> None:
     TierWeightsVersion.objects.all().delete()
     assert current_version().version == 0
-    assert current_version().weight_config == SPEC_DEFAULTS
+    assert current_version().weight_config == KTHENA_DEFAULTS
     assert save_version(LOWER_CPU, author="erin", base_version=0).version == 1
 
 

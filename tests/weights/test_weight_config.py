@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kvadmin.weights.config import SPEC_DEFAULTS, WeightConfig, diff
+from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig, diff
 from scoring.weights import InvalidTierWeights
 from tests.conftest import CONFORMANCE
 
@@ -76,8 +76,8 @@ def test_unconfigured_defaults_still_score() -> None:
 
 
 def test_the_spec_defaults_are_kthenas() -> None:
-    assert dict(SPEC_DEFAULTS.weights) == {"cpu": 0.8, "cpu_pinned": 0.8, "gpu": 1.0}
-    assert SPEC_DEFAULTS.fallback == 1.0
+    assert dict(KTHENA_DEFAULTS.weights) == {"cpu": 0.8, "cpu_pinned": 0.8, "gpu": 1.0}
+    assert KTHENA_DEFAULTS.fallback == 1.0
 
 
 def test_the_diff_names_each_change() -> None:

@@ -80,3 +80,19 @@ def test_the_page_still_shows_the_weights_when_the_index_is_down(editing, redis_
     html = main(editing.get("/weights/"))
     assert "The index is unavailable: media seen in it are not shown." in html
     assert 'value="cpu_pinned"' in html
+
+
+def test_the_draft_can_start_from_kvadmins_defaults(editing) -> None:
+    """Every medium of the media table, in physical order; the current version stays 1."""
+    html = main(editing.get("/weights/?start=kvadmin"))
+    assert 'name="base_version" value="1"' in html
+    for medium, weight in (("gpu", "1"), ("cpu", "0.8"), ("disk", "0.4"), ("obj", "0.2")):
+        row = html.split(f'value="{medium}"', 1)[1].split("</tr>", 1)[0]
+        assert f'value="{weight}"' in row
+    assert 'value="storage"' in html and 'value="cpu_tier2"' in html
+    assert current_version().version == 1
+
+
+def test_the_draft_can_start_from_kthenas_defaults(editing) -> None:
+    html = main(editing.get("/weights/?start=kthena"))
+    assert 'value="gpu"' in html and 'value="disk"' not in html

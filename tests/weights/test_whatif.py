@@ -3,7 +3,7 @@
 import time
 
 from kvadmin.routing.decisions import DECISIONS_KEY, encode
-from kvadmin.weights.whatif import PodTraffic, preview
+from kvadmin.weights.whatif import PodTraffic, compare, preview
 from scoring.weights import TierWeights
 from tests.weights.recorded import DECISIONS, DRAFT, RECORDED_VERSION, record
 
@@ -64,3 +64,13 @@ def test_a_thousand_decisions_replay_within_a_second(fresh_weights) -> None:
     elapsed = time.perf_counter() - started
     assert (result.replayed, result.changed) == (1000, 667)
     assert elapsed < 1.0, f"1000 decisions took {elapsed:.3f}s"
+
+
+def test_it_replays_under_both_shipped_conventions(fresh_weights) -> None:
+    """Decision C: p2's two DISK blocks score 100 at kthena's 1.0 fallback but 40 at kvadmin's
+    0.4, below p3's one GPU block (50); A and B keep their choice under both."""
+    record(fresh_weights)
+    draft, conventions = compare(DRAFT, 1000)
+    assert (draft.replayed, draft.changed) == (3, 2)
+    changed = {c.label: (c.result.replayed, c.result.changed) for c in conventions}
+    assert changed == {"kthena defaults (1.0 fallback)": (3, 0), "kvadmin defaults": (3, 1)}

@@ -2,7 +2,7 @@
 
 from django.db import migrations
 
-SPEC_DEFAULTS = {
+KTHENA_DEFAULTS = {
     "weights": {"cpu": 0.8, "cpu_pinned": 0.8, "gpu": 1.0},
     "fallback": 1.0,
     "notes": {},
@@ -16,7 +16,7 @@ def seed(apps, schema_editor) -> None:
         defaults={
             "author": "kvadmin",
             "reason": "kthena defaults (SPEC 2.5)",
-            "config": SPEC_DEFAULTS,
+            "config": KTHENA_DEFAULTS,
         },
     )
 
