@@ -1,4 +1,4 @@
-"""Standardized block hashing (SPEC 2.1), identical to kthena's router.
+"""Standardized block hashing (compatibility.md 2.1), identical to kthena's router.
 
 SHA-256 over the block's token ids as 4-byte big-endian unsigned integers; the first 8
 digest bytes as a big-endian unsigned integer with the top bit cleared. No parent chaining.

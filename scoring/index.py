@@ -1,4 +1,5 @@
-"""Reading the block index from Redis for one scoring call, in one round trip (SPEC 2.4, 5.8).
+"""Reading the block index from Redis for one scoring call, in one round trip (compatibility.md 2.4,
+5.8).
 
 Two readers give the same `PrefixWalk` for every index:
 - `BaselineIndexReader` reads the way kthena does: one pipeline with HGETALL per block key,
@@ -38,9 +39,9 @@ _WALK_LUA = (Path(__file__).parent / "prefix_walk.lua").read_text()
 
 
 StartKeys = Mapping[str, Sequence[str]]
-"""Per pod, hashes whose `started_at` field (unix seconds) is a start of the pod, one per
-stream (kvadmin's stream status): a reader takes them in the same round trip as the blocks,
-and the latest start, with the caller's `pod_started_at`, is the pod's (SPEC 2.4 step 1)."""
+"""Per pod, hashes whose `started_at` field (unix seconds) is a start of the pod, one per stream
+(kvadmin's stream status): a reader takes them in the same round trip as the blocks, and the latest
+start, with the caller's `pod_started_at`, is the pod's (compatibility.md 2.4 step 1)."""
 NO_START_KEYS: StartKeys = MappingProxyType({})
 
 

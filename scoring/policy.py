@@ -73,7 +73,7 @@ class CandidateCost:
     cost_s: float
     load_stale: bool
     score: int
-    """The kthena score (SPEC 2.4), 0 for a pod without the first block."""
+    """The kthena score (compatibility.md 2.4), 0 for a pod without the first block."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,4 +1,4 @@
--- The prefix walk of SPEC 2.4 (steps 1 and 2) inside Redis; its Python twin is
+-- The prefix walk of compatibility.md 2.4 (steps 1 and 2) inside Redis; its Python twin is
 -- scoring.score.walk_prefix, and both must give the same PrefixWalk on every index.
 --
 -- KEYS: the request's block keys, in block order; then the pods' start keys; then, per pod

@@ -1,5 +1,5 @@
-"""Prefix scoring exactly as kthena's router computes it (SPEC 2.4), with the explanation
-kvadmin shows operators.
+"""Prefix scoring exactly as kthena's router computes it (compatibility.md 2.4), with the
+explanation kvadmin shows operators.
 
 Scoring is split in two so that the index readers can share it:
 1. the walk (`walk_prefix`, or the same walk done inside Redis by `index.IndexReader`) filters
@@ -87,8 +87,8 @@ class Timings:
 
 @dataclass(slots=True)
 class ScoreResult:
-    """The scores of one request. `pods` holds only pods with the first block (SPEC 2.4 step 5),
-    best first (score descending, then pod id). Timings are not part of equality."""
+    """The scores of one request. `pods` holds only pods with the first block (compatibility.md 2.4
+    step 5), best first (score descending, then pod id). Timings are not part of equality."""
 
     n_blocks: int
     longest_match: int
@@ -136,7 +136,7 @@ def walk_prefix(
     candidates: Set[str] | None,
     pod_started_at: Mapping[str, int],
 ) -> PrefixWalk:
-    """SPEC 2.4 steps 1 and 2.
+    """compatibility.md 2.4 steps 1 and 2.
 
     1. The first block's owners minus non-candidates and stale owners are the active pods.
     2. For each further block, an active pod stays active if it holds the block and its value
@@ -178,8 +178,8 @@ def walk_prefix(
 
 
 def score_walk(walk: PrefixWalk, n_blocks: int, weights: TierWeights) -> ScoreResult:
-    """SPEC 2.4 steps 3 to 5 over what the walk found; `n_blocks` is the number of hashed
-    blocks of the request (not max_blocks)."""
+    """compatibility.md 2.4 steps 3 to 5 over what the walk found; `n_blocks` is the number of
+    hashed blocks of the request (not max_blocks)."""
     pods = sorted(
         (_pod_score(pod, runs, n_blocks, weights) for pod, runs in walk.runs.items()),
         key=lambda scored: (-scored.score, scored.pod),
@@ -194,7 +194,7 @@ def score_walk(walk: PrefixWalk, n_blocks: int, weights: TierWeights) -> ScoreRe
 
 
 def weighted_sum(runs: Sequence[MediaRun], weights: TierWeights) -> float:
-    """SPEC 2.4 step 3: s = w(B0), then s += w(Bi) block by block. Float addition is not
+    """compatibility.md 2.4 step 3: s = w(B0), then s += w(Bi) block by block. Float addition is not
     associative, so this order is part of the contract (k * w is not k additions of w).
 
     The shortcuts give the same double as the loop: starting from 0.0 instead of w(B0)

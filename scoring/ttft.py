@@ -8,9 +8,10 @@ For one request on one pod:
     slowdown = 1 + decode_slowdown * running_requests
 
 `t_tok` is 1 / (prefill tokens per second of the model). The tier weight is what a hit is worth
-(SPEC 2.5: GPU 1.0, host memory 0.8, ...), so `1 - w` is the fraction of a block's prefill it
-still costs to load it back from a lower tier. Running requests decode in the same forward passes
-as the prefill (chunked prefill / continuous batching), so each one slows the prefill a little.
+(compatibility.md 2.5: GPU 1.0, host memory 0.8, ...), so `1 - w` is the fraction of a block's
+prefill it still costs to load it back from a lower tier. Running requests decode in the same
+forward passes as the prefill (chunked prefill / continuous batching), so each one slows the prefill
+a little.
 
 Pure: no Django, no Redis. The parameters are validated once, in the constructor, and never change
 afterwards, as `TierWeights` does.

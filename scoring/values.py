@@ -1,10 +1,11 @@
-"""Block values as the router reads them (SPEC 2.2): "{unix_seconds}" or "{unix_seconds}|{MEDIUM}".
+"""Block values as the router reads them (compatibility.md 2.2): "{unix_seconds}" or
+"{unix_seconds}|{MEDIUM}".
 
-The timestamp is judged the way kthena's Go router judges it, `strconv.ParseInt(ts, 10, 64)`:
-an optional sign and ASCII digits that fit a signed 64-bit integer. Anything else does not
-parse, and an owner whose timestamp does not parse is kept (SPEC 2.4 step 1), so the exact
-rule decides which owners count and must not drift toward Python's more lenient `int()`
-(which accepts spaces, underscores and non-ASCII digits).
+The timestamp is judged the way kthena's Go router judges it, `strconv.ParseInt(ts, 10, 64)`: an
+optional sign and ASCII digits that fit a signed 64-bit integer. Anything else does not parse, and
+an owner whose timestamp does not parse is kept (compatibility.md 2.4 step 1), so the exact rule
+decides which owners count and must not drift toward Python's more lenient `int()` (which accepts
+spaces, underscores and non-ASCII digits).
 """
 
 import re

@@ -1,4 +1,4 @@
-"""Tier weights (SPEC 2.5) and the media engines report (SPEC 3).
+"""Tier weights (compatibility.md 2.5) and the media engines report (compatibility.md 3).
 
 A block held in GPU memory saves more prefill than one that must first be copied back from host
 memory or disk, so each matched block counts with the weight of its medium. kthena silently
@@ -26,7 +26,7 @@ class Medium:
     kvadmin_weight: float
     """kvadmin's own default (`KVADMIN_WEIGHTS`): every medium weighed by where it sits."""
     default_weight: float | None = None
-    """kthena's built-in weight (SPEC 2.5); None: the medium weighs the fallback."""
+    """kthena's built-in weight (compatibility.md 2.5); None: the medium weighs the fallback."""
     tier_order: int | None = None
     """Position in the fixed order that breaks weight ties (0 is best); None for the others,
     which rank after the ordered ones alphabetically."""
@@ -45,8 +45,8 @@ MEDIA: Final[tuple[Medium, ...]] = (
     Medium("STORAGE", "vLLM offloading connector (later)", "file-system tier, later name", 0.4),
     Medium("SHARED_STORAGE", "others", "shared storage; any other string weighs the fallback", 0.2),
 )
-"""SPEC section 3, the one table of media. A missing medium (legacy values, "ts|") is not in it:
-it weighs the fallback like any unknown medium."""
+"""docs/compatibility.md section 3, the one table of media. A missing medium (legacy values, "ts|")
+is not in it: it weighs the fallback like any unknown medium."""
 
 DEFAULT_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
     {m.name.lower(): m.default_weight for m in MEDIA if m.default_weight is not None}
@@ -177,7 +177,8 @@ class TierWeights:
         return min(media, key=self.medium_rank)
 
     def as_kthena_config(self) -> dict[str, float]:
-        """The router's `args.tierWeights` (SPEC 2.5): lower-case names, defaults included."""
+        """The router's `args.tierWeights` (compatibility.md 2.5): lower-case names, defaults
+        included."""
         return dict(self._weights)
 
 

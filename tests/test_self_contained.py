@@ -15,7 +15,7 @@ THIS = Path(__file__).resolve()
 OUTSIDE = re.compile(
     "|".join(
         [
-            r"\.\./" + r"(?!\.)\w",  # ../sibling
+            r"(?<![\w/])\.\./" + r"(?!\.)\w",  # ../sibling (not a URL's /a/../b)
             r"/ \"" + "shared" + r"\"",  # Path(...) / "shared"
             r"\b" + "SPEC" + r"(\.md| [0-9])",  # a document users do not have
             r"/(work|home|root)" + r"/\w",  # a developer's absolute path

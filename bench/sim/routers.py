@@ -3,7 +3,8 @@
 - random, round-robin: no state.
 - least-loaded: fewest outstanding requests (queued, prefilling, decoding), as a gateway counts
   its own in-flight requests; random tie.
-- kthena: the highest kthena score (SPEC 2.4) over the delayed index; random tie, as kthena's
+- kthena: the highest kthena score (compatibility.md 2.4) over the delayed index; random tie, as
+kthena's
   plugin alone picks (Go map order).
 - llm-d: llm-d's default mix, 2 x prefix score (matched fraction of the prompt's blocks, from
   the delayed index) + (1 - KV cache usage) + queue score ((max - q) / (max - min) over waiting

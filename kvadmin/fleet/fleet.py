@@ -7,8 +7,8 @@ Port scheme (`plan_fleet`), for pod i (0-based) and data-parallel rank r:
     HTTP                  http_port + i
 
 so `plan_fleet(4, "vllm", base_port=5557, http_port=8100)` gives pods `vllm-0.default` ..
-`vllm-3.default` publishing on 5557..5560, replaying on 6557..6560 and serving HTTP on
-8100..8103. Each pod is an engine whose rank r sits at its base ports + r, as SPEC 4.1 says.
+`vllm-3.default` publishing on 5557..5560, replaying on 6557..6560 and serving HTTP on 8100..8103.
+Each pod is an engine whose rank r sits at its base ports + r, as compatibility.md 4.1 says.
 
 `simulate --pods 4 --kind vllm[,sglang] --base-port 5557 --http-port 8100` is
 `Fleet(plan_fleet(4, kinds, 5557, 8100)).start()`; `--register` writes each

@@ -1,6 +1,6 @@
 """A simulated pod's HTTP face: a tiny ASGI app with the engine endpoints kvadmin and its clients
-call, in vLLM's or SGLang's request and response shapes (SPEC 2.6), plus fault switches. It
-tokenizes with the pod's tokenizer (`engine_tokenizer`: a real one, or the toy one).
+call, in vLLM's or SGLang's request and response shapes (compatibility.md 2.6), plus fault switches.
+It tokenizes with the pod's tokenizer (`engine_tokenizer`: a real one, or the toy one).
 
 - `POST /tokenize`: `prompt` (SGLang also a list of prompts) or `messages`, `add_special_tokens`,
   `add_generation_prompt`; answers `{"tokens", "count", "max_model_len"}` (+ `token_strs` on vLLM).

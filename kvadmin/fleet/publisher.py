@@ -1,5 +1,5 @@
-"""Engine KV-event publishers, emulated byte for byte (SPEC 4.1): a PUB socket with seq frames,
-a ROUTER replay socket with a bounded buffer (both replay frame layouts and the end marker),
+"""Engine KV-event publishers, emulated byte for byte (compatibility.md 4.1): a PUB socket with seq
+frames, a ROUTER replay socket with a bounded buffer (both replay frame layouts and the end marker),
 data-parallel ranks on offset ports, and fault switches. The batches are `wire.py`'s.
 """
 
@@ -18,8 +18,8 @@ from kvadmin.ingest.events import Event
 
 
 def offset_endpoint(endpoint: str, rank: int) -> str:
-    """Rank r of a data-parallel engine binds base port + r (SPEC 4.1), like the engines'
-    `offset_endpoint_port`. A wildcard or zero port (any free port) stays as it is."""
+    """Rank r of a data-parallel engine binds base port + r (compatibility.md 4.1), like the
+    engines' `offset_endpoint_port`. A wildcard or zero port (any free port) stays as it is."""
     if rank == 0:
         return endpoint
     if endpoint.startswith("inproc://"):

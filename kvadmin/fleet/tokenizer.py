@@ -46,7 +46,7 @@ class Message:
 
 def message_text(content: object) -> str:
     """A message's content as text: a string as is; OpenAI list content keeps only its text
-    parts, joined with newlines (SPEC 2.6)."""
+    parts, joined with newlines (compatibility.md 2.6)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):

@@ -1,5 +1,5 @@
-"""Engine KV-event batches, encoded byte for byte as vLLM and SGLang do (SPEC 4.2), for the
-emulated publishers (`publisher.py`), the ingestion tests and the benchmarks.
+"""Engine KV-event batches, encoded byte for byte as vLLM and SGLang do (compatibility.md 4.2), for
+the emulated publishers (`publisher.py`), the ingestion tests and the benchmarks.
 
 Engines encode with msgspec; a msgspec struct encodes exactly like a list (array_like) or a dict
 with its fields in declaration order, and `omit_defaults` leaves out default-valued map keys but

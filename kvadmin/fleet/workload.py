@@ -51,7 +51,8 @@ class SimRequest:
 
     @property
     def tokenize_body(self) -> dict[str, Any]:
-        """The `/tokenize` body a router sends for this request (SPEC 2.6, vLLM shape)."""
+        """The `/tokenize` body a router sends for this request (compatibility.md 2.6, vLLM
+        shape)."""
         base = {"model": self.body["model"], "return_token_strs": False}
         if "messages" in self.body:
             return base | {

@@ -1,4 +1,5 @@
-"""Apply decoded KV-event batches of one stream to the Redis index (SPEC 2.2, 2.3, 4.2, 5.4-5.7).
+"""Apply decoded KV-event batches of one stream to the Redis index (compatibility.md 2.2, 2.3, 4.2,
+5.4-5.7).
 
 The index must equal the engines' true cache contents. This module turns events into script
 arguments (standardized hashing happens here, in Python) and `apply.lua` changes Redis: one
@@ -111,12 +112,13 @@ def _normalize(medium: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MediaPreference:
-    """Which medium the matrix value names when a pod holds a block in several (SPEC 5.4).
+    """Which medium the matrix value names when a pod holds a block in several (compatibility.md
+    5.4).
 
-    `best_first` lists media best first, compared case-insensitively after trimming (SPEC 2.5).
-    Every other medium, and no medium, ranks at `fallback_position` (an index into
-    `best_first`: 0 = before all of them, len = after all). Equal ranks are ordered by name,
-    so the choice never depends on arrival order.
+    `best_first` lists media best first, compared case-insensitively after trimming
+    (compatibility.md 2.5). Every other medium, and no medium, ranks at `fallback_position` (an
+    index into `best_first`: 0 = before all of them, len = after all). Equal ranks are ordered by
+    name, so the choice never depends on arrival order.
     """
 
     best_first: tuple[str, ...]

@@ -1,5 +1,5 @@
 """kthena's Python sidecar write pattern, the baseline of the ingest benchmark. Not used to
-serve: it has every defect SPEC 5 lists, on purpose.
+serve: it has every defect compatibility.md 5 lists, on purpose.
 
 Per event, as the sidecar does: a stored event is one MULTI/EXEC pipeline of SET, EXPIRE and
 HSET per block (block size = tokens / hashes, placeholders dropped); a removed event is one GET

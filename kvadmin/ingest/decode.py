@@ -1,7 +1,7 @@
-"""Bytes from an engine's KV-event stream -> plain event objects (SPEC 4.1, 4.2).
+"""Bytes from an engine's KV-event stream -> plain event objects (compatibility.md 4.1, 4.2).
 
 Pure: no sockets, no Redis. One payload gives one `EventBatch`; one bad or unknown event is
-skipped and counted in `batch.skipped`, never the whole batch (SPEC 5.1).
+skipped and counted in `batch.skipped`, never the whole batch (compatibility.md 5.1).
 
 Two paths give the same result; the second one is the definition:
 1. Fast: msgspec decodes the whole payload into typed structs in C, including the type and
@@ -14,15 +14,15 @@ Two paths give the same result; the second one is the definition:
    event is judged on its own by plain type checks. This costs one exception per odd batch
    and none per event.
 
-Engines are untrusted, so every size is bounded (the INGEST_MAX_* knobs, `Limits`): a batch
-nested deeper than INGEST_MAX_DEPTH or with more than INGEST_MAX_EVENTS events is undecodable;
-an event with more hashes or token ids than allowed, a medium that is not an upper-case
-identifier of at most 32 characters (the engines' vocabulary, SPEC 3) or a LoRA name longer
-than 256 characters or with control characters is skipped, and counted by its reason. The
-depth is measured on the careful path, which builds the whole payload: the fast path builds
-only the typed fields, whose depth its shapes fix, and skips everything else. Any failure of
-the decoder on one payload (msgspec raises RecursionError, not DecodeError, past its own depth
-limit) makes that payload undecodable: it never escapes as another exception.
+Engines are untrusted, so every size is bounded (the INGEST_MAX_* knobs, `Limits`): a batch nested
+deeper than INGEST_MAX_DEPTH or with more than INGEST_MAX_EVENTS events is undecodable; an event
+with more hashes or token ids than allowed, a medium that is not an upper-case identifier of at most
+32 characters (the engines' vocabulary, compatibility.md 3) or a LoRA name longer than 256
+characters or with control characters is skipped, and counted by its reason. The depth is measured
+on the careful path, which builds the whole payload: the fast path builds only the typed fields,
+whose depth its shapes fix, and skips everything else. Any failure of the decoder on one payload
+(msgspec raises RecursionError, not DecodeError, past its own depth limit) makes that payload
+undecodable: it never escapes as another exception.
 
 Events moving upstream (compatibility.md 4.2), one rule: a known tag applies with the fields
 kvadmin reads, whatever else it carries; an unknown tag is skipped, counted, and named.
@@ -78,7 +78,8 @@ END_OF_REPLAY = b"\xff" * SEQ_BYTES
 """The seq frame of the replay answer's end marker (its payload frame is empty)."""
 
 _DIGEST_SIZES = (16, 32)
-_MAX_TOKEN = 0xFFFFFFFF  # standardized hashing writes each token as 4-byte unsigned (SPEC 2.1)
+# standardized hashing writes each token as 4-byte unsigned (compatibility.md 2.1)
+_MAX_TOKEN = 0xFFFFFFFF
 
 
 class UndecodableBatch(ValueError):

@@ -1,4 +1,4 @@
-"""Plain event objects: what the decoder produces and the applier consumes (SPEC 4.2).
+"""Plain event objects: what the decoder produces and the applier consumes (compatibility.md 4.2).
 
 Events are frozen msgspec Structs rather than dataclasses: the decoder makes one per event on
 the ingest hot path, and a Struct is several times cheaper to build.

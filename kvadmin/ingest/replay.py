@@ -1,4 +1,4 @@
-"""Asking an engine's replay socket for buffered batches (SPEC 4.1).
+"""Asking an engine's replay socket for buffered batches (compatibility.md 4.1).
 
 A DEALER sends `[b"", start_seq]`; the engine answers every buffered batch with seq >= start
 as `[b"", seq, payload]` (vLLM <= 0.25, older SGLang) or `[b"", topic, seq, payload]` (newer),

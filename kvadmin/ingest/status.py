@@ -49,10 +49,10 @@ def connected(client: redis.Redis, stream: StreamId, owner: str) -> None:
 
 
 def started(client: redis.Redis, stream: StreamId) -> None:
-    """The publisher starts a new run: ownership written at or before `started_at` belongs to
-    an earlier run, and scoring drops it (SPEC 2.4 step 1). The second before now: entries of
-    the new run are written from now on (same-second writes count as before the start), and
-    the caller purges the earlier run's entries itself."""
+    """The publisher starts a new run: ownership written at or before `started_at` belongs to an
+    earlier run, and scoring drops it (compatibility.md 2.4 step 1). The second before now: entries
+    of the new run are written from now on (same-second writes count as before the start), and the
+    caller purges the earlier run's entries itself."""
     client.hset(_key(stream), "started_at", int(time.time()) - 1)
 
 

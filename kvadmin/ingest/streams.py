@@ -1,5 +1,5 @@
 """Streams: one (engine pod, data-parallel rank) publisher of KV events, and what to do
-with each sequence number it sends (SPEC 4.1)."""
+with each sequence number it sends (compatibility.md 4.1)."""
 
 import enum
 from dataclasses import dataclass

@@ -65,8 +65,8 @@ class OwnerDetail:
 
     @property
     def fresh(self) -> bool:
-        """kthena's router counts the owner (SPEC 2.4 step 1): written after the pod's last
-        start, or either time unknown."""
+        """kthena's router counts the owner (compatibility.md 2.4 step 1): written after the pod's
+        last start, or either time unknown."""
         return not is_stale(self.value, self.started_at)
 
 

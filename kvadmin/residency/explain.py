@@ -188,7 +188,7 @@ def _tokens(model: str, kind: str, value: object, decision: Decision) -> list[in
 
 def _plain_messages(value: object) -> list[dict[str, str]]:
     """Messages as score() passed them on: list contents keep their text parts joined with
-    newlines (SPEC 2.6). score() has validated the shape already."""
+    newlines (compatibility.md 2.6). score() has validated the shape already."""
     plain = []
     for message in value:  # type: ignore[attr-defined]
         content = message["content"]

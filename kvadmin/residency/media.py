@@ -10,7 +10,8 @@ _STYLED = frozenset({"gpu", "cpu", "cpu_pinned", "disk"})
 
 
 def medium_order(media: Iterable[str]) -> list[str]:
-    """Best tier first (SPEC 3's tier order), then other media by name, no medium last."""
+    """Best tier first (compatibility.md 3's tier order), then other media by name, no medium
+    last."""
     return sorted(
         media,
         key=lambda m: (m == "", _ORDER.get(normalize_name(m), len(_ORDER)), normalize_name(m)),

@@ -128,7 +128,7 @@ def read_streams(
 
 
 def pod_started_at(streams: Iterable[StreamHealth]) -> int | None:
-    """The pod's last (re)start as kthena's freshness rule needs it (SPEC 2.4 step 1): the
-    latest `started_at` of its streams (a restarted rank starts a new run of the pod's
-    cache), None when no stream recorded one."""
+    """The pod's last (re)start as kthena's freshness rule needs it (compatibility.md 2.4 step 1):
+    the latest `started_at` of its streams (a restarted rank starts a new run of the pod's cache),
+    None when no stream recorded one."""
     return max((s.started_at for s in streams if s.started_at is not None), default=None)

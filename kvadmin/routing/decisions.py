@@ -48,7 +48,7 @@ class Dropped(msgspec.Struct, kw_only=True):
     non_candidates: list[str]
     """Owners of the first block that were not candidates."""
     stale: list[str]
-    """Candidates whose ownership predates their last restart (SPEC 2.4 step 1)."""
+    """Candidates whose ownership predates their last restart (compatibility.md 2.4 step 1)."""
 
 
 class CandidateEstimate(msgspec.Struct, kw_only=True):

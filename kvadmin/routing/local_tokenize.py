@@ -1,9 +1,9 @@
 """Token ids from the model's own tokenizer files, in this process (Engine.tokenizer).
 
-The same ids as the engines' /tokenize (SPEC 2.6): a text prompt is encoded with its special
-tokens added as the tokenizer's post-processor defines them (`add_special_tokens=True`); chat
-messages are rendered with the model's chat template and encoded without adding any, since
-the template writes them.
+The same ids as the engines' /tokenize (compatibility.md 2.6): a text prompt is encoded with its
+special tokens added as the tokenizer's post-processor defines them (`add_special_tokens=True`);
+chat messages are rendered with the model's chat template and encoded without adding any, since the
+template writes them.
 
 Scoring reads only the first `keep` tokens (BLOCK_SIZE * MAX_BLOCKS), so a long prompt is not
 encoded whole, which would cost as much as the engine's own tokenization:

@@ -8,11 +8,11 @@ chooses a pod and records the decision:
 2. Token ids: given, or from the model's local tokenizer or a candidate engine's /tokenize
    (`routing.tokenize`); the decision records which (`tokenizer`).
 3. `scoring.index.read_for_routing` with the active tier weights, in one Redis round trip
-   (SPEC 5.8) that also reads each candidate's last (re)start as the ingest reader recorded
-   it per stream, so ownership written before it is dropped (SPEC 2.4 step 1); a
-   data-parallel pod restarts with its newest rank. The same round trip reads each
-   candidate's routing state (`scoring.route_state`): virtual queue, requests in flight,
-   speculative entries, the engine's scraped load.
+   (compatibility.md 5.8) that also reads each candidate's last (re)start as the ingest reader
+   recorded it per stream, so ownership written before it is dropped (compatibility.md 2.4 step 1);
+   a data-parallel pod restarts with its newest rank. The same round trip reads each candidate's
+   routing state (`scoring.route_state`): virtual queue, requests in flight, speculative entries,
+   the engine's scraped load.
 4. `scoring.policy.choose_pod` under the request's policy (`policy`, default the
    ROUTING_POLICY knob): `ttft`, the lowest estimated time to first token, or `kthena`, the
    highest score (ties and no-hit requests by rendezvous hashing). The kthena score of every
@@ -402,7 +402,7 @@ def _prompt(value: object) -> str:
 
 def _messages(value: object) -> Messages:
     """Chat messages with string contents; list contents keep their text parts joined with
-    newlines, as kthena sends them (SPEC 2.6)."""
+    newlines, as kthena sends them (compatibility.md 2.6)."""
     if not isinstance(value, list) or not value:
         raise InvalidScoreRequest("`messages` must be a non-empty list", "messages")
     messages = []

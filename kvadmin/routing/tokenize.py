@@ -1,5 +1,5 @@
-"""Token ids for text and chat requests: from the model's local tokenizer when its engines
-name one (`routing.local_tokenize`), else from the engines' own `POST /tokenize` (SPEC 2.6).
+"""Token ids for text and chat requests: from the model's local tokenizer when its engines name one
+(`routing.local_tokenize`), else from the engines' own `POST /tokenize` (compatibility.md 2.6).
 
 kthena has no local tokenizer: it asks an engine, whose request it is about to queue there.
 kvadmin tokenizes in-process when the model's tokenizer files are configured, and falls back
@@ -75,7 +75,7 @@ class TokenizationFailed(Exception):
 def request_body(
     kind: str, model: str, prompt: str | None = None, messages: Messages | None = None
 ) -> dict[str, Any]:
-    """The /tokenize body kthena sends to a vLLM or SGLang engine (SPEC 2.6)."""
+    """The /tokenize body kthena sends to a vLLM or SGLang engine (compatibility.md 2.6)."""
     if messages is not None:
         body: dict[str, Any] = {"model": model, "messages": messages, "add_special_tokens": False}
         if kind != "sglang":

@@ -91,8 +91,8 @@ def active_weights() -> ActiveWeights:
 
 
 def active_media_preference() -> MediaPreference:
-    """The medium order the active weights imply, for the index writer (SPEC 5.4): the value
-    names the tier that scores highest. Rebuilt only when the version moves."""
+    """The medium order the active weights imply, for the index writer (compatibility.md 5.4): the
+    value names the tier that scores highest. Rebuilt only when the version moves."""
     active = active_weights()
     cached = _state.preference
     if cached is None or cached[0] != active.version:

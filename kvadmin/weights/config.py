@@ -1,9 +1,9 @@
 """One saved tier-weight configuration: what operators edit, store and export.
 
-A `WeightConfig` is the configured entries only (normalized medium name -> weight), the
-fallback and a note per medium. What scoring uses is `tier_weights()`: the entries merged over
-kthena's built-in defaults (SPEC 2.5). Keeping the configured entries apart from the effective table
-is what lets the page say "kthena default" or "weighs the fallback" for the rest.
+A `WeightConfig` is the configured entries only (normalized medium name -> weight), the fallback and
+a note per medium. What scoring uses is `tier_weights()`: the entries merged over kthena's built-in
+defaults (compatibility.md 2.5). Keeping the configured entries apart from the effective table is
+what lets the page say "kthena default" or "weighs the fallback" for the rest.
 """
 
 from collections.abc import Mapping

@@ -1,4 +1,4 @@
-"""A saved version as kthena's router reads it (SPEC 2.5), and as JSON for automation.
+"""A saved version as kthena's router reads it (compatibility.md 2.5), and as JSON for automation.
 
 The YAML is the fragment of the router ConfigMap's `routerConfiguration` that carries the
 `kvcache-aware` plugin arguments; an operator merges it into `kthena-router-config`. kthena

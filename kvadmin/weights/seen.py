@@ -1,4 +1,4 @@
-"""The media engines actually reported, as the index records them (SPEC 3).
+"""The media engines actually reported, as the index records them (compatibility.md 3).
 
 Operators configure weights by name; an engine that reports a medium nobody configured makes
 it weigh the fallback silently. Reading the per-pod media sets the applier keeps

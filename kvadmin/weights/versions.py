@@ -62,7 +62,7 @@ class StaleDraft(Exception):
 
 
 def current_version() -> TierWeightsVersion:
-    """The latest saved version; before any (an empty table) the SPEC defaults, unsaved, as
+    """The latest saved version; before any (an empty table) the kthena defaults, unsaved, as
     version 0."""
     return TierWeightsVersion.objects.order_by("-version").first() or _unsaved_defaults()
 
@@ -91,7 +91,7 @@ def restore_version(version: int, *, author: str) -> TierWeightsVersion:
 
 def history(limit: int = 50, *, after: int = 0) -> list[HistoryEntry]:
     """The latest `limit` versions newer than `after`, newest first, each with what it
-    changed from the one before it (the first version against the SPEC defaults)."""
+    changed from the one before it (the first version against the kthena defaults)."""
     newest = TierWeightsVersion.objects.filter(version__gte=after).order_by("-version")
     versions = list(newest[: limit + 1])
     entries = []

@@ -1,4 +1,5 @@
-"""`POST /tokenize` on a real simulated pod server, in vLLM's and SGLang's shapes (SPEC 2.6)."""
+"""`POST /tokenize` on a real simulated pod server, in vLLM's and SGLang's shapes (compatibility.md
+2.6)."""
 
 from kvadmin.fleet.tokenizer import Message, encode, encode_chat
 from tests.conftest import http_json

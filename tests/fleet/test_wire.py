@@ -1,5 +1,5 @@
 """The emulated engine publisher over real ZMQ sockets on 127.0.0.1: live stream, replay in both
-frame layouts, and the fault switches the ingestion tests rely on (SPEC 4.1)."""
+frame layouts, and the fault switches the ingestion tests rely on (compatibility.md 4.1)."""
 
 import time
 from collections.abc import Callable, Iterator

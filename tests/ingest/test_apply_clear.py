@@ -1,5 +1,5 @@
-"""AllBlocksCleared (SPEC 4.2, 5.7) clears the publishing stream's whole cache: its own engine
-blocks only, released in bounded chunks, with no keyspace scan."""
+"""AllBlocksCleared (compatibility.md 4.2, 5.7) clears the publishing stream's whole cache: its own
+engine blocks only, released in bounded chunks, with no keyspace scan."""
 
 import pytest
 import redis

@@ -1,5 +1,5 @@
-"""Offload placeholder stores (SPEC 4.2, 5.5): no tokens, the engine hashes of blocks stored
-earlier; they add the new medium to the blocks they name."""
+"""Offload placeholder stores (compatibility.md 4.2, 5.5): no tokens, the engine hashes of blocks
+stored earlier; they add the new medium to the blocks they name."""
 
 import redis
 

@@ -1,5 +1,5 @@
-"""Purges (SPEC 5.7): removing an engine removes exactly that pod's entries, every rank, in
-bounded steps and without scanning the keyspace; a stream purge removes one rank's."""
+"""Purges (compatibility.md 5.7): removing an engine removes exactly that pod's entries, every rank,
+in bounded steps and without scanning the keyspace; a stream purge removes one rank's."""
 
 import pytest
 import redis

@@ -1,5 +1,5 @@
-"""Reference counting (SPEC 5.6): a pod keeps a block while any (rank, engine hash) pair holds
-it, whether two engine hashes share content or two DP ranks hold the same block."""
+"""Reference counting (compatibility.md 5.6): a pod keeps a block while any (rank, engine hash) pair
+holds it, whether two engine hashes share content or two DP ranks hold the same block."""
 
 import pytest
 import redis

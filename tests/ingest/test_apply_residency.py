@@ -1,5 +1,5 @@
-"""Per-medium residency (SPEC 5.4): a block held in GPU and CPU is in both; removing one medium
-keeps the other, and the matrix value names the best medium still held."""
+"""Per-medium residency (compatibility.md 5.4): a block held in GPU and CPU is in both; removing one
+medium keeps the other, and the matrix value names the best medium still held."""
 
 import pytest
 import redis

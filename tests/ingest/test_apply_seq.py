@@ -1,5 +1,5 @@
-"""Exactly once (SPEC 4.1): a batch at or below the stream's last applied seq changes nothing,
-and a run of batches is applied in one round trip with its counters."""
+"""Exactly once (compatibility.md 4.1): a batch at or below the stream's last applied seq changes
+nothing, and a run of batches is applied in one round trip with its counters."""
 
 import redis
 

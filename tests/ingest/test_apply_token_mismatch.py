@@ -1,5 +1,5 @@
-"""Tokens that do not pair with the hashes (vLLM hybrid models skip blocks, SPEC 4.2): no
-crash, counted, and only hashes the index already knows are updated."""
+"""Tokens that do not pair with the hashes (vLLM hybrid models skip blocks, compatibility.md 4.2):
+no crash, counted, and only hashes the index already knows are updated."""
 
 import redis
 

@@ -1,5 +1,5 @@
 """Removals of engine hashes the stream does not hold change nothing and are counted; the same
-hash can be stored and removed again and again (vLLM, SPEC 4.2)."""
+hash can be stored and removed again and again (vLLM, compatibility.md 4.2)."""
 
 import redis
 

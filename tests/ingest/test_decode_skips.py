@@ -1,4 +1,5 @@
-"""One bad or unknown event is skipped and counted; the rest of its batch survives (SPEC 5.1)."""
+"""One bad or unknown event is skipped and counted; the rest of its batch survives (compatibility.md
+5.1)."""
 
 from typing import Any
 

@@ -1,5 +1,5 @@
 """A model whose engines name a tokenizer is tokenized in-process: the ids its engines'
-/tokenize would give (SPEC 2.6 bodies), without asking them; the decision says so."""
+/tokenize would give (compatibility.md 2.6 bodies), without asking them; the decision says so."""
 
 import os
 import random

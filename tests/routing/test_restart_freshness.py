@@ -1,5 +1,5 @@
-"""Ownership written at or before a pod's last (re)start does not count (SPEC 2.4 step 1): the
-ingest reader records when a publisher starts a run, and scoring drops what is older."""
+"""Ownership written at or before a pod's last (re)start does not count (compatibility.md 2.4 step
+1): the ingest reader records when a publisher starts a run, and scoring drops what is older."""
 
 import time
 

@@ -1,5 +1,5 @@
-"""Text and chat requests are tokenized by a candidate engine's own /tokenize (SPEC 2.6), with
-fallback to the next candidate, a 503 when none can, and a cache for repeated prompts."""
+"""Text and chat requests are tokenized by a candidate engine's own /tokenize (compatibility.md
+2.6), with fallback to the next candidate, a 503 when none can, and a cache for repeated prompts."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Writing a block index into the test Redis, the way ingestion leaves it (SPEC 2.2)."""
+"""Writing a block index into the test Redis, the way ingestion leaves it (compatibility.md 2.2)."""
 
 from collections.abc import Mapping
 

@@ -1,4 +1,5 @@
-"""A score explains itself: per pod, matched blocks by medium, weighted sum and score (SPEC 5.8)."""
+"""A score explains itself: per pod, matched blocks by medium, weighted sum and score
+(compatibility.md 5.8)."""
 
 import json
 

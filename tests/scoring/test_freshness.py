@@ -1,4 +1,5 @@
-"""Ownership written at or before a pod's last (re)start is dropped (SPEC 2.4 step 1)."""
+"""Ownership written at or before a pod's last (re)start is dropped (compatibility.md 2.4 step
+1)."""
 
 from typing import Any
 

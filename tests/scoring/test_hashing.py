@@ -1,4 +1,4 @@
-"""Block hashing is kthena's standardized hash (SPEC 2.1)."""
+"""Block hashing is kthena's standardized hash (compatibility.md 2.1)."""
 
 from typing import Any
 

@@ -1,4 +1,5 @@
-"""Both index readers read the real Redis in one round trip and agree (SPEC 2.4, 5.8)."""
+"""Both index readers read the real Redis in one round trip and agree (compatibility.md 2.4,
+5.8)."""
 
 import json
 from collections.abc import Iterator
@@ -89,7 +90,8 @@ def test_the_lua_reader_reloads_its_script_after_a_script_flush(
 def test_it_reads_the_pods_starts_in_the_same_round_trip(
     counting_client: redis.Redis, reader: PrefixReader, restricted: bool
 ) -> None:
-    """The latest start of a pod's streams and of the one given counts (SPEC 2.4 step 1)."""
+    """The latest start of a pod's streams and of the one given counts (compatibility.md 2.4 step
+    1)."""
     tokens = list(range(32))
     blocks = block_hashes(tokens)
     write_index(counting_client, {b: {"a": "5|GPU", "b": "5|GPU", "c": "5|GPU"} for b in blocks})

@@ -1,4 +1,4 @@
-"""Block keys are the ones kthena's router reads (SPEC 2.2)."""
+"""Block keys are the ones kthena's router reads (compatibility.md 2.2)."""
 
 from typing import Any
 

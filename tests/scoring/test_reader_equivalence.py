@@ -1,5 +1,6 @@
 """On any index and request, the Lua reader and the baseline reader score exactly like a plain
-implementation written straight from SPEC 2.4: same pods, scores, sums, media and drops."""
+implementation written straight from compatibility.md 2.4: same pods, scores, sums, media and
+drops."""
 
 import re
 from collections import Counter
@@ -87,7 +88,8 @@ def spec_scores(
     started: Mapping[str, int],
     weights: TierWeights,
 ) -> ScoreResult:
-    """SPEC 2.4 read literally, with no code shared with scoring/ but the weight lookup."""
+    """compatibility.md 2.4 read literally, with no code shared with scoring/ but the weight
+    lookup."""
 
     def parsed(raw: str) -> tuple[int | None, str | None]:
         text, _, medium = raw.partition("|")

@@ -1,4 +1,4 @@
-"""Unweighted prefix scores equal kthena's, float artefacts included (SPEC 2.4)."""
+"""Unweighted prefix scores equal kthena's, float artefacts included (compatibility.md 2.4)."""
 
 from typing import Any
 
@@ -42,7 +42,7 @@ def test_only_candidates_score() -> None:
 
 
 def test_a_repeated_block_hash_is_matched_at_every_position() -> None:
-    """Identical content at two positions shares one key (SPEC 2.1)."""
+    """Identical content at two positions shares one key (compatibility.md 2.1)."""
     owners = {1: {"a": LEGACY_VALUE}, 2: {"a": LEGACY_VALUE}}
     result = score_pods([1, 2, 1, 3], owners, None, {}, TierWeights())
     assert result.scores == {"a": 75}

@@ -1,4 +1,4 @@
-"""Block values are read as kthena reads them (SPEC 2.2, 2.4 step 1)."""
+"""Block values are read as kthena reads them (compatibility.md 2.2, 2.4 step 1)."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Weights per medium: defaults, merging, names, fallback, export (SPEC 2.5)."""
+"""Weights per medium: defaults, merging, names, fallback, export (compatibility.md 2.5)."""
 
 import pickle
 

@@ -1,5 +1,5 @@
 """A tier-weight configuration with any bad entry is rejected whole, naming every bad entry
-(SPEC 2.5: kthena silently ignores them; kvadmin must not)."""
+(compatibility.md 2.5: kthena silently ignores them; kvadmin must not)."""
 
 import contextlib
 import math

@@ -1,4 +1,5 @@
-"""Tier-weighted scores equal those of kthena's tier-weight extension (SPEC 2.4, 2.5)."""
+"""Tier-weighted scores equal those of kthena's tier-weight extension (compatibility.md 2.4,
+2.5)."""
 
 from typing import Any
 

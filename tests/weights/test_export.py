@@ -1,5 +1,5 @@
-"""The current version exports as the kthena router's ConfigMap fragment (SPEC 2.5) and as
-JSON, from the page and the command line."""
+"""The current version exports as the kthena router's ConfigMap fragment (compatibility.md 2.5) and
+as JSON, from the page and the command line."""
 
 import json
 

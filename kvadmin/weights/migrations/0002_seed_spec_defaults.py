@@ -1,4 +1,4 @@
-"""Version 1: kthena's defaults (SPEC 2.5), frozen here as a migration should be."""
+"""Version 1: kthena's defaults (compatibility.md 2.5), frozen here as a migration should be."""
 
 from django.db import migrations
 
@@ -15,7 +15,7 @@ def seed(apps, schema_editor) -> None:
         version=1,
         defaults={
             "author": "kvadmin",
-            "reason": "kthena defaults (SPEC 2.5)",
+            "reason": "kthena defaults (compatibility.md 2.5)",
             "config": KTHENA_DEFAULTS,
         },
     )
