@@ -18,12 +18,13 @@ The script reads many keys, so on a Redis Cluster it needs all block keys of a m
 slot, which kthena's key layout does not give; `BaselineIndexReader` works there unchanged.
 """
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
 import redis
 from redis.commands.core import Script
@@ -45,8 +46,9 @@ start, with the caller's `pod_started_at`, is the pod's (compatibility.md 2.4 st
 NO_START_KEYS: StartKeys = MappingProxyType({})
 
 
-class PrefixReader(Protocol):
-    """What `score_request` needs of an index reader."""
+class PrefixReader(ABC):
+    """What `score_request` needs of an index reader: `read`, of which `walk` is the part
+    without routing state."""
 
     def walk(
         self,
@@ -58,8 +60,9 @@ class PrefixReader(Protocol):
         start_keys: StartKeys = NO_START_KEYS,
     ) -> PrefixWalk:
         """Walk the request's `blocks` of `model` over the index (one round trip)."""
-        ...
+        return self.read(client, model, blocks, candidates, pod_started_at, start_keys)[0]
 
+    @abstractmethod
     def read(
         self,
         client: redis.Redis,
@@ -71,22 +74,10 @@ class PrefixReader(Protocol):
         state: StateRequest | None = None,
     ) -> tuple[PrefixWalk, RouteState | None]:
         """`walk`, plus the routing `state` asked for, in the same round trip."""
-        ...
 
 
-class BaselineIndexReader:
+class BaselineIndexReader(PrefixReader):
     """kthena's way: fetch every block's owners, parse every value, walk in Python."""
-
-    def walk(
-        self,
-        client: redis.Redis,
-        model: str,
-        blocks: Sequence[int],
-        candidates: Set[str] | None,
-        pod_started_at: Mapping[str, int],
-        start_keys: StartKeys = NO_START_KEYS,
-    ) -> PrefixWalk:
-        return self.read(client, model, blocks, candidates, pod_started_at, start_keys)[0]
 
     def read(
         self,
@@ -133,7 +124,7 @@ class BaselineIndexReader:
         return walk, _baseline_state(state, blocks, replies[at:])
 
 
-class IndexReader:
+class IndexReader(PrefixReader):
     """kvadmin's way: the walk runs server side (see the module docstring).
 
     The script is registered once and sent by SHA (EVALSHA); redis-py's `Script` loads it when
@@ -144,17 +135,6 @@ class IndexReader:
 
     def __init__(self) -> None:
         self._script: Script | None = None
-
-    def walk(
-        self,
-        client: redis.Redis,
-        model: str,
-        blocks: Sequence[int],
-        candidates: Set[str] | None,
-        pod_started_at: Mapping[str, int],
-        start_keys: StartKeys = NO_START_KEYS,
-    ) -> PrefixWalk:
-        return self.read(client, model, blocks, candidates, pod_started_at, start_keys)[0]
 
     def read(
         self,
