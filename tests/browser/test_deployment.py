@@ -212,7 +212,10 @@ def test_a_stopped_worker_hands_its_streams_to_the_other_and_nothing_is_lost(
 
 
 def test_two_workers_handed_the_gc_task_at_once_run_it_once(deployment) -> None:
-    broker = Celery("probe", broker=deployment.broker_url, backend=deployment.broker_url)
+    # Not the current app: tasks sent later in this session must still reach its own broker.
+    broker = Celery(
+        "probe", broker=deployment.broker_url, backend=deployment.broker_url, set_as_current=False
+    )
     for _ in range(2):
         broker.send_task("kvadmin.ingest.collect_garbage")
     # Each worker runs its tasks in order: once both answered a ping sent after the two GC
