@@ -6,6 +6,7 @@ import json
 import pytest
 
 from kvadmin.api.models import ApiToken
+from kvadmin.routing import decisions
 from tests.routing.conftest import MODEL, PODS, hold, tokens
 
 pytestmark = pytest.mark.django_db
@@ -138,3 +139,16 @@ def test_outcomes_are_kept_as_long_as_the_log_keeps_decisions(
     assert post_outcome(ids[0], {"cached_tokens": 0, "prompt_tokens": 16})[0] == 404
     assert redis_client.hkeys("kvadmin:outcomes") == []
     assert post_outcome(ids[1], {"cached_tokens": 0, "prompt_tokens": 16})[0] == 201
+
+
+def test_the_feed_explains_predicted_vs_delivered_once_it_arrived(
+    decided, post_outcome, client, django_user_model
+) -> None:
+    [decision] = decisions.recent(1)
+    client.force_login(django_user_model.objects.create_user("bob", password="pw-bob-12345"))
+    page = client.get(f"/feed/decisions/{decision.log_id}/").content.decode()
+    assert "Predicted hit: 32 cached tokens on vllm-0.default (best candidate: 32)" in page
+    assert "No outcome reported yet" in page
+    post_outcome(decided["decision_id"], {"cached_tokens": 16, "prompt_tokens": 48, "ttft_ms": 9})
+    page = client.get(f"/feed/decisions/{decision.log_id}/").content.decode()
+    assert "Delivered: 16 of 48 prompt tokens" in page and "after 9.0 ms" in page
