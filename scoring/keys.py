@@ -234,3 +234,19 @@ def load_key(pod: str) -> str:
 UNKNOWN_TAG_FIELD_PREFIX = "unknown_tag:"
 """Stream status fields "unknown_tag:{tag}": events of that unknown tag the stream sent (the
 first few distinct tags only, see `kvadmin.ingest.apply`)."""
+
+
+# Delivered hits: what the engines reported for the requests routed by decisions
+# (kvadmin.routing.outcomes), kept as long as the decision log keeps the decisions.
+
+DECISION_IDS_KEY = "kvadmin:decision-ids"
+"""ZSET: decision id -> unix ms of its decision log entry (the entry id's time part), trimmed
+to the log's DECISIONS_MAX newest by route_record.lua: how an outcome finds its decision."""
+
+OUTCOMES_KEY = "kvadmin:outcomes"
+"""HASH: decision id -> JSON outcome (cached_tokens, prompt_tokens, ttft_ms, at). Written once
+(HSETNX); a field goes when route_record.lua trims its id out of DECISION_IDS_KEY."""
+
+OUTCOME_MINUTES_KEY_PREFIX = "kvadmin:metrics:outcomes:"
+"""HASH per minute (unix seconds // 60), with a TTL: "{model}US{pod}RS{tally}" -> tokens (or
+outcomes) of the decisions whose outcome arrived that minute, for the dashboard."""

@@ -3,13 +3,16 @@
 -- (the queue advance is computed here, never read-modify-written by a client). Its reader is
 -- prefix_walk.lua's routing-state section; scoring/route_record.py builds KEYS and ARGV.
 --
--- KEYS: the decision stream, the chosen pod's queue HASH, in-flight ZSET, speculative ZSET.
+-- KEYS: the decision stream, the chosen pod's queue HASH, in-flight ZSET, speculative ZSET,
+--       the decision id index ZSET and the outcomes HASH (kvadmin.routing.outcomes).
 -- ARGV: 1 the decision entry ("" to leave it out of the log), 2 the stream's MAXLEN (~),
 --       3 the request's predicted prefill on the pod in ms (S_est), 4 the decision id,
 --       5 the in-flight window ms, 6 the most in-flight entries kept, 7 the speculative TTL
 --       ms, 8 the most speculative entries kept, 9 the weight of a new prefill in the queue's
 --       moving mean, then the request's block hashes (speculative for the pod).
 -- Reply: {the stream entry id or false, the predicted prefill start and end in unix ms}.
+-- A logged decision's id goes to the id index (its entry's unix ms) so that its outcome can
+-- find it; the index keeps the log's MAXLEN newest ids and their outcomes go with the rest.
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -52,5 +55,14 @@ end
 local id = false
 if ARGV[1] ~= '' then
   id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'd', ARGV[1])
+  redis.call('ZADD', KEYS[5], tonumber(string.match(id, '^(%d+)')), ARGV[4])
+  local excess = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[2])
+  if excess > 0 then
+    local gone = redis.call('ZRANGE', KEYS[5], 0, excess - 1)
+    redis.call('ZREMRANGEBYRANK', KEYS[5], 0, excess - 1)
+    for first = 1, #gone, 500 do
+      redis.call('HDEL', KEYS[6], unpack(gone, first, math.min(#gone, first + 499)))
+    end
+  end
 end
 return { id, string.format('%.3f', start), string.format('%.3f', done) }

@@ -18,7 +18,14 @@ import redis
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
-from scoring.keys import DECISIONS_KEY, in_flight_key, queue_key, speculative_key
+from scoring.keys import (
+    DECISION_IDS_KEY,
+    DECISIONS_KEY,
+    OUTCOMES_KEY,
+    in_flight_key,
+    queue_key,
+    speculative_key,
+)
 
 _RECORD_LUA: Final = (Path(__file__).parent / "route_record.lua").read_text()
 _RECORD_SHA: Final = sha1(_RECORD_LUA.encode()).hexdigest()  # noqa: S324 (Redis' script id)
@@ -56,11 +63,13 @@ def queue_record(
     """Queue the script on `pipeline`; returns its arguments for `finish`. `entry`: the
     decision log entry, None to leave the decision out of the log."""
     args = [
-        4,
+        6,
         DECISIONS_KEY,
         queue_key(advance.pod),
         in_flight_key(advance.pod),
         speculative_key(advance.model, advance.pod),
+        DECISION_IDS_KEY,
+        OUTCOMES_KEY,
         entry or b"",
         maxlen,
         f"{advance.prefill_s * 1000:.3f}",

@@ -12,9 +12,10 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from kvadmin.api import scoring, views
+from kvadmin.api import outcomes, scoring, views
 from kvadmin.api.auth import authenticate
 from kvadmin.api.scopes import Scope
+from kvadmin.routing.outcomes import MAX_BODY_BYTES, MAX_TOKENS, MAX_TTFT_MS
 from kvadmin.routing.service import INPUTS, MAX_REQUEST_ID
 from scoring.policy import POLICIES
 
@@ -213,6 +214,57 @@ _SCHEMAS: dict[str, Any] = {
                 "description": "Candidates whose engine load was stale or absent: their wait "
                 "is kvadmin's own virtual queue alone.",
             },
+            "predicted": _ref("PredictedHits"),
+            "delivered": {
+                "oneOf": [_ref("Delivered"), {"type": "null"}],
+                "description": "The outcome the gateway posted; null until it does.",
+            },
+        },
+    },
+    "PredictedHits": {
+        "type": "object",
+        "description": "Cached tokens predicted at decision time. available - achieved is "
+        "routing loss; achieved - delivered.cached_tokens is index staleness.",
+        "properties": {
+            "available_tokens": {
+                "type": "integer",
+                "description": "The best candidate's predicted cached tokens.",
+            },
+            "achieved_tokens": {
+                "type": "integer",
+                "description": "The chosen pod's predicted cached tokens.",
+            },
+        },
+    },
+    "Outcome": {
+        "type": "object",
+        "required": ["cached_tokens", "prompt_tokens"],
+        "additionalProperties": False,
+        "description": "What the engine's response reported for the routed request (its "
+        f"OpenAI `usage`). At most {MAX_BODY_BYTES} bytes.",
+        "properties": {
+            "cached_tokens": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_TOKENS,
+                "description": "usage.prompt_tokens_details.cached_tokens; at most prompt_tokens.",
+            },
+            "prompt_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
+            "ttft_ms": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": MAX_TTFT_MS,
+                "description": "Time to first token the gateway measured, if it did.",
+            },
+        },
+    },
+    "Delivered": {
+        "type": "object",
+        "properties": {
+            "cached_tokens": {"type": "integer"},
+            "prompt_tokens": {"type": "integer"},
+            "ttft_ms": {"type": ["number", "null"]},
+            "at": {"type": "number", "description": "Unix seconds it was recorded."},
         },
     },
 }
@@ -274,6 +326,52 @@ _PATHS: dict[str, Any] = {
                 },
                 "400": _error_response("A bad `limit`."),
                 "401": _UNAUTHORIZED,
+            },
+        }
+    },
+    "/api/v1/decisions/{decision_id}/outcome": {
+        "post": {
+            "summary": "Report what the engine's response said for a decision's request",
+            "description": "The gateway that asked for the decision (with the `score` "
+            "scope it scored with) posts the engine's usage once the response arrives. Each "
+            "decision takes one outcome, while the decision log keeps it. Outcomes feed the "
+            "delivered-hits accounting on /metrics and the dashboard.",
+            "parameters": [
+                {
+                    "name": "decision_id",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                    "description": "`decision_id` of the /api/v1/score answer.",
+                }
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref("Outcome")}},
+            },
+            "responses": {
+                "201": {
+                    "description": "Recorded: the decision's predicted vs delivered hits.",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "decision_id": {"type": "string"},
+                                    "predicted": _ref("PredictedHits"),
+                                    "delivered": _ref("Delivered"),
+                                },
+                            }
+                        }
+                    },
+                },
+                "400": _error_response(
+                    "A bad body: not JSON, too large, a missing, unknown, negative, "
+                    "non-integer or non-finite field, or cached_tokens above prompt_tokens."
+                ),
+                "401": _UNAUTHORIZED,
+                "404": _error_response("No such decision in the decision log."),
+                "409": _error_response("The decision already has an outcome."),
             },
         }
     },
@@ -340,6 +438,7 @@ _PATHS: dict[str, Any] = {
 _SCOPED_VIEWS: dict[tuple[str, str], Callable[..., Any]] = {
     ("/api/v1/score", "post"): scoring.score,
     ("/api/v1/decisions", "get"): scoring.recent_decisions,
+    ("/api/v1/decisions/{decision_id}/outcome", "post"): outcomes.decision_outcome,
     ("/api/v1/events/{pod}", "post"): views.push_events,
 }
 

@@ -1,5 +1,6 @@
 """POST /api/v1/score and GET /api/v1/decisions: thin views over `routing.service.score` and
-`routing.decisions.recent`. Every bad input is a 4xx with the field at fault, never a 500."""
+`routing.decisions.recent` (with `routing.outcomes` beside each decision). Every bad input is a
+4xx with the field at fault, never a 500."""
 
 from typing import Any
 
@@ -11,21 +12,24 @@ from django.views.decorators.http import require_GET, require_POST
 from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
 from kvadmin.api.untrusted_json import InvalidJson, decode_json
-from kvadmin.routing import decisions, service
+from kvadmin.conf import knob
+from kvadmin.redis_clients import index_client
+from kvadmin.routing import decisions, outcomes, service
+from kvadmin.routing.decisions import Decision
 
 MAX_DECISIONS = 1000
 
 
-def _json(payload: Any, status: int = 200) -> HttpResponse:
+def json_answer(payload: Any, status: int = 200) -> HttpResponse:
     body = msgspec.json.encode(payload)
     return HttpResponse(body, status=status, content_type="application/json")
 
 
-def _error(status: int, message: str, field: str | None = None) -> HttpResponse:
+def error_answer(status: int, message: str, field: str | None = None) -> HttpResponse:
     body: dict[str, Any] = {"error": message}
     if field:
         body["field"] = field
-    return _json(body, status)
+    return json_answer(body, status)
 
 
 @api_token_required(Scope.SCORE)
@@ -35,11 +39,11 @@ def score(request: HttpRequest) -> HttpResponse:
     try:
         body = decode_json(request.body)
     except RequestDataTooBig:
-        return _error(413, "the request body is too large")
+        return error_answer(413, "the request body is too large")
     except InvalidJson as error:
-        return _error(400, f"the body is not valid JSON: {error}")
+        return error_answer(400, f"the body is not valid JSON: {error}")
     if not isinstance(body, dict):
-        return _error(400, "the body must be a JSON object")
+        return error_answer(400, "the body must be a JSON object")
     try:
         decision = service.score(
             body.get("model"),
@@ -51,8 +55,8 @@ def score(request: HttpRequest) -> HttpResponse:
             policy=body.get("policy"),
         )
     except service.ScoreError as error:
-        return _error(error.status, error.message, error.field)
-    return _json(decisions.to_api(decision))
+        return error_answer(error.status, error.message, error.field)
+    return json_answer(_answer(decision, None))
 
 
 @api_token_required(Scope.DECISIONS_READ)
@@ -65,8 +69,14 @@ def recent_decisions(request: HttpRequest) -> HttpResponse:
     except ValueError:
         limit = 0
     if not 1 <= limit <= MAX_DECISIONS:
-        return _error(400, f"`limit` must be an integer from 1 to {MAX_DECISIONS}", "limit")
+        return error_answer(400, f"`limit` must be an integer from 1 to {MAX_DECISIONS}", "limit")
     found = decisions.recent(
         limit, model=request.GET.get("model") or None, pod=request.GET.get("pod") or None
     )
-    return _json({"decisions": [decisions.to_api(decision) for decision in found]})
+    reported = outcomes.outcomes_of(index_client(), [decision.id for decision in found])
+    return json_answer({"decisions": [_answer(d, reported.get(d.id)) for d in found]})
+
+
+def _answer(decision: Decision, outcome: outcomes.Outcome | None) -> dict[str, Any]:
+    """A decision as the API answers it: predicted vs delivered hits beside the decision."""
+    return decisions.to_api(decision) | outcomes.to_api(decision, outcome, knob("BLOCK_SIZE"))

@@ -17,8 +17,9 @@ from django.urls import NoReverseMatch, reverse
 from kvadmin.conf import knob
 from kvadmin.ingest import gc
 from kvadmin.metrics import families
+from kvadmin.metrics.families import BUCKET_SEPARATOR, label_values
 from kvadmin.metrics.fleet import FleetState, Health, read_fleet, registered_engines
-from kvadmin.metrics.recorder import hits_key
+from kvadmin.metrics.recorder import hits_key, outcome_minute_key
 from scoring import keys
 from scoring.weights import TierWeights
 
@@ -69,6 +70,29 @@ class HitChart:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class DeliveredHits:
+    """The last hour's outcomes (`routing.outcomes`) in cached tokens, fleet-wide or for one
+    model and pod: what the best candidate offered, what the chosen pod was predicted to hit,
+    what its engine reported."""
+
+    model: str
+    pod: str
+    outcomes: int
+    prompt: int
+    available: int
+    achieved: int
+    delivered: int
+
+    @property
+    def routing_loss(self) -> int:
+        return self.available - self.achieved
+
+    @property
+    def index_staleness(self) -> int:
+        return self.achieved - self.delivered
+
+
 @dataclass(slots=True)
 class Tiles:
     taken_at: float
@@ -90,6 +114,8 @@ class Tiles:
     chart: HitChart
     gc_last: gc.GcReport | None
     gc_totals: dict[str, int]
+    delivered: DeliveredHits
+    delivered_by_pod: list[DeliveredHits]
     gc_age: float | None = None
     gc_next_in: float | None = None
     links: dict[str, str] = field(default_factory=dict)
@@ -107,7 +133,10 @@ def dashboard_tiles(client: redis.Redis, record_sample: bool = False) -> Tiles:
     minutes = list(range(minute - CHART_MINUTES + 1, minute + 1))
     for m in minutes:
         pipe.hgetall(hits_key(m))
-    samples_raw, decisions_raw, *per_minute = pipe.execute()
+    for m in minutes:
+        pipe.hgetall(outcome_minute_key(m))
+    samples_raw, decisions_raw, *buckets = pipe.execute()
+    per_minute, outcome_minutes = buckets[: len(minutes)], buckets[len(minutes) :]
     samples = [json.loads(raw) for raw in samples_raw]
     current = _sample(fleet, sum(int(v) for v in decisions_raw), now)
     if record_sample:
@@ -127,6 +156,7 @@ def dashboard_tiles(client: redis.Redis, record_sample: bool = False) -> Tiles:
         blocks_per_s=_rate(current, samples, "blocks"),
         decisions_per_s=_rate(current, samples, "decisions"),
         **_hits(minutes, per_minute),
+        **_delivered(outcome_minutes),
         gc_last=gc.last_run(client),
         gc_totals=gc.totals(client),
     )
@@ -264,3 +294,25 @@ def _hits(minutes: list[int], per_minute: list[dict]) -> dict:
         ],
         "chart": HitChart([m * 60 for m in minutes], total, series),
     }
+
+
+def _delivered(per_minute: list[dict[str, str]]) -> dict:
+    """The hour's outcome tallies, fleet-wide and per model and pod (most outcomes first)."""
+    by_pod: dict[tuple[str, str], dict[str, int]] = {}
+    for row in per_minute:
+        for name, amount in row.items():
+            labels, _, tally = name.rpartition(BUCKET_SEPARATOR)
+            model, pod = [*label_values(labels), "", ""][:2]
+            tallies = by_pod.setdefault((model, pod), {})
+            tallies[tally] = tallies.get(tally, 0) + int(amount)
+    rows = [_delivered_row(model, pod, t) for (model, pod), t in by_pod.items()]
+    rows.sort(key=lambda r: (-r.outcomes, r.model, r.pod))
+    total = {name: sum(getattr(r, name) for r in rows) for name in _TALLIES}
+    return {"delivered": DeliveredHits("", "", **total), "delivered_by_pod": rows}
+
+
+_TALLIES = ("outcomes", "prompt", "available", "achieved", "delivered")
+
+
+def _delivered_row(model: str, pod: str, tallies: dict[str, int]) -> DeliveredHits:
+    return DeliveredHits(model, pod, **{name: tallies.get(name, 0) for name in _TALLIES})

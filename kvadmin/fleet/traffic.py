@@ -4,8 +4,9 @@ compares what the router predicted with the hit the pod reports.
 Per request: 1. take the next request from the workload; 2. get its token ids from a pod's
 `/tokenize` (as kthena does; the next pod is tried on failure); 3. ask the router for a pod and a
 predicted hit; 4. send the request to that pod; 5. record predicted and actual cached tokens (per
-medium when the pod reports them, as simulated pods do); 6. feed a chat reply back to its
-conversation. It works against real OpenAI-compatible engines too, minus the per-medium split.
+medium when the pod reports them, as simulated pods do) and tell a router that takes outcomes
+(`ReportsOutcomes`) what the pod reported; 6. feed a chat reply back to its conversation. It
+works against real OpenAI-compatible engines too, minus the per-medium split.
 """
 
 import http.client
@@ -19,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from kvadmin.fleet.workload import SimRequest, Workload
@@ -44,6 +45,14 @@ class Router(Protocol):
         """The pod to send the request to, and the cached tokens it is expected to hit
         (None when the router makes no prediction)."""
         ...
+
+
+@runtime_checkable
+class ReportsOutcomes(Protocol):
+    """A router that wants to hear how the request it just routed went (kvadmin's scoring API
+    takes the engine's usage as the decision's outcome)."""
+
+    def report_outcome(self, record: "RequestRecord", ttft_ms: float | None) -> None: ...
 
 
 class RandomRouter:
@@ -285,6 +294,8 @@ class TrafficGenerator:
             cached_by_medium=dict(extension.get("cached_tokens_by_medium") or {}),
             seconds=time.monotonic() - started,
         )
+        if isinstance(self.router, ReportsOutcomes):
+            self.router.report_outcome(record, _ttft_ms(extension))
         choice = (response.get("choices") or [{}])[0]
         self.workload.record_reply(request, (choice.get("message") or {}).get("content", ""))
         self._sent += 1
@@ -321,3 +332,12 @@ class TrafficGenerator:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _ttft_ms(extension: dict[str, Any]) -> float | None:
+    """A simulated pod's time to first token: its queueing and its prefill. A real engine's
+    non-streamed answer does not say: None."""
+    queued, prefill = extension.get("queued_ms"), extension.get("prefill_ms")
+    if not isinstance(queued, int | float) or not isinstance(prefill, int | float):
+        return None
+    return float(queued) + float(prefill)

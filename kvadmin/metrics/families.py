@@ -171,6 +171,49 @@ LOAD_SCRAPE_DURATION = Family(
     LATENCY_BUCKETS,
 )
 
+# Delivered hits: written with each decision's outcome (`routing.outcomes`), per model and the
+# chosen pod (where the request went). Routing loss is available - achieved, index staleness
+# achieved - delivered.
+OUTCOMES = Family(
+    "kvadmin_outcomes_total",
+    "counter",
+    "Decisions whose outcome (the engine's reported usage) was posted",
+    ("model", "pod"),
+)
+OUTCOME_PROMPT_TOKENS = Family(
+    "kvadmin_outcome_prompt_tokens_total",
+    "counter",
+    "Prompt tokens of the decisions with an outcome, as the engine reported them",
+    ("model", "pod"),
+)
+HIT_TOKENS_AVAILABLE = Family(
+    "kvadmin_hit_tokens_available_total",
+    "counter",
+    "Cached tokens the best candidate was predicted to hit, at decision time",
+    ("model", "pod"),
+)
+HIT_TOKENS_ACHIEVED = Family(
+    "kvadmin_hit_tokens_achieved_total",
+    "counter",
+    "Cached tokens the chosen pod was predicted to hit, at decision time",
+    ("model", "pod"),
+)
+HIT_TOKENS_DELIVERED = Family(
+    "kvadmin_hit_tokens_delivered_total",
+    "counter",
+    "Cached tokens the chosen pod's engine reported (usage.prompt_tokens_details.cached_tokens)",
+    ("model", "pod"),
+)
+OUTCOME_TALLIES = {
+    "outcomes": OUTCOMES,
+    "prompt": OUTCOME_PROMPT_TOKENS,
+    "available": HIT_TOKENS_AVAILABLE,
+    "achieved": HIT_TOKENS_ACHIEVED,
+    "delivered": HIT_TOKENS_DELIVERED,
+}
+"""Each outcome adds to these, by the tally's name (also the field suffix of the per-minute
+buckets, `keys.OUTCOME_MINUTES_KEY_PREFIX`)."""
+
 RECORDED = (
     APPLY_DURATION,
     MATCH_RATIO,
@@ -186,6 +229,7 @@ RECORDED = (
     TOKENIZER_CHECKS,
     LOAD_SCRAPES,
     LOAD_SCRAPE_DURATION,
+    *OUTCOME_TALLIES.values(),
 )
 """Every family with its own Redis hash, in exposition order."""
 

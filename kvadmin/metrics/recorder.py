@@ -64,6 +64,11 @@ def hits_key(minute: int) -> str:
     return f"{HITS_KEY_PREFIX}{minute}"
 
 
+def outcome_minute_key(minute: int) -> str:
+    """The outcomes that arrived in `minute` (unix seconds // 60), per model and pod."""
+    return f"{keys.OUTCOME_MINUTES_KEY_PREFIX}{minute}"
+
+
 def observe(pipe: Pipeline, family: Family, labels: tuple[str, ...], value: float) -> None:
     """One observation of a histogram family: its bucket and its sum."""
     field = label_field(labels)

@@ -11,7 +11,9 @@ from datetime import UTC, datetime
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
+from kvadmin.conf import knob
 from kvadmin.routing.decisions import CandidateEstimate, Decision, PodExplanation
+from kvadmin.routing.outcomes import Outcome, Predicted, predicted
 
 _BADGE_CLASSES = {"GPU": "m-gpu", "CPU": "m-cpu", "CPU_PINNED": "m-cpu_pinned", "DISK": "m-disk"}
 
@@ -102,6 +104,12 @@ class EstimateLine:
 @dataclass(frozen=True, slots=True)
 class DecisionRow:
     decision: Decision
+    outcome: Outcome | None = None
+    """What the engine reported, once the gateway posted it (`routing.outcomes`)."""
+
+    @property
+    def predicted(self) -> Predicted:
+        return predicted(self.decision, knob("BLOCK_SIZE"))
 
     @property
     def time(self) -> str:

@@ -1,0 +1,208 @@
+"""Delivered hits: what the engine reported for a routed request, beside what was predicted.
+
+A gateway that asked for a decision posts its outcome (`POST /api/v1/decisions/<id>/outcome`):
+the prompt tokens and cached tokens of the engine's usage, and its time to first token. Each
+outcome is kept once per decision, as long as the decision log keeps the decision, and adds
+three tallies per model and chosen pod, so that an operator can tell the gaps apart:
+
+- available: the best candidate's predicted cached tokens at decision time (the most any
+  choice could have hit, as far as the index and kvadmin's own recent routing knew);
+- achieved: the chosen pod's predicted cached tokens;
+- delivered: the cached tokens the engine reported.
+
+available - achieved is routing loss (the policy traded hits for load), achieved - delivered
+is index staleness (the index promised blocks the engine no longer had), and a low available
+over prompt tokens is a workload without reuse.
+
+Storage (scoring/keys.py): the decision id index written with each logged decision
+(route_record.lua), the outcomes HASH, counters in the metric families (OUTCOME_TALLIES) and
+per-minute buckets for the dashboard, all written by one script (outcome_record.lua) so that a
+repeated post is refused atomically across processes and never counted twice.
+"""
+
+import math
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+import redis
+
+from kvadmin.metrics import families
+from kvadmin.metrics.families import label_field
+from kvadmin.metrics.recorder import HITS_TTL_SECONDS, outcome_minute_key
+from kvadmin.routing import decisions
+from kvadmin.routing.decisions import Decision
+from scoring import keys
+
+DECISION_ID = re.compile(r"[0-9a-f]{1,64}")
+"""What `routing.service` makes a decision id of: hex digits (time, then randomness)."""
+MAX_BODY_BYTES: Final = 1024
+MAX_TOKENS: Final = 2**31 - 1
+"""Beyond any context window; it keeps the counters' HINCRBY far from overflowing."""
+MAX_TTFT_MS: Final = 86_400_000.0
+FIELDS: Final = ("cached_tokens", "prompt_tokens", "ttft_ms")
+
+_RECORD_LUA: Final = (Path(__file__).parent / "outcome_record.lua").read_text()
+
+
+class InvalidOutcome(ValueError):
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class Outcome(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What the engine's response reported for the request a decision routed."""
+
+    cached_tokens: int
+    prompt_tokens: int
+    ttft_ms: float | None = None
+    at: float = 0.0
+    """Unix seconds it was recorded."""
+
+
+@dataclass(frozen=True, slots=True)
+class Predicted:
+    """The decision's predicted cached tokens: the best candidate's and the chosen pod's."""
+
+    available: int
+    achieved: int
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Outcome)
+
+
+def parse(body: object) -> Outcome:
+    """An outcome from a decoded JSON body; InvalidOutcome naming the field at fault."""
+    if not isinstance(body, dict):
+        raise InvalidOutcome("the body must be a JSON object")
+    unknown = sorted(str(name) for name in body if name not in FIELDS)
+    if unknown:
+        raise InvalidOutcome(f"unknown fields: {', '.join(unknown)}"[:300], unknown[0][:100])
+    prompt = _tokens(body, "prompt_tokens")
+    cached = _tokens(body, "cached_tokens")
+    if cached > prompt:
+        raise InvalidOutcome(
+            f"`cached_tokens` ({cached}) exceeds `prompt_tokens` ({prompt})", "cached_tokens"
+        )
+    ttft = body.get("ttft_ms")
+    if ttft is not None and (
+        type(ttft) not in (int, float) or not math.isfinite(ttft) or not 0 <= ttft <= MAX_TTFT_MS
+    ):
+        raise InvalidOutcome(
+            f"`ttft_ms` must be a number of milliseconds from 0 to {MAX_TTFT_MS:.0f}", "ttft_ms"
+        )
+    return Outcome(
+        cached_tokens=cached,
+        prompt_tokens=prompt,
+        ttft_ms=None if ttft is None else float(ttft),
+    )
+
+
+def _tokens(body: dict, name: str) -> int:
+    value = body.get(name)
+    if value is None:
+        raise InvalidOutcome(f"`{name}` is required", name)
+    if type(value) is not int or not 0 <= value <= MAX_TOKENS:
+        raise InvalidOutcome(f"`{name}` must be an integer from 0 to {MAX_TOKENS}", name)
+    return value
+
+
+def predicted(decision: Decision, block_size: int) -> Predicted:
+    """From the decision as recorded: the `ttft` estimates' cached tokens (speculative blocks
+    included, capped as engines cap them: routing.service's estimate), and for scored pods
+    beyond the recorded estimates their matched blocks, capped the same way."""
+    cap = max(decision.n_tokens - 1, 0)
+    hits = {scored.pod: min(scored.matched_blocks * block_size, cap) for scored in decision.scores}
+    for estimate in decision.estimates:
+        hits[estimate.pod] = estimate.cached_tokens
+    return Predicted(
+        available=max(hits.values(), default=0), achieved=hits.get(decision.chosen or "", 0)
+    )
+
+
+def find(decision_id: str, client: redis.Redis) -> Decision | None:
+    """The logged decision of that id, None when the log does not (or no longer) hold it."""
+    if not DECISION_ID.fullmatch(decision_id):
+        return None
+    logged_ms = client.zscore(keys.DECISION_IDS_KEY, decision_id)
+    if logged_ms is None:
+        return None
+    # Entries of the same millisecond are few: the decision is among them.
+    millisecond = str(int(logged_ms))
+    entries = client.xrange(decisions.DECISIONS_KEY, millisecond, millisecond)
+    return next((d for d in decisions.decoded(entries) if d.id == decision_id), None)
+
+
+def record(client: redis.Redis, decision: Decision, outcome: Outcome, block_size: int) -> str:
+    """Keep the outcome and add it to the accounting, once: "recorded", "repeated" (an outcome
+    was already recorded) or "unknown" (the decision left the log meanwhile)."""
+    outcome.at = time.time()
+    hits = predicted(decision, block_size)
+    amounts = {
+        "outcomes": 1,
+        "prompt": outcome.prompt_tokens,
+        "available": hits.available,
+        "achieved": hits.achieved,
+        "delivered": outcome.cached_tokens,
+    }
+    tallies = families.OUTCOME_TALLIES
+    script = client.register_script(_RECORD_LUA)
+    args: list[Any] = [
+        decision.id,
+        _encoder.encode(outcome),
+        label_field((decision.model, decision.chosen or "")),
+        HITS_TTL_SECONDS,
+    ]
+    for name in tallies:
+        args += [name, amounts[name]]
+    reply = script(
+        keys=[
+            keys.DECISION_IDS_KEY,
+            keys.OUTCOMES_KEY,
+            outcome_minute_key(int(outcome.at // 60)),
+            *(family.key for family in tallies.values()),
+        ],
+        args=args,
+    )
+    return reply.decode() if isinstance(reply, bytes) else reply
+
+
+def outcomes_of(client: redis.Redis, decision_ids: list[str]) -> dict[str, Outcome]:
+    """The recorded outcomes of these decisions (those without one are left out)."""
+    if not decision_ids:
+        return {}
+    found = {}
+    for decision_id, raw in zip(
+        decision_ids, client.hmget(keys.OUTCOMES_KEY, decision_ids), strict=True
+    ):
+        if raw is None:
+            continue
+        try:
+            found[decision_id] = _decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return found
+
+
+def to_api(decision: Decision, outcome: Outcome | None, block_size: int) -> dict[str, Any]:
+    """Predicted vs delivered, as a decision's API answer shows it (`delivered` is null until
+    the outcome arrives)."""
+    hits = predicted(decision, block_size)
+    delivered = None
+    if outcome is not None:
+        delivered = {
+            "cached_tokens": outcome.cached_tokens,
+            "prompt_tokens": outcome.prompt_tokens,
+            "ttft_ms": outcome.ttft_ms,
+            "at": outcome.at,
+        }
+    return {
+        "predicted": {"available_tokens": hits.available, "achieved_tokens": hits.achieved},
+        "delivered": delivered,
+    }

@@ -1,0 +1,40 @@
+"""The dashboard's "Delivered hits" tile: the last hour's outcomes as available vs achieved vs
+delivered cached tokens, with routing loss and index staleness named."""
+
+import pytest
+
+from kvadmin.dashboard.tiles import dashboard_tiles
+from kvadmin.engines.models import Engine
+from kvadmin.routing import outcomes, service
+from kvadmin.routing.outcomes import Outcome
+from tests.routing.conftest import MODEL, PODS, hold, tokens
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def reported(redis_client) -> None:
+    """Two decisions with outcomes: vllm-0 held 2 of the first prompt's 3 blocks and its
+    engine delivered 1; the second prompt had no hit anywhere, and none was delivered."""
+    for i, pod in enumerate(PODS[:2]):
+        Engine.objects.create(pod=pod, model=MODEL, events_endpoint=f"tcp://127.0.0.1:{5557 + i}")
+    hold(redis_client, PODS[0], tokens(3), ["GPU", "GPU"])
+    for token_ids, cached in ((tokens(3), 16), (tokens(3, start=999), 0)):
+        decision = service.score(MODEL, token_ids=token_ids)
+        outcome = Outcome(cached_tokens=cached, prompt_tokens=48)
+        assert outcomes.record(redis_client, decision, outcome, 16) == "recorded"
+
+
+def test_the_tile_adds_up_the_hours_outcomes(reported, redis_client) -> None:
+    hits = dashboard_tiles(redis_client).delivered
+    assert (hits.outcomes, hits.prompt) == (2, 96)
+    assert (hits.available, hits.achieved, hits.delivered) == (32, 32, 16)
+    assert (hits.routing_loss, hits.index_staleness) == (0, 16)
+
+
+def test_the_page_names_both_gaps(reported, client, django_user_model) -> None:
+    client.force_login(django_user_model.objects.create_user("bob", password="pw-bob-12345"))
+    page = client.get("/").content.decode()
+    assert 'id="tile-delivered"' in page and "Delivered hits" in page
+    assert 'data-routing-loss="0"' in page and 'data-index-staleness="16"' in page
+    assert f'data-pod="{PODS[0]}"' in page
