@@ -12,10 +12,8 @@ from django.views.decorators.http import require_GET, require_POST
 from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
 from kvadmin.api.untrusted_json import InvalidJson, decode_json
-from kvadmin.conf import knob
 from kvadmin.redis_clients import index_client
 from kvadmin.routing import decisions, outcomes, service
-from kvadmin.routing.decisions import Decision
 
 MAX_DECISIONS = 1000
 
@@ -56,7 +54,7 @@ def score(request: HttpRequest) -> HttpResponse:
         )
     except service.ScoreError as error:
         return error_answer(error.status, error.message, error.field)
-    return json_answer(_answer(decision, None))
+    return json_answer(outcomes.decision_answer(decision))
 
 
 @api_token_required(Scope.DECISIONS_READ)
@@ -74,9 +72,6 @@ def recent_decisions(request: HttpRequest) -> HttpResponse:
         limit, model=request.GET.get("model") or None, pod=request.GET.get("pod") or None
     )
     reported = outcomes.outcomes_of(index_client(), [decision.id for decision in found])
-    return json_answer({"decisions": [_answer(d, reported.get(d.id)) for d in found]})
-
-
-def _answer(decision: Decision, outcome: outcomes.Outcome | None) -> dict[str, Any]:
-    """A decision as the API answers it: predicted vs delivered hits beside the decision."""
-    return decisions.to_api(decision) | outcomes.to_api(decision, outcome, knob("BLOCK_SIZE"))
+    return json_answer(
+        {"decisions": [outcomes.decision_answer(d, reported.get(d.id)) for d in found]}
+    )

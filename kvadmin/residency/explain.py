@@ -24,7 +24,7 @@ from kvadmin.engines.models import Engine
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import owners_by_block
 from kvadmin.residency.media import medium_class, medium_label
-from kvadmin.routing import decisions, service
+from kvadmin.routing import outcomes, service
 from kvadmin.routing.decisions import Decision, PodExplanation
 from kvadmin.routing.tokenize import TokenizationFailed, Tokenizer, tokenize
 from scoring.hashing import block_hashes
@@ -164,7 +164,7 @@ def explain_request(form: ExplainForm) -> Explanation | None:
         decision=decision,
         blocks=blocks,
         rows=_grid(model, blocks, decision),
-        api=json.dumps(decisions.to_api(decision), indent=2),
+        api=json.dumps(outcomes.decision_answer(decision), indent=2),
         warnings=warnings,
     )
 

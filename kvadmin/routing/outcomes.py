@@ -30,6 +30,7 @@ from typing import Any, Final
 import msgspec
 import redis
 
+from kvadmin.conf import knob
 from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
 from kvadmin.metrics.recorder import HITS_TTL_SECONDS, outcome_minute_key
@@ -188,6 +189,12 @@ def outcomes_of(client: redis.Redis, decision_ids: list[str]) -> dict[str, Outco
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
     return found
+
+
+def decision_answer(decision: Decision, outcome: Outcome | None = None) -> dict[str, Any]:
+    """A decision as the API answers it (POST /api/v1/score, GET /api/v1/decisions, the
+    explain page): predicted vs delivered hits beside the decision."""
+    return decisions.to_api(decision) | to_api(decision, outcome, knob("BLOCK_SIZE"))
 
 
 def to_api(decision: Decision, outcome: Outcome | None, block_size: int) -> dict[str, Any]:
