@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import configure, percentile
 from kvadmin.redis_server import RedisServer, free_port
 
 MODEL = "Qwen/Qwen3-8B"
@@ -50,29 +51,7 @@ FEED_RATE = 1000
 FEED_SECONDS = 6.0
 
 
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
-
-
 # Setup -----------------------------------------------------------------------------------------
-
-
-def configure(redis_url: str, workdir: Path) -> dict[str, str]:
-    env = {
-        "DJANGO_SETTINGS_MODULE": "kvadmin.settings",
-        "REDIS_URL": redis_url,
-        "DATABASE_URL": f"sqlite://{workdir / 'bench.sqlite3'}",
-        "KVADMIN_VAR_DIR": str(workdir),
-        "SECRET_KEY": "bench-only-secret-key-bench-only-secret-key",
-        "KVADMIN_DEMO": "0",
-        "KVADMIN_LOG_LEVEL": "WARNING",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    return os.environ.copy()
 
 
 def build(rng: random.Random) -> tuple[list[list[int]], str, str]:

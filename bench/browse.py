@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import percentile
 from kvadmin.redis_server import RedisServer
 
 MODEL = "Qwen/Qwen3-8B"
@@ -130,11 +131,6 @@ def record_day_of_samples(client) -> None:
             member = json.dumps({"t": at, "c": counts}, separators=(",", ":"))
             pipe.zadd(key, {member: at})
         pipe.execute()
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.harness import percentile
 from kvadmin.redis_server import RedisServer
 from scoring.choice import choose
 from scoring.hashing import block_hashes
@@ -100,11 +101,6 @@ def build_index(client: redis.Redis, rng: random.Random) -> tuple[list[int], dic
                 store(block, pod, NOW - rng.randrange(7200), rng.choice(("GPU", "CPU", None)))
     pipeline.execute()
     return tokens, started_at
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 class Runs:

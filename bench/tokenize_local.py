@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -35,36 +34,13 @@ import time
 import urllib.request
 from collections.abc import Callable
 
+from bench.harness import configure, percentile
 from kvadmin.redis_server import RedisServer, free_port
 
 SIZES = {1_000: 200, 10_000: 60, 100_000: 20}
 """Prompt tokens -> rounds (each way)."""
 KEEP = 16 * 128
 LOCAL_MODEL, ENGINE_MODEL = "bench/local", "bench/engine"
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
-
-
-def configure(redis_url: str, workdir: Path) -> dict[str, str]:
-    env = {
-        "DJANGO_SETTINGS_MODULE": "kvadmin.settings",
-        "REDIS_URL": redis_url,
-        "DATABASE_URL": f"sqlite://{workdir / 'bench.sqlite3'}",
-        "KVADMIN_VAR_DIR": str(workdir),
-        "SECRET_KEY": "bench-only-secret-key-bench-only-secret-key",
-        "KVADMIN_DEMO": "0",
-        "KVADMIN_LOG_LEVEL": "WARNING",
-        "KVADMIN_TOKENIZE_CACHE_SIZE": "0",
-        "KVADMIN_TOKENIZER_CHECK_EVERY": "0",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    return os.environ.copy()
 
 
 class Prompts:
@@ -180,7 +156,13 @@ def bench_score(prompts: Prompts, url: str, token: str) -> None:
 
 def main() -> None:
     with RedisServer() as redis_server, tempfile.TemporaryDirectory() as workdir:
-        env = configure(redis_server.url, Path(workdir))
+        # No token cache and no guard: every request's prompt is tokenized, once.
+        env = configure(
+            redis_server.url,
+            Path(workdir),
+            KVADMIN_TOKENIZE_CACHE_SIZE="0",
+            KVADMIN_TOKENIZER_CHECK_EVERY="0",
+        )
         from django.core.management import call_command
 
         from kvadmin.api.models import ApiToken
