@@ -8,7 +8,12 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvadmin.api.models import ApiToken
-from tests.ingest.conftest import publisher, start_loop  # noqa: F401  (shared fixtures)
+from kvadmin.engines.models import Engine
+from tests.ingest.conftest import MODEL, publisher, start_loop  # noqa: F401  (shared fixtures)
+
+POD = "vllm-0.default"
+STREAM = {"pod": POD, "rank": "0"}
+"""The labels of the engine's rank-0 stream on /metrics."""
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 Scrape = Callable[[], Samples]
@@ -40,3 +45,16 @@ def scrape(db) -> Scrape:
         return parse(response.content.decode())
 
     return get
+
+
+@pytest.fixture
+def engine(publisher) -> Engine:  # noqa: F811  (the fixture it is)
+    """The publisher, registered as an engine."""
+    return Engine.objects.create(
+        pod=POD,
+        model=MODEL,
+        kind="vllm",
+        events_endpoint=publisher.endpoint,
+        replay_endpoint=publisher.replay_endpoint,
+        topic="kv-events",
+    )

@@ -5,30 +5,14 @@ import time
 
 import pytest
 
-from kvadmin.engines.models import Engine
 from kvadmin.ingest import status
 from kvadmin.ingest.streams import StreamId
 from tests.ingest.blocks import removed, stored
-from tests.ingest.conftest import MODEL, spec_for
-from tests.operations.conftest import value
+from tests.ingest.conftest import spec_for
+from tests.operations.conftest import POD, STREAM, value
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
-POD = "vllm-0.default"
-STREAM = {"pod": POD, "rank": "0"}
-
-
-@pytest.fixture
-def engine(publisher) -> Engine:
-    """The publisher, registered as an engine."""
-    return Engine.objects.create(
-        pod=POD,
-        model=MODEL,
-        kind="vllm",
-        events_endpoint=publisher.endpoint,
-        replay_endpoint=publisher.replay_endpoint,
-        topic="kv-events",
-    )
 
 
 def _ingest(publisher, start_loop, redis_client, *batches, ts: float | None = None) -> None:

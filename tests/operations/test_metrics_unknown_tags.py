@@ -5,31 +5,16 @@ are bounded: they are engine-chosen text."""
 import msgspec
 import pytest
 
-from kvadmin.engines.models import Engine
 from kvadmin.ingest import status
 from kvadmin.ingest.events import UNKNOWN_TAGS_MAX
 from kvadmin.ingest.streams import StreamId
-from tests.ingest.conftest import MODEL, spec_for
-from tests.operations.conftest import value
+from tests.ingest.conftest import spec_for
+from tests.operations.conftest import POD, STREAM, value
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
-POD = "vllm-0.default"
-STREAM = {"pod": POD, "rank": "0"}
 STORE = {"type": "BlockStored", "block_hashes": [11], "token_ids": list(range(16))}
 STORE |= {"block_size": 16, "medium": "GPU", "origin": "local", "session_id": "s-1"}
-
-
-@pytest.fixture
-def engine(publisher) -> Engine:
-    return Engine.objects.create(
-        pod=POD,
-        model=MODEL,
-        kind="vllm",
-        events_endpoint=publisher.endpoint,
-        replay_endpoint=publisher.replay_endpoint,
-        topic="kv-events",
-    )
 
 
 def _send(publisher, start_loop, redis_client, *batches: list[dict]) -> None:
