@@ -35,6 +35,14 @@ def refused(*args: str) -> str:
     return str(raised.value)
 
 
+def from_the_shell(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`manage.py tier_weights ARGS` in a process of its own, as an operator's shell runs it."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "tier_weights", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
 def test_set_merges_over_the_current_weights(fresh_weights) -> None:
     assert (
         run("set", "--base-version", current(), "gpu=1", "cpu=0.7", "--reason", "nightly tune")
@@ -107,23 +115,7 @@ def test_history_and_restore(fresh_weights) -> None:
 # holds no transaction open meanwhile.
 @pytest.mark.django_db(transaction=True)
 def test_a_refusal_exits_non_zero_from_the_shell(subprocess_env) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "tier_weights",
-            "set",
-            "--base-version",
-            "1",
-            "gpu=1.5",
-            "fs=-1",
-        ],
-        cwd=ROOT,
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = from_the_shell(subprocess_env, "set", "--base-version", "1", "gpu=1.5", "fs=-1")
     assert result.returncode == 1
     assert "'gpu': must be between 0 and 1, got 1.5" in result.stderr
     assert "'fs': must be between 0 and 1, got -1.0" in result.stderr
@@ -153,14 +145,6 @@ def test_a_stale_base_version_saves_nothing_and_tells_what_changed(fresh_weights
 
 @pytest.mark.django_db(transaction=True)
 def test_a_stale_base_version_exits_non_zero_from_the_shell(subprocess_env, version_one) -> None:
-    command = [sys.executable, "manage.py", "tier_weights", "set", "--base-version", "0"]
-    result = subprocess.run(
-        [*command, "gpu=0.9"],
-        cwd=ROOT,
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = from_the_shell(subprocess_env, "set", "--base-version", "0", "gpu=0.9")
     assert result.returncode == 1
     assert "after you loaded version 0" in result.stderr
