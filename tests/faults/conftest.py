@@ -141,3 +141,14 @@ def site(subprocess_env: dict[str, str], transactional_db, django_user_model) ->
         site.resume_redis()
     stop_process(process)
     site.redis.stop()
+
+
+def not_a_fast_503(site: Site) -> dict[str, tuple[int, float]]:
+    """Every request of REQUESTS during an outage; path -> (status, seconds) of those not
+    answered as they must be: a 503 within FAST_SECONDS (a 200 for pages that degrade)."""
+    answers = {request: site.call(request) for request in REQUESTS}
+    return {
+        request.path: (answer.status, round(answer.seconds, 2))
+        for request, answer in answers.items()
+        if answer.status != (200 if request.degrades else 503) or answer.seconds > FAST_SECONDS
+    }
