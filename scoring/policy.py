@@ -25,7 +25,7 @@ one pod and distinct conversations spread.
 """
 
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal
 
 from scoring.choice import choose, tie_break
@@ -76,20 +76,7 @@ class CandidateCost:
     """The kthena score (compatibility.md 2.4), 0 for a pod without the first block."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "pod": self.pod,
-            "matched_blocks": self.matched_blocks,
-            "speculative_blocks": self.speculative_blocks,
-            "cached_tokens": self.cached_tokens,
-            "uncached_tokens": self.uncached_tokens,
-            "wait_s": self.wait_s,
-            "prefill_s": self.prefill_s,
-            "reload_s": self.reload_s,
-            "work_penalty_s": self.work_penalty_s,
-            "cost_s": self.cost_s,
-            "load_stale": self.load_stale,
-            "score": self.score,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
