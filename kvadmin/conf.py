@@ -38,6 +38,10 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "LOAD_SCRAPE_THREADS": 16,
     "LOAD_TTL_SECONDS": 60.0,
     "LOAD_STALE_SECONDS": 3.0,
+    # The prefill counters are also kept as a sample every LOAD_FIT_SAMPLE_SECONDS, the latest
+    # LOAD_FIT_SAMPLES of them per engine: what /weights/ fits the TTFT parameters from.
+    "LOAD_FIT_SAMPLE_SECONDS": 10.0,
+    "LOAD_FIT_SAMPLES": 360,
     # Largest batch accepted by POST /api/v1/events/<pod>; DATA_UPLOAD_MAX_MEMORY_SIZE caps it.
     "PUSH_MAX_BYTES": 2 * 1024 * 1024,
     # What ingestion accepts of one KV-event batch (ZMQ or pushed); real engines stay far below.

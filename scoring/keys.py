@@ -193,6 +193,13 @@ def load_lock_key(pod: str) -> str:
     return f"kvadmin:load-lock:{pod}"
 
 
+def load_fit_samples_key(pod: str) -> str:
+    """LIST, newest first: "<unix seconds> <JSON>" samples of the pod's prefill counters and
+    running requests, one per fit interval (kvadmin.load.scraper), for fitting the TTFT
+    parameters (kvadmin.weights.fit). Capped; expires when the scrapes stop."""
+    return f"kvadmin:load-samples:{pod}"
+
+
 def load_error_key(pod: str) -> str:
     """HASH: the pod's last failed load scrape: at (unix seconds), reason, message."""
     return f"kvadmin:load-error:{pod}"

@@ -49,7 +49,8 @@ NAMES: Final[dict[str, Names]] = {
         },
     ),
     # sglang/srt/metrics/collector.py: SchedulerMetricsCollector's gauges and
-    # TokenizerMetricsCollector's counters. SGLang has no prefill-time histogram.
+    # TokenizerMetricsCollector's counters. SGLang has no prefill-time histogram; its time to
+    # first token less its queue time (both histograms) is the equivalent.
     "sglang": Names(
         running=("sglang:num_running_reqs",),
         waiting=("sglang:num_queue_reqs",),
@@ -57,6 +58,9 @@ NAMES: Final[dict[str, Names]] = {
         counters={
             "prompt_tokens_total": ("sglang:prompt_tokens_total",),
             "cached_tokens_total": ("sglang:cached_tokens_total",),
+            "ttft_seconds_sum": ("sglang:time_to_first_token_seconds_sum",),
+            "ttft_seconds_count": ("sglang:time_to_first_token_seconds_count",),
+            "queue_seconds_sum": ("sglang:queue_time_seconds_sum",),
         },
     ),
 }

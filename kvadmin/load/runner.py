@@ -37,6 +37,8 @@ def build_scraper(worker_id: str) -> LoadScraper:
             max_bytes=knob("LOAD_SCRAPE_MAX_BYTES"),
             threads=knob("LOAD_SCRAPE_THREADS"),
             ttl=knob("LOAD_TTL_SECONDS"),
+            sample_every=knob("LOAD_FIT_SAMPLE_SECONDS"),
+            samples=knob("LOAD_FIT_SAMPLES"),
         ),
     )
 

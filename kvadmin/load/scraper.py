@@ -9,6 +9,11 @@ One scraper per engine across workers: at each tick a worker claims each engine 
 (`SET NX PX` of `keys.load_lock_key`, all in one round trip) and scrapes the ones it got; a
 dead worker's engines are claimed by another the next period.
 
+The prefill counters also go, one sample per `sample_every` seconds, to a capped list per engine
+(`keys.load_fit_samples_key`): the load HASH holds only the latest values, and fitting the TTFT
+parameters needs their differences over time (kvadmin.weights.fit). A short script appends a
+sample only when the newest one is old enough, in the same transaction as the load.
+
 One engine never delays another: the fetches run in a thread pool and the round waits for them
 at most the scrape timeout; fetches still running then are aborted (their sockets shut down)
 and counted as timeouts. A failed scrape leaves the last good load in place (its
@@ -16,6 +21,7 @@ and counted as timeouts. A failed scrape leaves the last good load in place (its
 """
 
 import concurrent.futures as cf
+import json
 import logging
 import threading
 import time
@@ -36,6 +42,20 @@ FAILURES = ("timeout", "error", "http", "too_large", "unparsable", "missing", "b
 """Every reason a scrape fails for (`FetchFailed` and `Unreadable` reasons)."""
 ERROR_TTL_SECONDS = 86400
 MAX_MESSAGE = 200
+
+_SAMPLE = """
+local newest = redis.call('LINDEX', KEYS[1], 0)
+if newest then
+  local at = tonumber(string.match(newest, '^(%S+)'))
+  if at and tonumber(ARGV[1]) - at < tonumber(ARGV[2]) then
+    return 0
+  end
+end
+redis.call('LPUSH', KEYS[1], ARGV[1] .. ' ' .. ARGV[3])
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[4]) - 1)
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +81,10 @@ class ScrapeSettings:
     max_bytes: int = 1024 * 1024
     threads: int = 16
     ttl: float = 60.0
+    sample_every: float = 10.0
+    """Seconds between two kept samples of the prefill counters."""
+    samples: int = 360
+    """Samples kept per engine."""
 
 
 class LoadScraper:
@@ -166,10 +190,19 @@ class LoadScraper:
             pipe.delete(load_key)
             pipe.hset(load_key, mapping=load_fields(outcome.load, now, outcome.seconds))
             pipe.expire(load_key, ttl)
+            if outcome.load.counters:
+                self._sample(pipe, outcome.pod, outcome.load, now)
         pipe.execute()
         for outcome in outcomes:
             if outcome.load is None:
                 log.info("load scrape of %s: %s (%s)", outcome.pod, outcome.reason, outcome.message)
+
+    def _sample(self, pipe: redis.client.Pipeline, pod: str, load: Load, now: float) -> None:
+        every, kept = self.settings.sample_every, max(1, self.settings.samples)
+        sample = json.dumps({"running": load.running, **load.counters}, separators=(",", ":"))
+        lifetime = max(round(self.settings.ttl), round(every * kept))
+        key = keys.load_fit_samples_key(pod)
+        pipe.eval(_SAMPLE, 1, key, f"{now:.3f}", every, sample, kept, lifetime)
 
 
 def load_fields(load: Load, scraped_at: float, seconds: float) -> dict[str, str]:

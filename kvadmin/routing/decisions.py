@@ -74,6 +74,12 @@ class CandidateEstimate(msgspec.Struct, kw_only=True):
     cost_s: float
     load_stale: bool
     """The engine's load was stale or absent: the virtual queue alone priced the wait."""
+    running: int = 0
+    """The running requests that priced the decode slowdown."""
+    runs: list[tuple[str | None, int]] = []
+    """The media of the blocks the pod was priced as holding, in block order (speculative
+    blocks as GPU): with `wait_s` and `running`, what a what-if needs to price the pod again
+    under other weights and parameters (kvadmin.weights.whatif)."""
 
 
 class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):

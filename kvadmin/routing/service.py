@@ -7,7 +7,8 @@ chooses a pod and records the decision:
    registered engine of the model).
 2. Token ids: given, or from the model's local tokenizer or a candidate engine's /tokenize
    (`routing.tokenize`); the decision records which (`tokenizer`).
-3. `scoring.index.read_for_routing` with the active tier weights, in one Redis round trip
+3. `scoring.index.read_for_routing` with the active tier weights (and, for the policy, the
+   active TTFT parameters of the same version: `weights.active`), in one Redis round trip
    (compatibility.md 5.8) that also reads each candidate's last (re)start as the ingest reader
    recorded it per stream, so ownership written before it is dropped (compatibility.md 2.4 step 1);
    a data-parallel pod restarts with its newest rank. The same round trip reads each candidate's
@@ -50,7 +51,15 @@ from kvadmin.weights.active import active_weights
 from scoring import route_record
 from scoring.index import read_for_routing
 from scoring.keys import stream_name, stream_status_key
-from scoring.policy import DEFAULT_POLICY, POLICIES, Policy, PolicyChoice, RouteRequest, choose_pod
+from scoring.policy import (
+    DEFAULT_POLICY,
+    POLICIES,
+    Policy,
+    PolicyChoice,
+    RouteRequest,
+    choose_pod,
+    matched_runs,
+)
 from scoring.route_record import RouteAdvance
 from scoring.route_state import (
     LoadReading,
@@ -60,7 +69,7 @@ from scoring.route_state import (
     speculative_blocks,
 )
 from scoring.score import PodScore, ScoreResult
-from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters, estimate_prefill
+from scoring.ttft import TtftParameters, estimate_prefill
 from scoring.weights import TierWeights
 
 log = logging.getLogger(__name__)
@@ -181,24 +190,20 @@ def score(
     result = read.result
     scored = perf_counter()
     first_block = read.blocks[0] if read.blocks else 0
-    parameters = DEFAULT_PARAMETERS
+    parameters = active.parameters
     loads = _loads(read.state, model, n_tokens, block_size, active.weights, parameters)
-    choice = choose_pod(
-        RouteRequest(
-            model=model,
-            blocks=read.blocks,
-            prompt_tokens=n_tokens,
-            block_size=block_size,
-            candidates=pods_,
-            runs={pod.pod: pod.media_runs for pod in result.pods},
-            scores=result.scores,
-            speculative=speculative_blocks(read.state, read.blocks) if read.state else {},
-            loads={pod: reading.load for pod, reading in loads.items()},
-        ),
-        active.weights,
-        chosen_by,
-        parameters,
+    route = RouteRequest(
+        model=model,
+        blocks=read.blocks,
+        prompt_tokens=n_tokens,
+        block_size=block_size,
+        candidates=pods_,
+        runs={pod.pod: pod.media_runs for pod in result.pods},
+        scores=result.scores,
+        speculative=speculative_blocks(read.state, read.blocks) if read.state else {},
+        loads={pod: reading.load for pod, reading in loads.items()},
     )
+    choice = choose_pod(route, active.weights, chosen_by, parameters)
     assert result.timings is not None
     decision = Decision(
         id=f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(4)}",
@@ -232,7 +237,7 @@ def score(
         tokenizer_fallback=tokenized.fallback,
         policy=choice.policy,
         reason=choice.reason,
-        estimates=_estimates(choice, loads),
+        estimates=_estimates(choice, loads, route),
         stale_loads=list(choice.stale_pods),
     )
     if record:
@@ -257,7 +262,9 @@ def _loads(
     return {pod: load_reading(raw, state.now_ms, fresh_s, cold) for pod, raw in state.pods.items()}
 
 
-def _estimates(choice: PolicyChoice, loads: dict[str, LoadReading]) -> list[CandidateEstimate]:
+def _estimates(
+    choice: PolicyChoice, loads: dict[str, LoadReading], route: RouteRequest
+) -> list[CandidateEstimate]:
     """The cheapest ROUTING_ESTIMATES_MAX candidates' estimates, and the chosen pod's: every
     decision keeps them, so a fleet of hundreds of pods must not multiply the log's size."""
     limit = knob("ROUTING_ESTIMATES_MAX")
@@ -284,6 +291,14 @@ def _estimates(choice: PolicyChoice, loads: dict[str, LoadReading]) -> list[Cand
                 work_penalty_s=cost.work_penalty_s,
                 cost_s=cost.cost_s,
                 load_stale=cost.load_stale,
+                running=route.loads[cost.pod].running if cost.pod in route.loads else 0,
+                runs=list(
+                    matched_runs(
+                        route.runs.get(cost.pod, ()),
+                        route.blocks,
+                        route.speculative.get(cost.pod, frozenset()),
+                    )[0]
+                ),
             )
         )
     return estimates

@@ -1,4 +1,5 @@
-"""The tier weights every scoring process uses right now, with the version that names them.
+"""The tier weights and TTFT parameters every scoring process uses right now, with the version
+that names them (a version holds both, kvadmin.weights.parameters).
 
 A saved version is published to Redis (`VERSION_KEY` + `CONFIG_KEY`, set together by one
 script). Each process (web or worker, however many) keeps the weights in memory and re-reads
@@ -31,6 +32,7 @@ from kvadmin.ingest.apply import MediaPreference
 from kvadmin.redis_clients import index_client
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from scoring import keys
+from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
 from scoring.weights import InvalidTierWeights, TierWeights
 
 log = logging.getLogger(__name__)
@@ -53,9 +55,15 @@ return 1
 class ActiveWeights:
     version: int
     weights: TierWeights
+    parameters: TtftParameters = DEFAULT_PARAMETERS
+    """The `ttft` policy's parameters of the same version."""
+
+    @classmethod
+    def of(cls, version: int, config: WeightConfig) -> "ActiveWeights":
+        return cls(version, config.tier_weights(), config.ttft)
 
 
-_DEFAULTS = ActiveWeights(version=0, weights=KTHENA_DEFAULTS.tier_weights())
+_DEFAULTS = ActiveWeights.of(0, KTHENA_DEFAULTS)
 
 
 @dataclass(slots=True)
@@ -111,7 +119,7 @@ def publish(version: int, config: WeightConfig, *, force: bool = False) -> bool:
         client.eval(_PUBLISH, 2, VERSION_KEY, CONFIG_KEY, version, payload, "1" if force else "0")
     )
     if published:
-        _state.active = ActiveWeights(version, config.tier_weights())
+        _state.active = ActiveWeights.of(version, config)
         _state.checked_at = time.monotonic()
     return published
 
@@ -161,7 +169,7 @@ def _parsed(payload: str | None) -> ActiveWeights | None:
         return None
     try:
         data = json.loads(payload)
-        return ActiveWeights(int(data["version"]), WeightConfig.from_json(data).tier_weights())
+        return ActiveWeights.of(int(data["version"]), WeightConfig.from_json(data))
     except (ValueError, KeyError, TypeError, InvalidTierWeights) as error:
         _log_once("config", "tier weights: the published config is unusable (%s)", error)
         return None
@@ -179,7 +187,7 @@ def _bootstrapped(current: ActiveWeights | None) -> ActiveWeights:
         return current or _DEFAULTS
     version, config = found[0]
     publish(version, config)
-    return _parsed(index_client().get(CONFIG_KEY)) or ActiveWeights(version, config.tier_weights())
+    return _parsed(index_client().get(CONFIG_KEY)) or ActiveWeights.of(version, config)
 
 
 def _read_latest_saved(found: list[tuple[int, WeightConfig] | Exception]) -> None:

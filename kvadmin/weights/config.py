@@ -1,16 +1,20 @@
 """One saved tier-weight configuration: what operators edit, store and export.
 
-A `WeightConfig` is the configured entries only (normalized medium name -> weight), the fallback and
-a note per medium. What scoring uses is `tier_weights()`: the entries merged over kthena's built-in
-defaults (compatibility.md 2.5). Keeping the configured entries apart from the effective table is
-what lets the page say "kthena default" or "weighs the fallback" for the rest.
+A `WeightConfig` is the configured entries only (normalized medium name -> weight), the fallback,
+a note per medium and the `ttft` policy's parameters (`ttft`, versioned with the weights). What
+scoring uses is `tier_weights()`: the entries merged over kthena's built-in defaults
+(compatibility.md 2.5). Keeping the configured entries apart from the effective table is what
+lets the page say "kthena default" or "weighs the fallback" for the rest.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from kvadmin.weights import parameters
+from kvadmin.weights.parameters import ParameterChange
+from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
 from scoring.weights import (
     DEFAULT_FALLBACK,
     DEFAULT_WEIGHTS,
@@ -37,6 +41,8 @@ class WeightConfig:
     weights: Mapping[str, float]
     fallback: float = DEFAULT_FALLBACK
     notes: Mapping[str, str] = field(default_factory=dict)
+    ttft: TtftParameters = DEFAULT_PARAMETERS
+    """The `ttft` policy's parameters (validated when built, see scoring.ttft)."""
 
     @classmethod
     def validated(
@@ -44,6 +50,7 @@ class WeightConfig:
         weights: Mapping[str, object],
         fallback: object = DEFAULT_FALLBACK,
         notes: Mapping[str, str] | None = None,
+        ttft: TtftParameters = DEFAULT_PARAMETERS,
     ) -> "WeightConfig":
         """Check `weights` with `TierWeights.from_config` (raises `InvalidTierWeights` naming
         every bad entry) and keep them under their normalized names, sorted. Notes of media
@@ -66,13 +73,18 @@ class WeightConfig:
             weights=MappingProxyType(dict(sorted(configured.items()))),
             fallback=effective.fallback,
             notes=MappingProxyType(dict(sorted(kept_notes.items()))),
+            ttft=ttft,
         )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "WeightConfig":
-        """A stored configuration (validated again: stored JSON is input too)."""
+        """A stored configuration (validated again: stored JSON is input too). One saved
+        before parameters were versioned has no "ttft": the documented defaults."""
         return cls.validated(
-            data.get("weights", {}), data.get("fallback", DEFAULT_FALLBACK), data.get("notes")
+            data.get("weights", {}),
+            data.get("fallback", DEFAULT_FALLBACK),
+            data.get("notes"),
+            parameters.from_json(data.get("ttft")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -80,7 +92,11 @@ class WeightConfig:
             "weights": dict(self.weights),
             "fallback": self.fallback,
             "notes": dict(self.notes),
+            "ttft": parameters.to_json(self.ttft),
         }
+
+    def with_ttft(self, ttft: TtftParameters) -> "WeightConfig":
+        return replace(self, ttft=ttft)
 
     def tier_weights(self) -> TierWeights:
         return TierWeights.from_config(self.weights, self.fallback)
@@ -92,10 +108,13 @@ class WeightConfig:
             dict(self.weights) == dict(other.weights)
             and self.fallback == other.fallback
             and dict(self.notes) == dict(other.notes)
+            and self.ttft == other.ttft
         )
 
     def __hash__(self) -> int:
-        return hash((tuple(self.weights.items()), self.fallback, tuple(self.notes.items())))
+        return hash(
+            (tuple(self.weights.items()), self.fallback, tuple(self.notes.items()), self.ttft)
+        )
 
 
 KTHENA_DEFAULTS = WeightConfig.validated(dict(DEFAULT_WEIGHTS), DEFAULT_FALLBACK)
@@ -134,9 +153,9 @@ class Change:
         return f"{self.medium} {weight_text(self.before)} → {weight_text(self.after)}"
 
 
-def diff(before: WeightConfig, after: WeightConfig) -> list[Change]:
+def diff(before: WeightConfig, after: WeightConfig) -> list[Change | ParameterChange]:
     """What changed from `before` to `after`: weights by medium name, then notes, then the
-    fallback."""
+    fallback, then the TTFT parameters."""
     changes = [
         Change(name, before.weights.get(name), after.weights.get(name), "weight")
         for name in sorted(before.weights.keys() | after.weights.keys())
@@ -149,4 +168,4 @@ def diff(before: WeightConfig, after: WeightConfig) -> list[Change]:
     ]
     if before.fallback != after.fallback:
         changes.append(Change("", before.fallback, after.fallback, "fallback"))
-    return changes
+    return [*changes, *parameters.diff(before.ttft, after.ttft)]

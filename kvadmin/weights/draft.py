@@ -5,6 +5,11 @@ Form fields: `row` (repeated, one key per row, in display order), and per row ke
 `name-k`, `weight-k`, `note-k`, `remove-k` (a checkbox); then `fallback`, `reason` and
 `base_version`. Row keys are opaque, so rows can be added in the browser without renumbering.
 
+The TTFT parameters (kvadmin.weights.parameters): `ttft-<field>` for each scalar, and one row
+per model speed, `speed` (repeated keys) with `speed_model-k`, `speed_tps-k`, `speed_remove-k`.
+A post without `ttft-kappa` (a script that edits only weights) keeps the parameters it is given
+(the views give the current version's).
+
 The rules themselves live in `TierWeights.from_config`; this module only turns text into
 numbers and maps each error back to its row. Two rows with exactly the same name cannot be
 told apart in a mapping, so that one check is made here.
@@ -15,8 +20,11 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kvadmin.engines.model_names import model_name_problem
 from kvadmin.weights.config import NOTE_MAX_LENGTH, WeightConfig, weight_text
+from kvadmin.weights.parameters import SCALARS, number_text
 from kvadmin.weights.versions import REASON_MAX_LENGTH
+from scoring.ttft import DEFAULT_PARAMETERS, InvalidTtftParameters, TtftParameters
 from scoring.weights import InvalidTierWeights, TierWeights
 
 MAX_ROWS = 64
@@ -38,6 +46,21 @@ class DraftRow:
 
 
 @dataclass(slots=True)
+class SpeedRow:
+    """One model's prefill speed, as posted."""
+
+    key: str
+    model: str = ""
+    speed: str = ""
+    removed: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def blank(self) -> bool:
+        return not (self.model.strip() or self.speed.strip())
+
+
+@dataclass(slots=True)
 class Draft:
     """What the form holds; `errors` anywhere means it cannot be saved."""
 
@@ -47,14 +70,31 @@ class Draft:
     base_version: int | None = None
     fallback_errors: list[str] = field(default_factory=list)
     form_errors: list[str] = field(default_factory=list)
+    ttft: dict[str, str] = field(default_factory=dict)
+    """The TTFT scalars as text, by field name (`parameters.SCALARS`)."""
+    speeds: list[SpeedRow] = field(default_factory=list)
+    ttft_errors: dict[str, list[str]] = field(default_factory=dict)
+    """Errors of the TTFT scalars, by field name."""
     config: WeightConfig | None = None
     """The validated configuration, set by `validate` when there are no errors."""
 
     @property
     def has_errors(self) -> bool:
         return bool(
-            self.form_errors or self.fallback_errors or any(row.errors for row in self.rows)
+            self.form_errors
+            or self.fallback_errors
+            or any(row.errors for row in self.rows)
+            or any(self.ttft_errors.values())
+            or any(row.errors for row in self.speeds)
         )
+
+    @property
+    def ttft_fields(self) -> list[tuple[str, str, str, list[str]]]:
+        """(field name, label, text, errors) of each scalar, for the page."""
+        return [
+            (name, label, self.ttft.get(name, ""), self.ttft_errors.get(name, []))
+            for name, label in SCALARS
+        ]
 
     @classmethod
     def from_config(cls, config: WeightConfig, base_version: int) -> "Draft":
@@ -62,15 +102,29 @@ class Draft:
             DraftRow(new_row_key(), name, weight_text(weight), config.notes.get(name, ""))
             for name, weight in config.weights.items()
         ]
-        return cls(rows, weight_text(config.fallback), base_version=base_version)
+        draft = cls(rows, weight_text(config.fallback), base_version=base_version)
+        draft.set_parameters(config.ttft)
+        return draft
+
+    def set_parameters(self, parameters: TtftParameters) -> None:
+        """Show `parameters` in the parameter fields (a version's, or fitted ones)."""
+        self.ttft = {name: number_text(getattr(parameters, name)) for name, _ in SCALARS}
+        self.speeds = [
+            SpeedRow(new_row_key(), model, number_text(speed))
+            for model, speed in parameters.prefill_tokens_per_s
+        ]
+        self.ttft_errors = {}
 
 
 def new_row_key() -> str:
     return secrets.token_hex(4)
 
 
-def parse_draft(data: Mapping[str, object]) -> Draft:
-    """Read a posted form (a QueryDict or a dict of lists) and validate it."""
+def parse_draft(
+    data: Mapping[str, object], kept: TtftParameters = DEFAULT_PARAMETERS
+) -> Draft:
+    """Read a posted form (a QueryDict or a dict of lists) and validate it. `kept`: the TTFT
+    parameters of a post that has no parameter fields."""
     keys = _getlist(data, "row")
     rows = [
         DraftRow(
@@ -88,6 +142,19 @@ def parse_draft(data: Mapping[str, object]) -> Draft:
         reason=_get(data, "reason"),
         base_version=_int_or_none(_get(data, "base_version")),
     )
+    if _getlist(data, "ttft-kappa"):
+        draft.ttft = {name: _get(data, f"ttft-{name}") for name, _ in SCALARS}
+        draft.speeds = [
+            SpeedRow(
+                key=key,
+                model=_get(data, f"speed_model-{key}"),
+                speed=_get(data, f"speed_tps-{key}"),
+                removed=bool(_get(data, f"speed_remove-{key}")),
+            )
+            for key in dict.fromkeys(_getlist(data, "speed"))
+        ]
+    else:
+        draft.set_parameters(kept)
     validate(draft)
     return draft
 
@@ -120,10 +187,51 @@ def validate(draft: Draft) -> None:
             row.errors.append(problems[row.name])
     if len(draft.reason.strip()) > REASON_MAX_LENGTH:
         draft.form_errors.append(f"the reason is longer than {REASON_MAX_LENGTH} characters")
-    if not draft.has_errors and fallback is not None:
+    parameters = _parameters(draft)
+    if not draft.has_errors and fallback is not None and parameters is not None:
         draft.config = WeightConfig.validated(
-            weights, fallback, {row.name: row.note for row in kept}
+            weights, fallback, {row.name: row.note for row in kept}, parameters
         )
+
+
+def _parameters(draft: Draft) -> TtftParameters | None:
+    """The draft's TTFT parameters, or None with each error beside its field. The rules are
+    TtftParameters' own; only text to numbers and model names are checked here."""
+    if len(draft.speeds) > MAX_ROWS:
+        draft.form_errors.append(f"at most {MAX_ROWS} model speeds")
+    scalars: dict[str, float] = {}
+    for name, label in SCALARS:
+        errors = draft.ttft_errors.setdefault(name, [])
+        value = _number(draft.ttft.get(name, ""), errors, label, "")
+        if value is not None:
+            scalars[name] = value
+    kept = [row for row in draft.speeds if not row.removed and not row.blank]
+    speeds: list[tuple[str, float]] = []
+    for row in kept:
+        if problem := model_name_problem(row.model):
+            row.errors.append(problem)
+        speed = _number(row.speed, row.errors, "tokens per second", "")
+        if not row.errors and speed is not None:
+            speeds.append((row.model, speed))
+    for model, count in Counter(row.model for row in kept).items():
+        if count > 1:
+            for row in kept:
+                if row.model == model and "listed twice" not in row.errors:
+                    row.errors.append("listed twice")
+    if draft.has_errors or len(scalars) < len(SCALARS):
+        return None
+    try:
+        return TtftParameters(**scalars, prefill_tokens_per_s=tuple(speeds))  # type: ignore[arg-type]
+    except InvalidTtftParameters as invalid:
+        by_key = {f"prefill_tokens_per_s[{row.model!r}]": row for row in kept}
+        for key, reason in invalid.errors.items():
+            if key in by_key:
+                by_key[key].errors.append(reason)
+            elif key in draft.ttft_errors:
+                draft.ttft_errors[key].append(reason)
+            else:
+                draft.form_errors.append(f"{key}: {reason}")
+        return None
 
 
 def _problems(weights: dict[str, object], fallback: float) -> dict[str, str]:
@@ -135,17 +243,19 @@ def _problems(weights: dict[str, object], fallback: float) -> dict[str, str]:
     return {}
 
 
-def _number(text: str, errors: list[str], what: str) -> float | None:
+def _number(
+    text: str, errors: list[str], what: str, bounds: str = " between 0 and 1"
+) -> float | None:
     """Form text to a float, or None with the reason appended. "nan" and "inf" become floats
-    that the weight rules then reject with their own words."""
+    that the weight (or parameter) rules then reject with their own words."""
     text = text.strip()
     if not text:
-        errors.append(f"enter {what} between 0 and 1")
+        errors.append(f"enter {what}{bounds}")
         return None
     try:
         number = float(text)
     except ValueError:
-        errors.append(f"must be a number between 0 and 1, got {text!r}")
+        errors.append(f"must be a number{bounds}, got {text[:40]!r}")
         return None
     return number
 

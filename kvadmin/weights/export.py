@@ -3,7 +3,12 @@
 The YAML is the fragment of the router ConfigMap's `routerConfiguration` that carries the
 `kvcache-aware` plugin arguments; an operator merges it into `kthena-router-config`. kthena
 fixes the fallback at 1.0, so another fallback is exported with a warning: the router would
-score unknown media differently from kvadmin.
+score unknown media differently from kvadmin. kthena has no TTFT policy: the version's TTFT
+parameters are kvadmin's alone and appear only in the JSON.
+
+kthena reads the ConfigMap once, at start: saving a version changes kvadmin's scoring at once
+and kthena's router only once the ConfigMap is applied and the router restarted
+(`KUBECTL_COMMANDS`).
 """
 
 from typing import Any
@@ -11,9 +16,21 @@ from typing import Any
 import yaml
 
 from kvadmin.conf import knob
+from kvadmin.weights import parameters
 from kvadmin.weights.models import TierWeightsVersion
 
 PLUGIN = "kvcache-aware"
+CONFIGMAP = "kthena-router-config"
+ROUTER_DEPLOYMENT = "kthena-router"
+NAMESPACE = "kthena-system"
+"""kthena's default namespace; the page says to use the one kthena is installed in."""
+
+KUBECTL_COMMANDS = (
+    f"kubectl -n {NAMESPACE} edit configmap {CONFIGMAP}",
+    f"kubectl -n {NAMESPACE} rollout restart deployment {ROUTER_DEPLOYMENT}",
+)
+"""Merge the fragment into the ConfigMap's `routerConfiguration`, then restart the router:
+kthena reads its configuration only at start (compatibility.md 2.5)."""
 
 
 def kthena_args(version: TierWeightsVersion) -> dict[str, Any]:
@@ -31,7 +48,10 @@ def kthena_yaml(version: TierWeightsVersion) -> str:
     fragment = {"scheduler": {"pluginConfig": [{"name": PLUGIN, "args": kthena_args(version)}]}}
     header = [
         f"# kvadmin tier weights version {version.version}: the {PLUGIN} plugin arguments",
-        "# for routerConfiguration in the kthena-router-config ConfigMap.",
+        f"# for routerConfiguration in the {CONFIGMAP} ConfigMap. kthena's router changes only",
+        "# when the ConfigMap is applied and the router restarted:",
+        *(f"#   {command}" for command in KUBECTL_COMMANDS),
+        "# (TTFT parameters are kvadmin's own: kthena has no TTFT policy.)",
     ]
     fallback = version.weight_config.fallback
     if fallback != 1.0:
@@ -58,4 +78,5 @@ def weights_json(version: TierWeightsVersion) -> dict[str, Any]:
         "tierWeights": weights.as_kthena_config(),
         "kthenaCompatible": weights.kthena_compatible,
         "kthena": {"name": PLUGIN, "args": kthena_args(version)},
+        "ttft": parameters.to_json(config.ttft),
     }

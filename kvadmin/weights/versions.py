@@ -26,6 +26,13 @@ class NothingChanged(Exception):
     """The configuration equals the current version: no version is added."""
 
 
+class ReasonRequired(ValueError):
+    """Every save and restore says why: the history is read when something went wrong."""
+
+    def __init__(self) -> None:
+        super().__init__("give a reason: the history shows it beside the change")
+
+
 @dataclass(frozen=True, slots=True)
 class HistoryEntry:
     version: TierWeightsVersion
@@ -68,23 +75,29 @@ def current_version() -> TierWeightsVersion:
 
 
 def save_version(
-    config: WeightConfig, *, author: str, base_version: int, reason: str = ""
+    config: WeightConfig, *, author: str, base_version: int, reason: str
 ) -> TierWeightsVersion:
     """Append `config` as the next version. `base_version` is the version the draft was made
-    from: when another save came in between, refuse with `StaleDraft` (no silent overwrite)."""
+    from: when another save came in between, refuse with `StaleDraft` (no silent overwrite).
+    A blank `reason` raises `ReasonRequired`."""
     return _append(config, author=author, reason=reason, base_version=base_version)
 
 
-def restore_version(version: int, *, author: str) -> TierWeightsVersion:
+def restore_version(
+    version: int, *, author: str, base_version: int, reason: str
+) -> TierWeightsVersion:
     """Append a copy of an earlier version as the newest one (TierWeightsVersion.DoesNotExist
-    when there is no such version; NothingChanged when it equals the current one)."""
+    when there is no such version; NothingChanged when it equals the current one). Like a
+    save, it is checked against the version the operator saw (`base_version`): restoring over
+    a change someone else just saved raises `StaleDraft`, so that change is not undone unseen."""
     old = TierWeightsVersion.objects.get(version=version)
-    # A restore names the version it puts in effect, whatever is current: no base to check.
+    if not reason.strip():
+        raise ReasonRequired
     return _append(
         old.weight_config,
         author=author,
-        reason=f"restored version {version}",
-        base_version=None,
+        reason=f"restored version {version}: {reason.strip()}",
+        base_version=base_version,
         restored_from=version,
     )
 
@@ -109,10 +122,12 @@ def _append(
     *,
     author: str,
     reason: str,
-    base_version: int | None,
+    base_version: int,
     restored_from: int | None = None,
 ) -> TierWeightsVersion:
     reason = reason.strip()
+    if not reason:
+        raise ReasonRequired
     if len(reason) > REASON_MAX_LENGTH:
         raise ValueError(f"the reason is longer than {REASON_MAX_LENGTH} characters")
     try:
@@ -122,7 +137,7 @@ def _append(
         with transaction.atomic():
             latest = TierWeightsVersion.objects.select_for_update().order_by("-version").first()
             number = latest.version if latest else 0
-            if base_version is not None and base_version != number:
+            if base_version != number:
                 raise _Stale
             if config == (latest.weight_config if latest else KTHENA_DEFAULTS):
                 raise NothingChanged(f"version {number} already has these weights")
@@ -137,8 +152,7 @@ def _append(
     except (_Stale, IntegrityError):
         # IntegrityError: another save took the same number between our read and our insert
         # (a database that does not serialise as above).
-        base = base_version if base_version is not None else number
-        raise StaleDraft(base, history(after=base)) from None
+        raise StaleDraft(base_version, history(after=base_version)) from None
     return saved
 
 

@@ -1,20 +1,31 @@
-"""What-if: the latest recorded decisions replayed under draft weights, summarized.
+"""What-if: the latest recorded decisions replayed under a draft version, summarized.
 
 A decision records, per scored pod, the media of its matched blocks in order, so it can be
-rescored under any weights without reading the index again (`routing.decisions.rescore`).
+rescored under any weights without reading the index again (`routing.decisions.rescore`). A
+decision the `ttft` policy made also records, per priced candidate, the wait, the running
+requests and the blocks it was priced as holding, so it is priced again under the draft's
+weights AND TTFT parameters with the policy itself (`scoring.policy.choose_pod`). Two things
+are kept as recorded: the wait (the queue of predicted prefills as it stood), and the candidates
+(the ones the decision kept, ROUTING_ESTIMATES_MAX of them and the chosen pod). When the replay
+ties among pods that include the recorded choice, the recorded tie-break stands: it hashed a
+block the decision does not keep.
+
 The comparison is with what was actually chosen: "how many requests would have gone
-elsewhere". The same decisions also replay under both shipped conventions, kthena's defaults
-(unconfigured media at the 1.0 fallback) and kvadmin's (every medium weighed in physical
-order), so an operator sees what adopting either would do. Nothing is written.
+elsewhere". The same decisions also replay under both shipped weight conventions, kthena's
+defaults (unconfigured media at the 1.0 fallback) and kvadmin's (every medium weighed in
+physical order), with the draft's parameters, so an operator sees what adopting either would
+do. Nothing is written.
 """
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kvadmin.conf import knob
 from kvadmin.routing import decisions
 from kvadmin.routing.decisions import Decision
 from kvadmin.weights.config import KTHENA_DEFAULTS, KVADMIN_DEFAULTS, WeightConfig
+from scoring.policy import PodLoad, RouteRequest, choose_pod
 from scoring.weights import TierWeights
 
 MAX_DECISIONS = 10_000
@@ -113,15 +124,47 @@ def summarize(replays: Iterable[Replay]) -> WhatIf:
     return WhatIf(replayed, changed, traffic, _buckets(deltas), tuple(sorted(versions)))
 
 
-def replay(decision: Decision, weights: TierWeights) -> Replay:
+def replay(decision: Decision, config: WeightConfig) -> Replay:
+    weights = config.tier_weights()
     chosen, pods = decisions.rescore(decision, weights)
+    scores_after = {scored.pod: scored.score for scored in pods}
+    if decision.policy == "ttft" and decision.estimates:
+        chosen = _ttft_choice(decision, config, scores_after)
     return Replay(
         chosen_before=decision.chosen,
         chosen_after=chosen,
         scores_before={scored.pod: scored.score for scored in decision.scores},
-        scores_after={scored.pod: scored.score for scored in pods},
+        scores_after=scores_after,
         weights_version=decision.weights_version,
     )
+
+
+def _ttft_choice(decision: Decision, config: WeightConfig, scores: dict[str, int]) -> str | None:
+    """The `ttft` policy's choice among the recorded candidates under `config`."""
+    index_runs = {scored.pod: tuple(scored.runs) for scored in decision.scores}
+    runs = {
+        # An entry recorded before estimates kept their runs: the index's runs stand in.
+        e.pod: tuple(e.runs) if e.runs or not e.matched_blocks else index_runs.get(e.pod, ())
+        for e in decision.estimates
+    }
+    request = RouteRequest(
+        model=decision.model,
+        blocks=(decision.first_block,),
+        prompt_tokens=decision.n_tokens,
+        block_size=knob("BLOCK_SIZE"),
+        candidates=list(runs),
+        runs=runs,
+        scores=scores,
+        speculative={},
+        loads={e.pod: PodLoad(e.wait_s, e.running, e.load_stale) for e in decision.estimates},
+    )
+    choice = choose_pod(request, config.tier_weights(), "ttft", config.ttft)
+    if choice.tie_broken:
+        lowest = choice.candidates[0].cost_s
+        tied = {c.pod for c in choice.candidates if c.cost_s == lowest}
+        if decision.chosen in tied:
+            return decision.chosen
+    return choice.chosen
 
 
 def _buckets(deltas: Counter[int]) -> list[Bucket]:
@@ -133,27 +176,27 @@ def _buckets(deltas: Counter[int]) -> list[Bucket]:
     return [Bucket(label, count, round(_BAR_EM * count / largest, 2)) for label, count in counts]
 
 
-def preview(weights: TierWeights, limit: int) -> WhatIf:
-    """Replay the latest `limit` recorded decisions under `weights`."""
-    return summarize(replay(decision, weights) for decision in decisions.recent(limit))
+def preview(config: WeightConfig, limit: int) -> WhatIf:
+    """Replay the latest `limit` recorded decisions under `config`."""
+    return summarize(replay(decision, config) for decision in decisions.recent(limit))
 
 
 @dataclass(frozen=True, slots=True)
 class Convention:
-    """The replayed decisions under one shipped convention."""
+    """The replayed decisions under one shipped weight convention."""
 
     label: str
     weights: TierWeights
     result: WhatIf
 
 
-def compare(draft: TierWeights, limit: int) -> tuple[WhatIf, list[Convention]]:
-    """`preview` of the draft, and the same decisions (read once) under each convention."""
+def compare(draft: WeightConfig, limit: int) -> tuple[WhatIf, list[Convention]]:
+    """`preview` of the draft, and the same decisions (read once) under each weight
+    convention with the draft's TTFT parameters."""
     recent = decisions.recent(limit)
     conventions = []
-    for label, config in CONVENTIONS:
-        weights = config.tier_weights()
-        conventions.append(
-            Convention(label, weights, summarize(replay(d, weights) for d in recent))
-        )
+    for label, convention in CONVENTIONS:
+        config = convention.with_ttft(draft.ttft)
+        result = summarize(replay(d, config) for d in recent)
+        conventions.append(Convention(label, config.tier_weights(), result))
     return summarize(replay(decision, draft) for decision in recent), conventions

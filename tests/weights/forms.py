@@ -9,14 +9,16 @@ from urllib.parse import urlencode
 from django.contrib.auth.models import Permission
 from django.test import Client
 
+from kvadmin.weights.parameters import SCALARS, number_text
 from kvadmin.weights.versions import current_version
+from scoring.ttft import DEFAULT_PARAMETERS
 
 DEFAULT_ROWS = (("gpu", "1"), ("cpu", "0.8"), ("cpu_pinned", "0.8"))
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
 def weights_form(
-    *rows: tuple[str, str], fallback: str = "1", reason: str = "", **extra: str
+    *rows: tuple[str, str], fallback: str = "1", reason: str = "a test change", **extra: str
 ) -> dict[str, object]:
     """The draft with `rows` as (name, weight); base_version is the current version."""
     data: dict[str, object] = {
@@ -30,6 +32,19 @@ def weights_form(
         data[f"name-k{index}"] = name
         data[f"weight-k{index}"] = weight
         data[f"note-k{index}"] = ""
+    return data
+
+
+def ttft_fields(speeds: tuple[tuple[str, str], ...] = (), **scalars: str) -> dict[str, object]:
+    """The TTFT parameter fields as the page posts them: the defaults, but for `scalars`
+    (field name -> text) and the model `speeds` ((model, tokens/s) rows)."""
+    texts = {name: number_text(getattr(DEFAULT_PARAMETERS, name)) for name, _ in SCALARS}
+    texts.update(scalars)
+    data: dict[str, object] = {f"ttft-{name}": text for name, text in texts.items()}
+    data["speed"] = [f"s{index}" for index in range(len(speeds))]
+    for index, (model, speed) in enumerate(speeds):
+        data[f"speed_model-s{index}"] = model
+        data[f"speed_tps-s{index}"] = speed
     return data
 
 

@@ -29,7 +29,7 @@ def viewing(client, viewer, fresh_weights):
 @pytest.mark.parametrize(("method", "url"), WRITES)
 def test_a_viewer_gets_403_on_every_write(viewing, method: str, url: str) -> None:
     save_version(
-        DRAFT_CONFIG, author="erin", base_version=current_version().version
+        DRAFT_CONFIG, author="erin", reason="a test change", base_version=current_version().version
     )  # so that a restore of version 1 would change
     data = weights_form(("gpu", "0.5")) if method == "post" else {}
     response = getattr(viewing, method)(url, data, **HTMX)
@@ -38,7 +38,9 @@ def test_a_viewer_gets_403_on_every_write(viewing, method: str, url: str) -> Non
 
 
 def test_a_viewer_sees_the_weights_but_no_way_to_edit(viewing) -> None:
-    save_version(DRAFT_CONFIG, author="erin", base_version=current_version().version)
+    save_version(
+        DRAFT_CONFIG, author="erin", reason="a test change", base_version=current_version().version
+    )
     main = viewing.get("/weights/").content.decode().split("<main>", 1)[1]
     for control in ("<form", "<input", "hx-post", "hx-get"):
         assert control not in main, control

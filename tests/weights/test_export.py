@@ -30,6 +30,7 @@ def test_the_yaml_is_the_kvcache_aware_plugin_args(viewing) -> None:
     save_version(
         WeightConfig.validated({"GPU": 1.0, "Disk": 0.25}),
         author="erin",
+        reason="a test change",
         base_version=current_version().version,
     )
     response = viewing.get("/weights/export/kthena.yaml")
@@ -46,6 +47,7 @@ def test_a_fallback_kthena_cannot_express_is_flagged(viewing) -> None:
     save_version(
         WeightConfig.validated({}, fallback=0.5),
         author="erin",
+        reason="a test change",
         base_version=current_version().version,
     )
     text = viewing.get("/weights/export/kthena.yaml").content.decode()

@@ -58,6 +58,7 @@ def test_a_saved_version_reaches_another_process_within_a_second(scorer: Scorer)
         save_version(
             WeightConfig.validated({"cpu": cpu}),
             author="erin",
+            reason="a test change",
             base_version=current_version().version,
         )
         expected = {"version": version, "score": int((1 + cpu) / 2 * 100)}
@@ -73,7 +74,10 @@ def test_a_saved_version_reaches_a_celery_worker_within_a_second(
 
     wait_until(lambda: worker_version() == 1, timeout=10, what="the worker on version 1")
     save_version(
-        WeightConfig.validated({"gpu": 0.9}), author="erin", base_version=current_version().version
+        WeightConfig.validated({"gpu": 0.9}),
+        author="erin",
+        reason="a test change",
+        base_version=current_version().version,
     )
     delay = seconds_until("the worker on version 2", lambda: worker_version() == 2)
     assert delay < 1.0

@@ -5,7 +5,7 @@ import pytest
 from kvadmin.routing.decisions import DECISIONS_KEY
 from kvadmin.weights.active import active_weights
 from kvadmin.weights.models import TierWeightsVersion
-from tests.weights.forms import HTMX, weights_form
+from tests.weights.forms import HTMX, ttft_fields, weights_form
 from tests.weights.recorded import record
 
 pytestmark = pytest.mark.django_db
@@ -44,8 +44,32 @@ def test_it_replays_as_many_decisions_as_asked(editing) -> None:
 
 def test_an_invalid_draft_shows_its_errors_in_the_editor_instead(editing) -> None:
     response = editing.post("/weights/preview/", weights_form(("gpu", "1.5")), **HTMX)
+    html = response.content.decode()
     assert response.status_code == 200
-    assert response["HX-Retarget"] == "#weights"
-    assert response["HX-Reswap"] == "outerHTML"
-    assert "must be between 0 and 1, got 1.5" in response.content.decode()
+    assert html.lstrip().startswith('<div id="editor">'), "the editor, with its errors"
+    assert "must be between 0 and 1, got 1.5" in html
+    assert 'id="whatif-changed"' not in html
     assert TierWeightsVersion.objects.count() == 1
+
+
+def test_a_successful_preview_clears_the_errors_of_an_earlier_attempt(editing) -> None:
+    """The editor is re-rendered from the posted draft: errors shown before are gone."""
+    editing.post("/weights/preview/", weights_form(("gpu", "1.5")), **HTMX)
+    response = editing.post("/weights/preview/", weights_form(("gpu", "0.9")), **HTMX)
+    html = response.content.decode()
+    assert html.lstrip().startswith('<div id="editor">')
+    assert "must be between" not in html and 'role="alert"' not in html
+    assert 'name="weight-k0" value="0.9"' in html, "the draft stays as the operator left it"
+    assert 'id="whatif-changed"' in html
+
+
+def test_a_preview_replays_under_the_drafts_ttft_parameters_too(editing) -> None:
+    """The recorded decisions were made by the kthena policy: parameters do not change them,
+    and the form's parameters are read and validated (a bad one is pinned to its field)."""
+    data = weights_form(*DRAFT_ROWS, **ttft_fields(kappa="-1"))
+    html = editing.post("/weights/preview/", data, **HTMX).content.decode()
+    assert 'id="ttft-errors-kappa"' in html and "must be at least 0" in html
+    data = weights_form(*DRAFT_ROWS, **ttft_fields(kappa="3"))
+    html = editing.post("/weights/preview/", data, **HTMX).content.decode()
+    assert '<strong id="whatif-changed">2</strong> of 3' in html
+    assert 'name="ttft-kappa" value="3"' in html

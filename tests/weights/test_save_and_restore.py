@@ -1,5 +1,6 @@
 """A valid edit is saved as one new version by its author, shown at once with its history
-entry; a restore is one click and one new version."""
+entry; a restore is reviewed, confirmed with a reason, checked against the version the
+operator saw, and one new version."""
 
 import pytest
 
@@ -48,16 +49,50 @@ def test_removing_a_row_and_changing_the_fallback(editing) -> None:
     assert saved.config["fallback"] == 0.6
 
 
-def test_restore_is_one_click_and_one_new_version(editing) -> None:
+def test_a_restore_is_reviewed_then_confirmed_with_a_reason(editing) -> None:
     editing.post("/weights/save/", weights_form(("gpu", "0.5")), **HTMX)
-    response = editing.post("/weights/restore/1/", **HTMX)
+    review = editing.get("/weights/restore/1/review/", **HTMX).content.decode()
+    assert "Review: restore version 1 as version 3" in review
+    assert "gpu 0.5 → 1" in review and "added cpu = 0.8" in review
+    assert 'name="base_version" value="2"' in review
+    assert TierWeightsVersion.objects.count() == 2, "reviewing saves nothing"
+
+    refused = editing.post("/weights/restore/1/", {"base_version": "2", "reason": " "}, **HTMX)
+    assert "give a reason" in refused.content.decode()
+    assert TierWeightsVersion.objects.count() == 2
+
+    response = editing.post(
+        "/weights/restore/1/", {"base_version": "2", "reason": "GPU is fine"}, **HTMX
+    )
     assert "Restored version 1 as version 3." in response.content.decode()
-    assert TierWeightsVersion.objects.get(version=3).restored_from == 1
+    restored = TierWeightsVersion.objects.get(version=3)
+    assert (restored.restored_from, restored.reason) == (1, "restored version 1: GPU is fine")
     assert active_weights().weights.weight_for("GPU") == 1.0
 
 
+def test_a_restore_over_a_change_saved_since_is_409(editing) -> None:
+    """Erin reviewed the restore at version 2; someone saved version 3 before she confirmed."""
+    editing.post("/weights/save/", weights_form(("gpu", "0.5")), **HTMX)
+    editing.post("/weights/save/", weights_form(("gpu", "0.7")), **HTMX)
+    response = editing.post("/weights/restore/1/", {"base_version": "2", "reason": "undo"}, **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 409
+    assert "version 3 was saved by erin after you loaded version 2" in html
+    assert "gpu 0.5 → 0.7" in html, "what was saved since"
+    assert TierWeightsVersion.objects.count() == 3
+
+
+def test_a_restore_without_base_version_is_refused(editing) -> None:
+    editing.post("/weights/save/", weights_form(("gpu", "0.5")), **HTMX)
+    response = editing.post("/weights/restore/1/", {"reason": "undo"}, **HTMX)
+    assert response.status_code == 400
+    assert TierWeightsVersion.objects.count() == 2
+
+
 def test_restoring_a_missing_version_is_404(editing) -> None:
-    assert editing.post("/weights/restore/99/", **HTMX).status_code == 404
+    assert editing.get("/weights/restore/99/review/", **HTMX).status_code == 404
+    response = editing.post("/weights/restore/99/", {"base_version": "1", "reason": "x"}, **HTMX)
+    assert response.status_code == 404
     assert TierWeightsVersion.objects.count() == 1
 
 

@@ -22,7 +22,9 @@ def test_a_stale_save_is_409_with_what_changed_since(editing) -> None:
     save_version(
         WeightConfig.validated({"cpu": 0.5}), author="bob", reason="CPU is slow", base_version=1
     )
-    save_version(WeightConfig.validated({"cpu": 0.6}), author="carol", base_version=2)
+    save_version(
+        WeightConfig.validated({"cpu": 0.6}), author="carol", reason="a test change", base_version=2
+    )
 
     response = editing.post("/weights/save/", form, **HTMX)
 
@@ -30,7 +32,7 @@ def test_a_stale_save_is_409_with_what_changed_since(editing) -> None:
     html = response.content.decode()
     assert "version 3 was saved by carol after you loaded version 1" in html
     assert "bob · “CPU is slow”: cpu 0.8 → 0.5" in html
-    assert "carol: cpu 0.5 → 0.6" in html
+    assert "carol · “a test change”: cpu 0.5 → 0.6" in html
     assert 'name="weight-k1" value="0.3"' in html, "the operator's draft is kept"
     assert current_version().version == 3
 
@@ -52,11 +54,20 @@ def test_a_save_without_base_version_is_refused(editing) -> None:
 
 
 def test_stale_draft_lists_every_version_saved_since_newest_first(fresh_weights) -> None:
-    save_version(WeightConfig.validated({"cpu": 0.5}), author="bob", base_version=1)
-    save_version(WeightConfig.validated({"cpu": 0.6}), author="carol", base_version=2)
+    save_version(
+        WeightConfig.validated({"cpu": 0.5}), author="bob", reason="a test change", base_version=1
+    )
+    save_version(
+        WeightConfig.validated({"cpu": 0.6}), author="carol", reason="a test change", base_version=2
+    )
 
     with pytest.raises(StaleDraft) as raised:
-        save_version(WeightConfig.validated({"disk": 0.1}), author="erin", base_version=1)
+        save_version(
+            WeightConfig.validated({"disk": 0.1}),
+            author="erin",
+            reason="a test change",
+            base_version=1,
+        )
 
     assert [entry.version.version for entry in raised.value.saved_since] == [3, 2]
-    assert " · bob: cpu 0.8 → 0.5; " in raised.value.details[1]
+    assert " · bob · “a test change”: cpu 0.8 → 0.5; " in raised.value.details[1]

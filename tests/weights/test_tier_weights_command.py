@@ -55,14 +55,26 @@ def test_set_merges_over_the_current_weights(fresh_weights) -> None:
 
 
 def test_set_matches_names_ignoring_case(fresh_weights) -> None:
-    run("set", "--base-version", current(), "CPU=0.6", "Disk=0.2", "--fallback", "0.9")
+    run(
+        "set",
+        "--base-version",
+        current(),
+        "CPU=0.6",
+        "Disk=0.2",
+        "--fallback",
+        "0.9",
+        "--reason",
+        "t",
+    )
     saved = TierWeightsVersion.objects.get(version=2)
     assert saved.config["weights"] == {"cpu": 0.6, "cpu_pinned": 0.8, "disk": 0.2, "gpu": 1.0}
     assert saved.config["fallback"] == 0.9
 
 
 def test_set_names_every_bad_entry(fresh_weights) -> None:
-    message = refused("set", "--base-version", current(), "gpu=1.5", "cpu=nan", "=0.5", "disk")
+    message = refused(
+        "set", "--base-version", current(), "gpu=1.5", "cpu=nan", "=0.5", "disk", "--reason", "t"
+    )
     assert "'gpu': must be between 0 and 1, got 1.5" in message
     assert "'cpu': must be a number between 0 and 1, got NaN" in message
     assert "'': the name is empty" in message
@@ -70,32 +82,32 @@ def test_set_names_every_bad_entry(fresh_weights) -> None:
 
 
 def test_set_refuses_the_same_medium_twice_in_different_case(fresh_weights) -> None:
-    message = refused("set", "--base-version", current(), "disk=0.5", "DISK=0.4")
+    message = refused("set", "--base-version", current(), "disk=0.5", "DISK=0.4", "--reason", "t")
     assert "'disk': the same medium as 'DISK'" in message
 
 
 def test_set_refuses_a_bad_fallback(fresh_weights) -> None:
     assert "fallback: must be between 0 and 1, got -0.1" in refused(
-        "set", "--base-version", current(), "--fallback=-0.1"
+        "set", "--base-version", current(), "--fallback=-0.1", "--reason", "t"
     )
 
 
 def test_set_can_remove_a_medium(fresh_weights) -> None:
-    run("set", "--base-version", current(), "--remove", "CPU_PINNED")
+    run("set", "--base-version", current(), "--remove", "CPU_PINNED", "--reason", "t")
     assert TierWeightsVersion.objects.get(version=2).config["weights"] == {"cpu": 0.8, "gpu": 1.0}
     assert "'disk': not configured" in refused(
-        "set", "--base-version", current(), "--remove", "disk"
+        "set", "--base-version", current(), "--remove", "disk", "--reason", "t"
     )
 
 
 def test_setting_the_same_weights_saves_nothing(fresh_weights) -> None:
     assert "version 1 already has these weights" in refused(
-        "set", "--base-version", current(), "gpu=1"
+        "set", "--base-version", current(), "gpu=1", "--reason", "t"
     )
 
 
 def test_show_lists_the_effective_weights(fresh_weights) -> None:
-    run("set", "--base-version", current(), "disk=0.25")
+    run("set", "--base-version", current(), "disk=0.25", "--reason", "t")
     out = run("show")
     assert "version 2" in out
     assert "disk             0.25   configured" in out
@@ -104,18 +116,26 @@ def test_show_lists_the_effective_weights(fresh_weights) -> None:
 
 def test_history_and_restore(fresh_weights) -> None:
     run("set", "--base-version", current(), "gpu=0.5", "--reason", "experiment")
-    assert run("restore", "1") == "restored version 1 as version 3\n"
+    assert "--reason" in refused("restore", "1", "--base-version", "2")
+    assert run("restore", "1", "--base-version", "2", "--reason", "undo") == (
+        "restored version 1 as version 3\n"
+    )
+    assert "version 3 was saved by" in refused(
+        "restore", "2", "--base-version", "2", "--reason", "stale"
+    )
     history = run("history")
     assert "gpu 1 → 0.5" in history and "gpu 0.5 → 1" in history
     with pytest.raises(CommandError, match="there is no version 9"):
-        run("restore", "9")
+        run("restore", "9", "--base-version", "3", "--reason", "x")
 
 
 # The shell's process writes (or takes the write lock) beside this one's: a transactional test
 # holds no transaction open meanwhile.
 @pytest.mark.django_db(transaction=True)
 def test_a_refusal_exits_non_zero_from_the_shell(subprocess_env) -> None:
-    result = from_the_shell(subprocess_env, "set", "--base-version", "1", "gpu=1.5", "fs=-1")
+    result = from_the_shell(
+        subprocess_env, "set", "--base-version", "1", "gpu=1.5", "fs=-1", "--reason", "t"
+    )
     assert result.returncode == 1
     assert "'gpu': must be between 0 and 1, got 1.5" in result.stderr
     assert "'fs': must be between 0 and 1, got -1.0" in result.stderr
@@ -131,13 +151,20 @@ def test_publish_repairs_an_announcement_redis_lost(fresh_weights) -> None:
 
 
 def test_set_needs_the_version_it_was_made_from(fresh_weights) -> None:
-    assert "--base-version" in refused("set", "gpu=0.9")
+    assert "--base-version" in refused("set", "gpu=0.9", "--reason", "t")
+
+
+def test_set_needs_a_reason(fresh_weights) -> None:
+    assert "--reason" in refused("set", "--base-version", current(), "gpu=0.9")
+    assert "give a reason" in refused(
+        "set", "--base-version", current(), "gpu=0.9", "--reason", " "
+    )
 
 
 def test_a_stale_base_version_saves_nothing_and_tells_what_changed(fresh_weights) -> None:
     run("set", "--base-version", "1", "cpu=0.5", "--reason", "CPU is slow", "--author", "bob")
 
-    message = refused("set", "--base-version", "1", "gpu=0.9")
+    message = refused("set", "--base-version", "1", "gpu=0.9", "--reason", "t")
 
     assert "version 2 was saved by bob after you loaded version 1" in message
     assert "version 2 · " in message and " UTC · bob · “CPU is slow”: cpu 0.8 → 0.5" in message
@@ -145,6 +172,8 @@ def test_a_stale_base_version_saves_nothing_and_tells_what_changed(fresh_weights
 
 @pytest.mark.django_db(transaction=True)
 def test_a_stale_base_version_exits_non_zero_from_the_shell(subprocess_env, version_one) -> None:
-    result = from_the_shell(subprocess_env, "set", "--base-version", "0", "gpu=0.9")
+    result = from_the_shell(
+        subprocess_env, "set", "--base-version", "0", "gpu=0.9", "--reason", "t"
+    )
     assert result.returncode == 1
     assert "after you loaded version 0" in result.stderr

@@ -46,7 +46,10 @@ def test_a_configure_button_prefills_a_row_for_a_seen_medium(editing, fresh_weig
 
 def test_an_unconfigured_default_is_shown_as_kthenas(editing) -> None:
     save_version(
-        WeightConfig.validated({"gpu": 1.0}), author="erin", base_version=current_version().version
+        WeightConfig.validated({"gpu": 1.0}),
+        author="erin",
+        reason="a test change",
+        base_version=current_version().version,
     )
     html = main(editing.get("/weights/"))
     cpu = html.split("<td>cpu</td>", 1)[1].split("</tr>", 1)[0]

@@ -3,9 +3,9 @@
 import time
 
 from kvadmin.routing.decisions import DECISIONS_KEY, encode
+from kvadmin.weights.config import KTHENA_DEFAULTS
 from kvadmin.weights.whatif import PodTraffic, compare, preview
-from scoring.weights import TierWeights
-from tests.weights.recorded import DECISIONS, DRAFT, RECORDED_VERSION, record
+from tests.weights.recorded import DECISIONS, DRAFT_CONFIG, RECORDED_VERSION, record
 
 
 def bucket_counts(result) -> dict[str, int]:
@@ -14,7 +14,7 @@ def bucket_counts(result) -> dict[str, int]:
 
 def test_it_finds_the_decisions_the_draft_would_change(fresh_weights) -> None:
     record(fresh_weights)
-    result = preview(DRAFT, 1000)
+    result = preview(DRAFT_CONFIG, 1000)
     assert (result.replayed, result.changed) == (3, 2)
     assert result.traffic == [PodTraffic("p3", 0, 1), PodTraffic("p1", 2, 1)]
     assert bucket_counts(result) == {
@@ -28,14 +28,14 @@ def test_it_finds_the_decisions_the_draft_would_change(fresh_weights) -> None:
 
 def test_the_recorded_weights_change_nothing(fresh_weights) -> None:
     record(fresh_weights)
-    result = preview(TierWeights(), 1000)
+    result = preview(KTHENA_DEFAULTS, 1000)
     assert (result.replayed, result.changed, result.traffic) == (3, 0, [])
     assert bucket_counts(result) == {"unchanged": 6}
 
 
 def test_it_replays_only_the_latest_decisions(fresh_weights) -> None:
     record(fresh_weights)
-    result = preview(DRAFT, 1)  # C, the newest
+    result = preview(DRAFT_CONFIG, 1)  # C, the newest
     assert (result.replayed, result.changed) == (1, 1)
     assert result.traffic == [PodTraffic("p3", 0, 1), PodTraffic("p2", 1, 0)]
 
@@ -43,13 +43,13 @@ def test_it_replays_only_the_latest_decisions(fresh_weights) -> None:
 def test_it_never_writes(fresh_weights) -> None:
     record(fresh_weights)
     before = fresh_weights.xrange(DECISIONS_KEY)
-    preview(DRAFT, 1000)
+    preview(DRAFT_CONFIG, 1000)
     assert fresh_weights.xrange(DECISIONS_KEY) == before
     assert fresh_weights.dbsize() == 1
 
 
 def test_with_no_decisions_there_is_nothing_to_replay(fresh_weights) -> None:
-    result = preview(DRAFT, 1000)
+    result = preview(DRAFT_CONFIG, 1000)
     assert (result.replayed, result.changed, result.changed_percent) == (0, 0, 0.0)
 
 
@@ -60,7 +60,7 @@ def test_a_thousand_decisions_replay_within_a_second(fresh_weights) -> None:
         pipeline.xadd(DECISIONS_KEY, {"d": encode(DECISIONS[index % 3])})
     pipeline.execute()
     started = time.perf_counter()
-    result = preview(DRAFT, 1000)
+    result = preview(DRAFT_CONFIG, 1000)
     elapsed = time.perf_counter() - started
     assert (result.replayed, result.changed) == (1000, 667)
     assert elapsed < 1.0, f"1000 decisions took {elapsed:.3f}s"
@@ -70,7 +70,7 @@ def test_it_replays_under_both_shipped_conventions(fresh_weights) -> None:
     """Decision C: p2's two DISK blocks score 100 at kthena's 1.0 fallback but 40 at kvadmin's
     0.4, below p3's one GPU block (50); A and B keep their choice under both."""
     record(fresh_weights)
-    draft, conventions = compare(DRAFT, 1000)
+    draft, conventions = compare(DRAFT_CONFIG, 1000)
     assert (draft.replayed, draft.changed) == (3, 2)
     changed = {c.label: (c.result.replayed, c.result.changed) for c in conventions}
     assert changed == {"kthena defaults (1.0 fallback)": (3, 0), "kvadmin defaults": (3, 1)}

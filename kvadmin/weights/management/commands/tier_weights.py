@@ -1,18 +1,25 @@
-"""Tier weights from scripts: show, set, restore, history; the page's rules and versions."""
+"""Tier weights and TTFT parameters from scripts: show, set, restore, history, fit; the page's
+rules and versions (a version holds both, kvadmin.weights.parameters)."""
 
+import dataclasses
 import getpass
 import json
 from argparse import ArgumentParser
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kvadmin.weights import export
+from kvadmin.engines.models import Engine
+from kvadmin.redis_clients import index_client
+from kvadmin.weights import export, parameters
 from kvadmin.weights.active import active_weights, publish
 from kvadmin.weights.config import weight_text
-from kvadmin.weights.draft import Draft, DraftRow, new_row_key, validate
+from kvadmin.weights.draft import Draft, DraftRow, SpeedRow, new_row_key, validate
+from kvadmin.weights.fit import fit_from_engines
 from kvadmin.weights.models import TierWeightsVersion
+from kvadmin.weights.parameters import SCALARS, number_text
 from kvadmin.weights.versions import (
     NothingChanged,
+    ReasonRequired,
     StaleDraft,
     current_version,
     history,
@@ -43,11 +50,38 @@ class Command(BaseCommand):
             help="the version this change is made from (`show` names it); when another was "
             "saved since, nothing is saved and the command tells what changed (exit 1)",
         )
-        change.add_argument("--reason", default="")
+        change.add_argument(
+            "--param",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="a TTFT parameter: " + ", ".join(name for name, _ in SCALARS),
+        )
+        change.add_argument(
+            "--speed",
+            action="append",
+            default=[],
+            metavar="MODEL=TOKENS_PER_S",
+            help="a model's prefill speed (an empty value removes it)",
+        )
+        change.add_argument("--reason", required=True, help="why (shown in the history)")
         change.add_argument("--author", default=f"{getpass.getuser()} (cli)")
         restore = sub.add_parser("restore", help="save a copy of an earlier version")
         restore.add_argument("version", type=int)
+        restore.add_argument(
+            "--base-version",
+            type=int,
+            required=True,
+            metavar="N",
+            help="the current version as you saw it: when another was saved since, nothing "
+            "is restored (exit 1)",
+        )
+        restore.add_argument("--reason", required=True, help="why (shown in the history)")
         restore.add_argument("--author", default=f"{getpass.getuser()} (cli)")
+        fitting = sub.add_parser(
+            "fit", help="the TTFT parameters the engines' prefill counters fit (saves nothing)"
+        )
+        fitting.add_argument("--json", action="store_true", help="JSON, for scripts")
         listing = sub.add_parser("history", help="the latest versions and what they changed")
         listing.add_argument("--limit", type=int, default=20)
         announce = sub.add_parser(
@@ -77,6 +111,12 @@ class Command(BaseCommand):
             self.stdout.write(f"{line}  {note}" if note else line)
         fallback = weight_text(data["fallback"])
         self.stdout.write(f"  {'(fallback)':<16} {fallback:<6} every other medium")
+        self.stdout.write("TTFT parameters (kvadmin's own; not in the kthena export):")
+        ttft = version.weight_config.ttft
+        for name, label in SCALARS:
+            self.stdout.write(f"  {name:<30} {number_text(getattr(ttft, name)):<10} {label}")
+        for model, speed in ttft.prefill_tokens_per_s:
+            self.stdout.write(f"  {'prefill_tokens_per_s':<30} {number_text(speed):<10} {model}")
         self.stdout.write(f"scoring in this process uses version {active_weights().version}")
 
     def _set(self, **options) -> None:
@@ -86,9 +126,16 @@ class Command(BaseCommand):
         if options["fallback"] is not None:
             draft.fallback = options["fallback"]
         problems = _apply_arguments(draft, options["weights"], options["remove"])
+        problems += _apply_parameters(draft, options["param"], options["speed"])
         validate(draft)
         problems += [f"{row.name!r}: {'; '.join(row.errors)}" for row in draft.rows if row.errors]
         problems += [f"fallback: {error}" for error in draft.fallback_errors]
+        problems += [
+            f"{name}: {'; '.join(errors)}" for name, errors in draft.ttft_errors.items() if errors
+        ]
+        problems += [
+            f"speed of {r.model!r}: {'; '.join(r.errors)}" for r in draft.speeds if r.errors
+        ]
         problems += draft.form_errors
         if problems or draft.config is None:
             raise CommandError("nothing saved: " + " | ".join(problems))
@@ -99,21 +146,62 @@ class Command(BaseCommand):
                 reason=draft.reason,
                 base_version=options["base_version"],
             )
-        except NothingChanged as refused:
+        except (NothingChanged, ReasonRequired) as refused:
             raise CommandError(f"nothing saved: {refused}") from None
         except StaleDraft as stale:
-            since = "".join(f"\n  {line}" for line in stale.details)
-            raise CommandError(f"nothing saved: {stale}{since}") from None
+            raise _stale(stale) from None
         self.stdout.write(f"saved version {saved.version}")
 
     def _restore(self, **options) -> None:
         try:
-            saved = restore_version(options["version"], author=options["author"])
+            saved = restore_version(
+                options["version"],
+                author=options["author"],
+                base_version=options["base_version"],
+                reason=options["reason"],
+            )
         except TierWeightsVersion.DoesNotExist:
             raise CommandError(f"there is no version {options['version']}") from None
-        except NothingChanged as refused:
+        except (NothingChanged, ReasonRequired, ValueError) as refused:
             raise CommandError(f"nothing saved: {refused}") from None
+        except StaleDraft as stale:
+            raise _stale(stale) from None
         self.stdout.write(f"restored version {options['version']} as version {saved.version}")
+
+    def _fit(self, **options) -> None:
+        base = current_version().weight_config.ttft
+        engines = Engine.objects.values_list("pod", "model", "kind")
+        fitted = fit_from_engines(index_client(), engines, base)
+        if options["json"]:
+            data = {
+                "fitted": fitted.fitted,
+                "ttft": parameters.to_json(fitted.parameters),
+                "first_token_s": fitted.first_token_s,
+                "models": [dataclasses.asdict(model) for model in fitted.models],
+                "skipped": fitted.skipped,
+            }
+            self.stdout.write(json.dumps(data, indent=2))
+            return
+        t0 = fitted.first_token_s
+        self.stdout.write(f"T0 {number_text(t0) + ' s' if t0 is not None else 'not fitted'}")
+        for model in fitted.models:
+            speed = model.tokens_per_s
+            text = f"{number_text(speed)} tokens/s" if speed is not None else "not fitted"
+            note = f"  ({model.note})" if model.note else ""
+            self.stdout.write(
+                f"  {model.model}: {text} from {model.windows} windows, "
+                f"{model.requests} requests, {model.pods} pods{note}"
+            )
+        for why in fitted.skipped:
+            self.stdout.write(f"  skipped {why}")
+        if fitted.fitted:
+            args = [f"--param first_token_s={number_text(fitted.parameters.first_token_s)}"]
+            args += [
+                f"--speed {model.model}={number_text(model.tokens_per_s)}"
+                for model in fitted.models
+                if model.tokens_per_s is not None
+            ]
+            self.stdout.write("save them with: tier_weights set " + " ".join(args))
 
     def _history(self, **options) -> None:
         for entry in history(options["limit"]):
@@ -131,6 +219,36 @@ class Command(BaseCommand):
             self.stdout.write(f"published version {version.version}")
         else:
             self.stdout.write(f"Redis already names version {version.version} or a newer one")
+
+
+def _stale(stale: StaleDraft) -> CommandError:
+    since = "".join(f"\n  {line}" for line in stale.details)
+    return CommandError(f"nothing saved: {stale}{since}")
+
+
+def _apply_parameters(draft: Draft, params: list[str], speeds: list[str]) -> list[str]:
+    """Change the draft's TTFT fields as `--param` and `--speed` say; returns the arguments
+    it cannot read."""
+    problems = []
+    for assignment in params:
+        name, equals, value = assignment.partition("=")
+        if not equals or name.strip() not in draft.ttft:
+            known = ", ".join(name for name, _ in SCALARS)
+            problems.append(f"--param {assignment!r}: expected NAME=VALUE, NAME one of {known}")
+            continue
+        draft.ttft[name.strip()] = value
+    rows = {row.model: row for row in draft.speeds}
+    for assignment in speeds:
+        model, equals, value = assignment.rpartition("=")
+        if not equals or not model:
+            problems.append(f"--speed {assignment!r}: expected MODEL=TOKENS_PER_S")
+            continue
+        row = rows.get(model)
+        if row is None:
+            row = rows[model] = SpeedRow(new_row_key(), model)
+            draft.speeds.append(row)
+        row.speed, row.removed = value, not value.strip()
+    return problems
 
 
 def _apply_arguments(draft: Draft, assignments: list[str], removals: list[str]) -> list[str]:
