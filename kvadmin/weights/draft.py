@@ -218,8 +218,8 @@ def _parameters(draft: Draft) -> TtftParameters | None:
             for row in kept:
                 if row.model == model and "listed twice" not in row.errors:
                     row.errors.append("listed twice")
-    if draft.has_errors or len(scalars) < len(SCALARS):
-        return None
+    if len(scalars) < len(SCALARS) or any(row.errors for row in kept):
+        return None  # the parameter rules run once every field is a number
     try:
         return TtftParameters(**scalars, prefill_tokens_per_s=tuple(speeds))  # type: ignore[arg-type]
     except InvalidTtftParameters as invalid:

@@ -42,6 +42,9 @@ MIN_WINDOWS = 3
 only its speed is fitted, through the pooled or current T0."""
 
 
+_FLAT = "the prefill time does not grow with the tokens computed"
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     """One engine between two consecutive samples."""
@@ -118,10 +121,12 @@ def _window(kind: str, older: Mapping[str, float], newer: Mapping[str, float]) -
 def fit(base: TtftParameters, by_model: Mapping[str, tuple[int, list[Window]]]) -> Fit:
     """Fit T0 and each model's speed from its windows (model -> (pods, windows))."""
     points = {model: _points(found, base.decode_slowdown) for model, (_, found) in by_model.items()}
-    intercepts = {}
+    intercepts, flat = {}, set()
     for model, (xs, ys, ns) in points.items():
         line = _line(xs, ys)
-        if line is not None:
+        if line is not None and line[0] <= 0:
+            flat.add(model)
+        elif line is not None and line[1] >= 0:
             intercepts[model] = (line[1], sum(ns))
     pooled = None
     if intercepts:
@@ -132,7 +137,7 @@ def fit(base: TtftParameters, by_model: Mapping[str, tuple[int, list[Window]]]) 
     models = []
     for model, (xs, ys, ns) in sorted(points.items()):
         pods = by_model[model][0]
-        speed, note = _speed(xs, ys, first_token_s)
+        speed, note = (None, _FLAT) if model in flat else _speed(xs, ys, first_token_s)
         if speed is not None:
             speeds[model] = speed
         own = intercepts.get(model)
@@ -165,12 +170,10 @@ def _points(found: list[Window], slowdown: float) -> tuple[list[float], list[flo
 
 
 def _line(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
-    """(slope, intercept) when the points determine a line with a positive slope and a
-    non-negative intercept."""
+    """(slope, intercept) of the least-squares line, when there are enough distinct points."""
     if len(xs) < MIN_WINDOWS or len(set(xs)) < 2:
         return None
-    slope, intercept = statistics.linear_regression(xs, ys)
-    return (slope, intercept) if slope > 0 and intercept >= 0 else None
+    return statistics.linear_regression(xs, ys)
 
 
 def _speed(xs: list[float], ys: list[float], first_token_s: float) -> tuple[float | None, str]:
@@ -179,9 +182,13 @@ def _speed(xs: list[float], ys: list[float], first_token_s: float) -> tuple[floa
         return None, "no window with prefills: send it traffic and wait a sample interval"
     if not any(xs):
         return None, "every prompt token was cached: nothing to time"
-    slope, _ = statistics.linear_regression(xs, [y - first_token_s for y in ys], proportional=True)
+    above = [y - first_token_s for y in ys]
+    if len(xs) == 1:
+        slope = above[0] / xs[0]
+    else:
+        slope, _ = statistics.linear_regression(xs, above, proportional=True)
     if not slope > 0 or not math.isfinite(1 / slope):
-        return None, "the prefill time does not grow with the tokens computed"
+        return None, _FLAT
     speed = 1 / slope
     if speed > MAX_TOKENS_PER_S:
         return None, f"{speed:.3g} tokens/s is beyond any engine"

@@ -16,6 +16,7 @@ from kvadmin.weights.active import (
 )
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
+from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
 from scoring.weights import MediaPreference, TierWeights
 
 DISK_HALF = WeightConfig.validated({"gpu": 1.0, "cpu": 0.8, "cpu_pinned": 0.8, "disk": 0.5})
@@ -81,3 +82,26 @@ def test_the_media_preference_follows_the_active_weights(fresh_weights) -> None:
         TierWeights({"cpu": 0.9, "disk": 0.95}, 0.5)
     )
     assert active_media_preference().best_first[:3] == ("gpu", "disk", "cpu")
+
+
+def test_the_ttft_parameters_follow_the_published_version_too(fresh_weights) -> None:
+    """Another process saves a version with other TTFT parameters: this one switches to them
+    at its next check, from Redis alone, and a bad parameter keeps what it has."""
+    publish(3, DISK_HALF)
+    slower = DISK_HALF.with_ttft(TtftParameters(first_token_s=0.2, kappa=0.5))
+    fresh_weights.set(VERSION_KEY, 4)
+    fresh_weights.set(CONFIG_KEY, json.dumps({"version": 4, **slower.to_json()}))
+    with ALWAYS_CHECK:
+        active = active_weights()
+    assert (active.version, active.parameters) == (4, slower.ttft)
+    broken = {"version": 5, **slower.to_json(), "ttft": {"kappa": -1}}
+    fresh_weights.set(VERSION_KEY, 5)
+    fresh_weights.set(CONFIG_KEY, json.dumps(broken))
+    with ALWAYS_CHECK:
+        assert active_weights().version == 4
+
+
+def test_a_version_saved_before_parameters_were_versioned_means_the_defaults() -> None:
+    old = WeightConfig.from_json({"weights": {"cpu": 0.5}, "fallback": 1.0, "notes": {}})
+    assert old.ttft == DEFAULT_PARAMETERS
+    assert WeightConfig.from_json(old.with_ttft(TtftParameters(kappa=3)).to_json()).ttft.kappa == 3
