@@ -1,5 +1,6 @@
-"""An editor changes a tier weight in a real browser: a bad value is refused beside its field,
-a good one is saved as a new version, shown in the history and used by the next score. A
+"""An editor changes tier weights and TTFT parameters in a real browser: a bad value is refused
+beside its field; Enter reviews and never saves; a save or a restore shows its diff and what-if
+and needs a reason, then is a new version, shown in the history and used by the next score. A
 viewer finds no way to edit."""
 
 import pytest
@@ -66,15 +67,23 @@ def test_an_editor_saves_a_weight_that_the_next_score_uses(
     cpu = page.get_by_label("Weight of cpu", exact=True)
 
     cpu.fill("1.5")
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Review and save…").click()
     error = page.get_by_role("alert").filter(has_text="cpu:")
     assert error.inner_text() == "cpu: must be between 0 and 1, got 1.5"
     assert page.url == f"{asgi_server}/weights/", "htmx swapped the errors in (is /static/ served?)"
     assert TierWeightsVersion.objects.count() == 1
 
     page.get_by_label("Weight of cpu", exact=True).fill("0.5")
+    page.get_by_role("button", name="Review and save…").click()
+    review = page.locator("#review")
+    assert review.locator(".diff").inner_text() == "cpu 0.8 → 0.5"
+    assert page.get_by_role("alert").count() == 0, "the earlier error is gone"
+    page.get_by_role("button", name="Confirm: save version 2").click()
+    assert page.locator("#reason-error").inner_text().startswith("give a reason")
+    assert TierWeightsVersion.objects.count() == 1
+
     page.get_by_label("Reason").fill("CPU tier is slow")
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Confirm: save version 2").click()
     assert page.get_by_role("status").inner_text() == "Saved version 2."
     entry = page.locator("#version-2")
     assert "erin" in entry.inner_text() and "CPU tier is slow" in entry.inner_text()
@@ -86,6 +95,95 @@ def test_an_editor_saves_a_weight_that_the_next_score_uses(
     assert decision["weights_version"] == 2
     assert decision["weights"] == {"CPU": 0.5}
     assert decision["scores"][0]["score"] == 50
+
+
+def test_enter_in_a_field_reviews_and_never_saves(
+    page, asgi_server, weights_setup, redis_client
+) -> None:
+    record(redis_client)
+    log_in(page, asgi_server, "erin", PASSWORD)
+    page.goto(f"{asgi_server}/weights/")
+    cpu = page.get_by_label("Weight of cpu", exact=True)
+    cpu.fill("0.5")
+    cpu.press("Enter")
+    review = page.locator("#review")
+    assert review.locator(".diff").inner_text() == "cpu 0.8 → 0.5"
+    assert "1 of the last 3 decisions would choose a different pod" in review.inner_text()
+    page.get_by_label("Reason").fill("typed, then Enter")
+    page.get_by_label("Reason").press("Enter")
+    assert page.locator("#review .diff").inner_text() == "cpu 0.8 → 0.5", "reviewed again"
+    assert page.get_by_label("Reason").input_value() == "typed, then Enter"
+    page.get_by_label("T0 (s)").press("Enter")
+    assert page.locator("#review").is_visible()
+    assert TierWeightsVersion.objects.count() == 1
+    assert page.locator("#active-version").inner_text() == "1"
+
+
+def test_stale_errors_clear_after_a_successful_preview(page, asgi_server, weights_setup) -> None:
+    log_in(page, asgi_server, "erin", PASSWORD)
+    page.goto(f"{asgi_server}/weights/")
+    page.get_by_label("Weight of cpu", exact=True).fill("2")
+    page.get_by_label("kappa (work penalty)").fill("-1")
+    page.get_by_role("button", name="Preview").click()
+    page.locator("#ttft-errors-kappa").wait_for()
+    assert page.get_by_role("alert").count() == 2
+    page.get_by_label("Weight of cpu", exact=True).fill("0.7")
+    page.get_by_label("kappa (work penalty)").fill("1")
+    page.get_by_role("button", name="Preview").click()
+    page.locator("#whatif h2").wait_for()
+    assert page.get_by_role("alert").count() == 0
+    assert page.get_by_label("Weight of cpu", exact=True).input_value() == "0.7"
+
+
+def test_an_editor_edits_the_ttft_parameters_that_scoring_then_uses(
+    page, asgi_server, weights_setup, api_token
+) -> None:
+    log_in(page, asgi_server, "erin", PASSWORD)
+    page.goto(f"{asgi_server}/weights/")
+    page.get_by_label("T0 (s)").fill("0.25")
+    page.get_by_role("button", name="Add model speed").click()
+    page.get_by_label("Model of the new model speed").fill(MODEL)
+    page.get_by_label("Prefill tokens/s of the new model").fill("1000")
+    page.get_by_role("button", name="Review and save…").click()
+    diff = page.locator("#review .diff").inner_text()
+    assert "T0 (s) 0.015 → 0.25" in diff
+    assert f"added prefill tokens/s of {MODEL} = 1000" in diff
+    page.get_by_label("Reason").fill("measured on the new GPUs")
+    page.get_by_role("button", name="Confirm: save version 2").click()
+    assert page.get_by_role("status").inner_text() == "Saved version 2."
+    assert page.get_by_label("T0 (s)").input_value() == "0.25"
+    assert page.get_by_label(f"Prefill tokens/s of {MODEL}").input_value() == "1000"
+
+    decision = score(page, asgi_server, api_token)
+    assert decision["weights_version"] == 2
+    (estimate,) = decision["estimates"]
+    assert estimate["prefill_s"] == pytest.approx(0.25 + (1 + 0.2 * 31) / 1000)
+
+
+def test_a_restore_shows_its_diff_and_whatif_and_needs_a_reason(
+    page, asgi_server, weights_setup, redis_client
+) -> None:
+    record(redis_client)
+    save_version(
+        WeightConfig.validated({"gpu": 1.0, "cpu": 0.5, "cpu_pinned": 0.8, "disk": 0.2}),
+        author="bob",
+        reason="slow CPU",
+        base_version=1,
+    )
+    log_in(page, asgi_server, "erin", PASSWORD)
+    page.goto(f"{asgi_server}/weights/")
+    page.get_by_role("link", name="Restore version 1…").click()
+    panel = page.locator("#restore-form")
+    assert "Review: restore version 1 as version 3" in panel.inner_text()
+    assert "cpu 0.5 → 0.8" in panel.locator(".diff").inner_text()
+    assert "0 of the last 3 decisions would choose a different pod" in panel.inner_text()
+    page.get_by_role("button", name="Confirm: restore version 1").click()
+    assert "give a reason" in page.locator("#restore-form .form-errors").inner_text()
+    assert TierWeightsVersion.objects.count() == 2
+    page.get_by_label("Reason").fill("bob's change hurt")
+    page.get_by_role("button", name="Confirm: restore version 1").click()
+    assert page.get_by_role("status").inner_text() == "Restored version 1 as version 3."
+    assert "restored version 1: bob's change hurt" in page.locator("#version-3").inner_text()
 
 
 def test_a_viewer_finds_no_way_to_edit(page, asgi_server, weights_setup) -> None:
@@ -130,6 +228,9 @@ def test_a_stale_save_shows_what_another_operator_saved_meanwhile(
 ) -> None:
     log_in(page, asgi_server, "erin", PASSWORD)
     page.goto(f"{asgi_server}/weights/")
+    page.get_by_label("Weight of cpu", exact=True).fill("0.5")
+    page.get_by_role("button", name="Review and save…").click()
+    page.get_by_label("Reason").fill("mine")
     save_version(
         WeightConfig.validated({"gpu": 1.0, "cpu": 0.6, "cpu_pinned": 0.8}),
         author="bob",
@@ -137,8 +238,7 @@ def test_a_stale_save_shows_what_another_operator_saved_meanwhile(
         base_version=1,
     )
 
-    page.get_by_label("Weight of cpu", exact=True).fill("0.5")
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Confirm: save version 2").click()
 
     alert = page.locator(".form-errors")
     assert "version 2 was saved by bob after you loaded version 1" in alert.inner_text()
