@@ -120,9 +120,7 @@ def new_row_key() -> str:
     return secrets.token_hex(4)
 
 
-def parse_draft(
-    data: Mapping[str, object], kept: TtftParameters = DEFAULT_PARAMETERS
-) -> Draft:
+def parse_draft(data: Mapping[str, object], kept: TtftParameters = DEFAULT_PARAMETERS) -> Draft:
     """Read a posted form (a QueryDict or a dict of lists) and validate it. `kept`: the TTFT
     parameters of a post that has no parameter fields."""
     keys = _getlist(data, "row")
@@ -218,10 +216,11 @@ def _parameters(draft: Draft) -> TtftParameters | None:
             for row in kept:
                 if row.model == model and "listed twice" not in row.errors:
                     row.errors.append("listed twice")
-    if len(scalars) < len(SCALARS) or any(row.errors for row in kept):
-        return None  # the parameter rules run once every field is a number
+    # The parameter rules check every number given; a field that is not one already has its
+    # error and stands in as its default.
+    given = {name: getattr(DEFAULT_PARAMETERS, name) for name, _ in SCALARS} | scalars
     try:
-        return TtftParameters(**scalars, prefill_tokens_per_s=tuple(speeds))  # type: ignore[arg-type]
+        parameters = TtftParameters(**given, prefill_tokens_per_s=tuple(speeds))  # type: ignore[arg-type]
     except InvalidTtftParameters as invalid:
         by_key = {f"prefill_tokens_per_s[{row.model!r}]": row for row in kept}
         for key, reason in invalid.errors.items():
@@ -232,6 +231,8 @@ def _parameters(draft: Draft) -> TtftParameters | None:
             else:
                 draft.form_errors.append(f"{key}: {reason}")
         return None
+    complete = len(scalars) == len(SCALARS) and not any(row.errors for row in kept)
+    return parameters if complete else None
 
 
 def _problems(weights: dict[str, object], fallback: float) -> dict[str, str]:

@@ -61,6 +61,25 @@ sglang:cached_tokens_total{model_name="m"} 100.0
     assert load.counters == {"prompt_tokens_total": 8128902.0, "cached_tokens_total": 100.0}
 
 
+def test_sglang_time_to_first_token_and_queue_time_are_kept_for_the_ttft_fit() -> None:
+    """SGLang has no prefill-time histogram: its TTFT less its queue time stands for it."""
+    text = """sglang:num_running_reqs{model_name="m"} 1.0
+sglang:num_queue_reqs{model_name="m"} 0.0
+sglang:token_usage{model_name="m"} 0.1
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 9.0
+sglang:time_to_first_token_seconds_sum{model_name="m"} 2.5
+sglang:time_to_first_token_seconds_count{model_name="m"} 9.0
+sglang:queue_time_seconds_sum{model_name="m"} 0.5
+sglang:queue_time_seconds_count{model_name="m"} 9.0
+"""
+    assert parse_load("sglang", text).counters == {
+        "ttft_seconds_sum": 2.5,
+        "ttft_seconds_count": 9.0,
+        "queue_seconds_sum": 0.5,
+    }
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [

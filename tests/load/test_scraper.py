@@ -2,6 +2,7 @@
 writes, failures and timeouts within the bound, one scraper per pod per period."""
 
 import concurrent.futures as cf
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from kvadmin.load.scraper import LoadScraper, ScrapeSettings, Target
 from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
 from kvadmin.redis_server import free_port
-from scoring.keys import load_error_key, load_key
+from scoring.keys import load_error_key, load_fit_samples_key, load_key
 from scoring.ttft import TtftParameters
 from tests.conftest import http_json, local_config
 from tests.fleet.conftest import StartFleet
@@ -195,3 +196,36 @@ def test_a_pod_dripping_its_metrics_is_cut_off_at_the_deadline(
     # Each line arrives well within the read timeout; only the deadline on the whole ends it.
     assert outcome.reason == "timeout"
     assert time.monotonic() - started < SETTINGS.timeout + 0.3
+
+
+def test_prefill_counters_are_sampled_once_per_interval_and_capped(
+    redis_client, busy_fleet
+) -> None:
+    """What the TTFT fit reads: at most one sample per `sample_every`, the newest first, at
+    most `samples` of them."""
+    targets = _targets(busy_fleet)
+    pods = [t.pod for t in targets]
+
+    def ticks(scraper: LoadScraper, n: int) -> None:
+        for _ in range(n):
+            redis_client.delete(*(f"kvadmin:load-lock:{pod}" for pod in pods))
+            scraper.tick()
+
+    hourly = ScrapeSettings(timeout=0.5, threads=2, ttl=30, sample_every=3600, samples=5)
+    ticks(LoadScraper(redis_client, lambda: targets, lambda: 1, "w1", hourly), 3)
+    assert [redis_client.llen(load_fit_samples_key(pod)) for pod in pods] == [1, 1]
+
+    every_tick = ScrapeSettings(timeout=0.5, threads=2, ttl=30, sample_every=0, samples=2)
+    ticks(LoadScraper(redis_client, lambda: targets, lambda: 1, "w1", every_tick), 3)
+    (newest, older) = redis_client.lrange(load_fit_samples_key("vllm-0.default"), 0, -1)
+    assert float(newest.split(" ", 1)[0]) >= float(older.split(" ", 1)[0])
+    sample = json.loads(newest.split(" ", 1)[1])
+    assert sample.pop("prefill_seconds_sum") > 0
+    assert sample == {
+        "running": 2,
+        "prompt_tokens_total": 128.0,
+        "prefill_seconds_count": 2.0,
+        "prefix_cache_queries_total": 128.0,
+        "prefix_cache_hits_total": 0.0,
+    }
+    assert 0 < redis_client.ttl(load_fit_samples_key("vllm-0.default")) <= 30

@@ -177,3 +177,46 @@ def test_a_stale_base_version_exits_non_zero_from_the_shell(subprocess_env, vers
     )
     assert result.returncode == 1
     assert "after you loaded version 0" in result.stderr
+
+
+def test_set_changes_ttft_parameters_with_the_pages_rules(fresh_weights) -> None:
+    out = run(
+        "set", "--base-version", current(), "--param", "kappa=2", "--param", "first_token_s=0.03",
+        "--speed", "Qwen/Qwen3-8B=12000", "--reason", "measured",
+    )  # fmt: skip
+    assert out == "saved version 2\n"
+    ttft = TierWeightsVersion.objects.get(version=2).weight_config.ttft
+    assert (ttft.kappa, ttft.first_token_s) == (2.0, 0.03)
+    assert ttft.prefill_tokens_per_s == (("Qwen/Qwen3-8B", 12000.0),)
+    shown = run("show")
+    assert "kappa                          2" in shown
+    assert "prefill_tokens_per_s           12000      Qwen/Qwen3-8B" in shown
+    assert "not in the kthena export" in shown
+    history = run("history")
+    assert "kappa (work penalty) 1.5 → 2" in history
+    assert "added prefill tokens/s of Qwen/Qwen3-8B = 12000" in history
+
+    run("set", "--base-version", current(), "--speed", "Qwen/Qwen3-8B=", "--reason", "drop it")
+    assert TierWeightsVersion.objects.get(version=3).weight_config.ttft.prefill_tokens_per_s == ()
+
+
+def test_set_names_every_bad_parameter(fresh_weights) -> None:
+    message = refused(
+        "set", "--base-version", current(), "--param", "kappa=-1", "--param", "t0=1",
+        "--param", "decode_slowdown=fast", "--speed", "m=0", "--reason", "t",
+    )  # fmt: skip
+    assert "kappa: must be at least 0 and at most 100, got -1.0" in message
+    assert "--param 't0=1': expected NAME=VALUE, NAME one of first_token_s" in message
+    assert "decode_slowdown: must be a number, got 'fast'" in message
+    assert "speed of 'm': must be above 0 and at most 1e+08, got 0.0" in message
+
+
+def test_fit_says_what_it_could_not_fit_and_saves_nothing(fresh_weights) -> None:
+    from kvadmin.engines.models import Engine
+
+    Engine.objects.create(
+        pod="vllm-0.default", model="m", kind="vllm", events_endpoint="tcp://127.0.0.1:1"
+    )
+    out = run("fit")
+    assert "T0 not fitted" in out and "skipped vllm-0.default: fewer than two samples" in out
+    assert TierWeightsVersion.objects.count() == 1
