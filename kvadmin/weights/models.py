@@ -1,4 +1,5 @@
-"""Saved tier-weight versions: the history operators browse and restore from.
+"""Saved tier-weight versions: the history operators browse and restore from. A version holds
+the tier weights and the `ttft` policy's parameters (kvadmin.weights.parameters).
 
 Rows are never changed or deleted: a save appends one version, a restore appends a copy of an
 old one. The latest row is what scoring uses (published to every process by `active`).
@@ -18,7 +19,9 @@ class TierWeightsVersion(models.Model):
         help_text="Who saved it, as text: the history outlives user accounts.",
     )
     reason = models.CharField(max_length=500, blank=True)
-    config = models.JSONField(help_text='{"weights": {medium: w}, "fallback": w, "notes": {...}}')
+    config = models.JSONField(
+        help_text='{"weights": {medium: w}, "fallback": w, "notes": {...}, "ttft": {...}}'
+    )
     restored_from = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:

@@ -30,10 +30,17 @@ from kvadmin.engines.models import Engine
 from kvadmin.redis_clients import index_client
 from kvadmin.weights import advice, export, fit, whatif
 from kvadmin.weights.active import active_weights
-from kvadmin.weights.config import KTHENA_DEFAULTS, KVADMIN_DEFAULTS, WeightConfig, diff
+from kvadmin.weights.config import (
+    KTHENA_DEFAULTS,
+    KVADMIN_DEFAULTS,
+    Change,
+    WeightConfig,
+    diff,
+)
 from kvadmin.weights.draft import Draft, DraftRow, SpeedRow, new_row_key, parse_draft
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.overview import editor_rows, other_media
+from kvadmin.weights.parameters import ParameterChange
 from kvadmin.weights.seen import SeenMedium, media_in_index
 from kvadmin.weights.versions import (
     EDIT_PERMISSION,
@@ -60,7 +67,7 @@ class Review:
     """What confirming would change: the diff against the current version, the what-if of the
     latest decisions under the new version, and the warnings about it."""
 
-    changes: list
+    changes: list[Change | ParameterChange]
     whatif: whatif.WhatIf
     warnings: list[str]
     version: int | None = None
@@ -135,29 +142,32 @@ def restore_review(request: HttpRequest, version: int) -> HttpResponse:
 def restore(request: HttpRequest, version: int) -> HttpResponse:
     reason = request.POST.get("reason", "")
     base_version = _int_or_none(request.POST.get("base_version"))
+    status, error, saved_since = 200, "", []
     if base_version is None:
-        reviewed = _restore_review(
-            version, reason, "the form does not say which version it replaces: reload the page"
-        )
-        return _workspace(request, None, "", restoring=reviewed, status=400)
-    if len(reason.strip()) > RESTORE_REASON_MAX_LENGTH:
+        error, status = "the form does not say which version it replaces: reload the page", 400
+    elif len(reason.strip()) > RESTORE_REASON_MAX_LENGTH:
         error = f"the reason is longer than {RESTORE_REASON_MAX_LENGTH} characters"
-        return _workspace(request, None, "", restoring=_restore_review(version, reason, error))
-    try:
-        saved = restore_version(
-            version, author=request.user.get_username(), base_version=base_version, reason=reason
-        )
-    except TierWeightsVersion.DoesNotExist:
-        raise Http404(f"no tier weights version {version}") from None
-    except ReasonRequired as missing:
-        reviewed = _restore_review(version, reason, str(missing))
-        return _workspace(request, None, "", restoring=reviewed)
-    except StaleDraft as stale:
-        reviewed = _restore_review(version, reason, str(stale))
-        return _workspace(request, None, "", stale.details, restoring=reviewed, status=409)
-    except NothingChanged:
-        return _workspace(request, None, f"Version {version} is already in effect.")
-    return _workspace(request, None, f"Restored version {version} as version {saved.version}.")
+    else:
+        try:
+            saved = restore_version(
+                version,
+                author=request.user.get_username(),
+                base_version=base_version,
+                reason=reason,
+            )
+        except TierWeightsVersion.DoesNotExist:
+            raise Http404(f"no tier weights version {version}") from None
+        except ReasonRequired as missing:
+            error = str(missing)
+        except StaleDraft as stale:
+            error, saved_since, status = str(stale), stale.details, 409
+        except NothingChanged:
+            return _workspace(request, None, f"Version {version} is already in effect.")
+        else:
+            notice = f"Restored version {version} as version {saved.version}."
+            return _workspace(request, None, notice)
+    reviewed = _restore_review(version, reason, error)
+    return _workspace(request, None, "", saved_since, restoring=reviewed, status=status)
 
 
 @require_POST
@@ -283,13 +293,15 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "",
     }
 
 
-def _review(config: WeightConfig, limit: int, reason: str, error: str = "") -> Review:
-    current = current_version().weight_config
+def _review(
+    config: WeightConfig, limit: int, reason: str, error: str = "", version: int | None = None
+) -> Review:
     seen, _ = _seen()
     return Review(
-        changes=diff(current, config),
+        changes=diff(current_version().weight_config, config),
         whatif=whatif.preview(config, limit),
         warnings=advice.warnings(config, seen),
+        version=version,
         reason=reason,
         error=error,
     )
@@ -300,8 +312,7 @@ def _restore_review(version: int, reason: str, error: str) -> Review:
         old = TierWeightsVersion.objects.get(version=version)
     except TierWeightsVersion.DoesNotExist:
         raise Http404(f"no tier weights version {version}") from None
-    reviewed = _review(old.weight_config, knob("WHATIF_DECISIONS"), reason, error)
-    return Review(reviewed.changes, reviewed.whatif, reviewed.warnings, version, reason, error)
+    return _review(old.weight_config, knob("WHATIF_DECISIONS"), reason, error, version)
 
 
 def _limit(text: str | None) -> int:
