@@ -60,6 +60,8 @@ class Replay:
     scores_after: Mapping[str, int]
     weights_version: int
     """The version the decision was made with."""
+    priced: bool = False
+    """Priced again by the `ttft` policy (else rescored as kthena's plugin scores)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,8 @@ class WhatIf:
     """How each scored pod's score moved, over every replayed decision."""
     versions: tuple[int, ...] = ()
     """The weights versions the replayed decisions were made with."""
+    priced: int = 0
+    """How many of them the `ttft` policy priced again under the draft's parameters."""
 
     @property
     def changed_percent(self) -> float:
@@ -98,7 +102,7 @@ class WhatIf:
 
 
 def summarize(replays: Iterable[Replay]) -> WhatIf:
-    replayed = changed = 0
+    replayed = changed = priced = 0
     before: Counter[str] = Counter()
     after: Counter[str] = Counter()
     deltas: Counter[int] = Counter()
@@ -107,6 +111,7 @@ def summarize(replays: Iterable[Replay]) -> WhatIf:
         replayed += 1
         versions.add(replay.weights_version)
         changed += replay.chosen_before != replay.chosen_after
+        priced += replay.priced
         if replay.chosen_before is not None:
             before[replay.chosen_before] += 1
         if replay.chosen_after is not None:
@@ -121,14 +126,15 @@ def summarize(replays: Iterable[Replay]) -> WhatIf:
         ),
         key=lambda pod: (-pod.delta, pod.pod),
     )
-    return WhatIf(replayed, changed, traffic, _buckets(deltas), tuple(sorted(versions)))
+    return WhatIf(replayed, changed, traffic, _buckets(deltas), tuple(sorted(versions)), priced)
 
 
 def replay(decision: Decision, config: WeightConfig) -> Replay:
     weights = config.tier_weights()
     chosen, pods = decisions.rescore(decision, weights)
     scores_after = {scored.pod: scored.score for scored in pods}
-    if decision.policy == "ttft" and decision.estimates:
+    priced = decision.policy == "ttft" and bool(decision.estimates)
+    if priced:
         chosen = _ttft_choice(decision, config, scores_after)
     return Replay(
         chosen_before=decision.chosen,
@@ -136,6 +142,7 @@ def replay(decision: Decision, config: WeightConfig) -> Replay:
         scores_before={scored.pod: scored.score for scored in decision.scores},
         scores_after=scores_after,
         weights_version=decision.weights_version,
+        priced=priced,
     )
 
 

@@ -54,7 +54,7 @@ def recorded(fresh_weights):
 
 def test_the_recorded_version_changes_nothing(recorded) -> None:
     result = preview(KTHENA_DEFAULTS, 10)
-    assert (result.replayed, result.changed) == (1, 0)
+    assert (result.replayed, result.changed, result.priced) == (1, 0, 1)
 
 
 def test_faster_prefill_makes_the_wait_count_more(recorded) -> None:
