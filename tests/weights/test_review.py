@@ -116,3 +116,12 @@ def test_the_export_says_how_kthena_gets_the_weights_and_leaves_parameters_out(e
     assert "kappa" not in yaml.safe_load(text).__repr__()
     assert "ConfigMap. kthena's router changes only" in text
     assert editing.get("/weights/export/weights.json").json()["ttft"]["kappa"] == 1.5
+
+
+def test_without_htmx_the_review_is_a_page_and_confirming_saves(editing) -> None:
+    html = editing.post("/weights/review/", weights_form(*DRAFT_ROWS, reason="")).content.decode()
+    assert "<h1>Tier weights</h1>" in html and "Review: save as version 2" in html
+    assert 'formaction="/weights/save/"' in html
+    response = editing.post("/weights/save/", weights_form(*DRAFT_ROWS, reason="ok"), follow=True)
+    assert response.redirect_chain == [("/weights/", 302)]
+    assert TierWeightsVersion.objects.count() == 2
