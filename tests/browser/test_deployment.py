@@ -152,6 +152,8 @@ def test_operators_saving_at_once_in_two_browsers_get_one_success_and_one_409(
         page.set_default_timeout(10_000)
         page.goto(f"{deployment.webs[n]}/weights/")
         page.get_by_label("Weight of cpu", exact=True).fill(f"0.{n + 3}")
+        page.get_by_role("button", name="Review and save…").click()
+        page.get_by_label("Reason").fill(f"{name}'s change")
         pages.append(page)
 
     def saved(response) -> bool:
@@ -159,7 +161,7 @@ def test_operators_saving_at_once_in_two_browsers_get_one_success_and_one_409(
 
     with pages[0].expect_response(saved) as first, pages[1].expect_response(saved) as second:
         for page in pages:  # both posts leave before either answer is looked at
-            page.get_by_role("button", name="Save").click(no_wait_after=True)
+            page.get_by_role("button", name="Confirm: save version 2").click(no_wait_after=True)
     assert sorted([first.value.status, second.value.status]) == [200, 409]
     loser = pages[[first.value.status, second.value.status].index(409)]
     loser.locator(".form-errors", has_text="after you loaded version 1").wait_for()
