@@ -65,6 +65,11 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # Scoring API: the longest token_ids (or tokenized prompt) accepted; engine /tokenize
     # calls (seconds each, as kthena) and how many prompts' token ids are kept (LRU).
     "SCORE_MAX_TOKENS": 262_144,
+    # The lean scoring path (kvadmin/api/fast_path.py): requests in flight per web process
+    # beyond which it answers 503 with Retry-After at once rather than queueing, and how often
+    # each process checks that the API tokens and engines it keeps in memory are current.
+    "API_MAX_IN_FLIGHT": 32,
+    "API_CACHE_REFRESH_SECONDS": 0.5,
     "TOKENIZE_TIMEOUT": 5.0,
     "TOKENIZE_CACHE_SIZE": 1024,
     # Local tokenizers (Engine.tokenizer): 1 in TOKENIZER_CHECK_EVERY locally tokenized

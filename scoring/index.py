@@ -27,7 +27,8 @@ from types import MappingProxyType
 from typing import Any
 
 import redis
-from redis.commands.core import Script
+import redis.asyncio
+from redis.commands.core import AsyncScript, Script
 
 from scoring.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCKS, block_hashes
 from scoring.keys import block_key, block_keys
@@ -135,6 +136,7 @@ class IndexReader(PrefixReader):
 
     def __init__(self) -> None:
         self._script: Script | None = None
+        self._async_script: AsyncScript | None = None
 
     def read(
         self,
@@ -152,6 +154,24 @@ class IndexReader(PrefixReader):
             self._script = client.register_script(_WALK_LUA)
         keys, args = _script_input(model, blocks, candidates, pod_started_at, start_keys, state)
         return _decoded(self._script(keys, args, client), state)
+
+    async def read_async(
+        self,
+        client: redis.asyncio.Redis,
+        model: str,
+        blocks: Sequence[int],
+        candidates: Set[str] | None,
+        pod_started_at: Mapping[str, int],
+        start_keys: StartKeys = NO_START_KEYS,
+        state: StateRequest | None = None,
+    ) -> tuple[PrefixWalk, RouteState | None]:
+        """`read` through an asyncio client: the same script, input and reply."""
+        if not blocks and not (state and state.pods):
+            return PrefixWalk({}), None
+        if self._async_script is None:
+            self._async_script = client.register_script(_WALK_LUA)
+        keys, args = _script_input(model, blocks, candidates, pod_started_at, start_keys, state)
+        return _decoded(await self._async_script(keys, args, client), state)
 
 
 INDEX_READER = IndexReader()
@@ -215,6 +235,39 @@ def read_for_routing(
     walk, route_state = reader.read(
         client, model, blocks, candidates, pod_started_at, start_keys, state
     )
+    return _scored(walk, route_state, blocks, weights, started, hashed)
+
+
+async def read_for_routing_async(
+    client: redis.asyncio.Redis,
+    model: str,
+    token_ids: Sequence[int],
+    candidates: Set[str] | None,
+    pod_started_at: Mapping[str, int],
+    weights: TierWeights,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    max_blocks: int = DEFAULT_MAX_BLOCKS,
+    start_keys: StartKeys = NO_START_KEYS,
+    state: StateRequest | None = None,
+) -> RoutingRead:
+    """`read_for_routing` with `IndexReader` through an asyncio client (one round trip)."""
+    started = perf_counter()
+    blocks = block_hashes(token_ids, block_size, max_blocks)
+    hashed = perf_counter()
+    walk, route_state = await INDEX_READER.read_async(
+        client, model, blocks, candidates, pod_started_at, start_keys, state
+    )
+    return _scored(walk, route_state, blocks, weights, started, hashed)
+
+
+def _scored(
+    walk: PrefixWalk,
+    route_state: RouteState | None,
+    blocks: list[int],
+    weights: TierWeights,
+    started: float,
+    hashed: float,
+) -> RoutingRead:
     read = perf_counter()
     result = score_walk(walk, len(blocks), weights)
     done = perf_counter()

@@ -90,6 +90,15 @@ def active_weights() -> ActiveWeights:
     return _refreshed(active)
 
 
+def cached_weights() -> ActiveWeights | None:
+    """The weights in memory while they need no check, else None: a caller on an event loop
+    then calls `active_weights` in a thread (its check may wait for Redis or the database)."""
+    active = _state.active
+    if active is not None and time.monotonic() - _state.checked_at < _refresh_seconds():
+        return active
+    return None
+
+
 def active_media_preference() -> MediaPreference:
     """The medium order the active weights imply, for the index writer (compatibility.md 5.4): the
     value names the tier that scores highest. Rebuilt only when the version moves."""
