@@ -49,7 +49,10 @@ async def refusal(client: redis.asyncio.Redis, authorization: str, scope: Scope)
     token = bearer(authorization)
     known = None
     if token is not None:
-        known = (await process_cache.snapshot(client)).tokens.get(digest(token))
+        hashed = digest(token)
+        known = (await process_cache.snapshot(client)).tokens.get(hashed)
+        if known is None:  # created a moment ago?
+            known = (await process_cache.snapshot(client, recheck=True)).tokens.get(hashed)
     if known is None:
         return json_answer(UNAUTHORIZED, 401, {"WWW-Authenticate": WWW_AUTHENTICATE})
     if not known.grants.allows(scope):

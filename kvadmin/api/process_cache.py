@@ -8,7 +8,9 @@ loads all of each at once and keeps them until they change:
    counter in Redis (`VERSION_KEY`, INCR).
 2. Every process compares that counter with the one its copy was loaded under, at most every
    API_CACHE_REFRESH_SECONDS (one GET), and reloads when it moved: a revoked token or a
-   disabled engine stops counting everywhere within about half a second.
+   disabled engine stops counting everywhere within about half a second. A token or a model
+   or pod the copy does not know is checked again at once (one GET; a reload only when the
+   counter moved), so a token or engine just created works on its first request.
 3. The version is read before the tables, so a change committed during a load moves it after
    the load and is picked up at the next check. A Redis that does not answer the check keeps
    the copy the process has (its scoring then fails on the index anyway: 503).
@@ -71,12 +73,14 @@ class _State:
 _state = _State()
 
 
-async def snapshot(client: redis.asyncio.Redis) -> Snapshot:
+async def snapshot(client: redis.asyncio.Redis, recheck: bool = False) -> Snapshot:
     """The tokens and engines, from memory; checked against VERSION_KEY at most every
-    API_CACHE_REFRESH_SECONDS. Raises a Redis error only when the process has no copy yet."""
+    API_CACHE_REFRESH_SECONDS, or now when `recheck` (a caller that found no token or engine
+    where one may just have been added). Raises a Redis error only when the process has no
+    copy yet."""
     current = _state.snapshot
-    due = time.monotonic() - _state.checked_at >= knob("API_CACHE_REFRESH_SECONDS")
-    if current is not None and (not due or _state.loading):
+    due = recheck or time.monotonic() - _state.checked_at >= knob("API_CACHE_REFRESH_SECONDS")
+    if current is not None and (not due or (_state.loading and not recheck)):
         return current  # one check at a time; the others keep answering with the copy
     _state.loading = True
     try:

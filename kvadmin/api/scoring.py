@@ -37,6 +37,8 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
     except contract.InvalidBody as error:
         return error_answer(400, error.message, error.field)
     engines = (await process_cache.snapshot(client)).engines.get(request.model, [])
+    if not _serve(engines, request.pods):  # registered a moment ago?
+        engines = (await process_cache.snapshot(client, True)).engines.get(request.model, [])
     active = cached_weights() or await asyncio.to_thread(active_weights)
     try:
         decision = await service.score_async(
@@ -45,6 +47,13 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
     except service.ScoreError as error:
         return error_answer(error.status, error.message, error.field)
     return json_answer(outcomes.decision_answer(decision))
+
+
+def _serve(engines: list[service.EngineRow], pods: list[str] | None) -> bool:
+    """The engines include an enabled one, or every requested pod."""
+    if pods is None:
+        return any(enabled for *_, enabled in engines)
+    return set(pods) <= {row[0] for row in engines}
 
 
 def django_response(answer: Answer) -> HttpResponse:
