@@ -51,7 +51,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import configure, percentile
-from kvadmin.api.fast_path import BUSY_RETRY_AFTER_SECONDS
 from kvadmin.redis_server import RedisServer, free_port
 
 BASELINE_REV = "709bc81"
@@ -175,6 +174,8 @@ CONTENT_LENGTH = re.compile(rb"(?i)content-length: *(\d+)")
 
 
 async def _client(port: int, requests: list[bytes], until: float, run: Run) -> None:
+    from kvadmin.api.fast_path import BUSY_RETRY_AFTER_SECONDS  # Django is set up by now
+
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     n = random.randrange(len(requests))
     try:
