@@ -256,35 +256,49 @@ def redis_cpu(client) -> float:
     return info["used_cpu_user"] + info["used_cpu_sys"]
 
 
+def server_cpu(server: Server) -> float:
+    """CPU seconds of the server's processes (uvicorn's workers included). Unlike wall time,
+    it hardly depends on what else the machine runs: 1 / (CPU per decision) is the rate one
+    core could sustain."""
+    pid = server.process.pid
+    tasks = Path(f"/proc/{pid}/task").iterdir()
+    children = [int(child) for task in tasks for child in (task / "children").read_text().split()]
+    return sum(_cpu_seconds(process) for process in [pid, *children])
+
+
 def bench_scoring(servers: list[Server], requests: list[bytes], seconds: float) -> dict:
     from kvadmin.redis_clients import index_client
 
     redis = index_client()
     print(f"\n{'clients':>7}  {'server':<9} {'answers/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'busy':>6} {'failed':>6} {'Redis CPU ms/decision':>22}")  # fmt: skip
+          f"{'busy':>6} {'failed':>6}   CPU ms per answer: {'server':>6} {'Redis':>6}")  # fmt: skip
     figures: dict = {}
     for clients in CONCURRENCY:
         runs = {server.name: Run() for server in servers}
         redis_seconds = dict.fromkeys(runs, 0.0)
+        web_seconds = dict.fromkeys(runs, 0.0)
         for server in servers:  # warm up: connections, scripts, caches
             load(server, HEALTHZ if server.name == "healthz" else requests, clients, WARMUP_SECONDS)
         for _ in range(ROUNDS):
             for server in servers:
-                before = redis_cpu(redis)
+                before, web_before = redis_cpu(redis), server_cpu(server)
                 run = load(server, HEALTHZ if server.name == "healthz" else requests, clients,
                            seconds)  # fmt: skip
                 redis_seconds[server.name] += redis_cpu(redis) - before
+                web_seconds[server.name] += server_cpu(server) - web_before
                 runs[server.name].add(run)
                 runs[server.name].seconds += run.seconds
         for name, run in runs.items():
             rate = run.statuses[200] / run.seconds
             p50, p99 = (percentile(run.latencies, q) * 1000 for q in (0.5, 0.99))
             other = sum(n for status, n in run.statuses.items() if status not in (200, BUSY))
-            per = redis_seconds[name] * 1000 / max(1, run.statuses[200])
-            cpu = f"{per:.2f}" if name != "healthz" else "-"
+            answered = max(1, run.statuses[200])
+            per_redis = f"{redis_seconds[name] * 1000 / answered:.2f}" if name != "healthz" else "-"
+            per_web = web_seconds[name] * 1000 / answered
+            busy = run.statuses[BUSY]
             print(f"{clients:>7}  {name:<9} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} "
-                  f"{run.statuses[BUSY]:>6} {other:>6} {cpu:>22}")  # fmt: skip
-            figures[clients, name] = (rate, p50, p99, run.statuses[BUSY], other)
+                  f"{busy:>6} {other:>6} {per_web:>27.2f} {per_redis:>6}")  # fmt: skip
+            figures[clients, name] = (rate, p50, p99, busy, other, per_web)
     return figures
 
 
@@ -297,10 +311,15 @@ def ratios(figures: dict, servers: list[Server]) -> None:
         ceiling = figures[clients, "healthz"][0]
         parts += [f"{lean[-1]} / healthz = {figures[clients, lean[-1]][0] / ceiling:.2f}"]
         print(f"  {clients:>3} clients: decisions/s " + ", ".join(parts))
+    for clients in CONCURRENCY:
+        old = figures[clients, "old"][5]
+        parts = [f"{name} {old / figures[clients, name][5]:.1f}x" for name in lean]
+        print(f"  {clients:>3} clients: decisions per server CPU second, against old: "
+              + ", ".join(parts))  # fmt: skip
     for name in lean:
-        _, p50, p99, _, _ = figures[8, name]
+        _, p50, p99, _, _, _ = figures[8, name]
         print(f"  {name}, 8 clients: p99 / p50 = {p99 / p50:.1f} (target: at most 3)")
-    _, p50, p99, shed, other = figures[128, lean[-1]]
+    _, p50, p99, shed, other, _ = figures[128, lean[-1]]
     print(f"  {lean[-1]}, 128 clients: {other} failed (outages, errors), {shed} answered 503 "
           f"busy + Retry-After, p99 {p99:.1f} ms")  # fmt: skip
 

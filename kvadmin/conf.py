@@ -20,8 +20,10 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # make run leaves routine lines out of its log: beat's ticks, task results, and
     # successful calls of gateways, the demo fleet and probes (kvadmin/routine_logs.py).
     "QUIET_LOGS": True,
-    # The port make run's web server listens on, on 127.0.0.1.
+    # The port make run's web server listens on, on 127.0.0.1, and its processes (uvicorn
+    # workers; 0: one per core).
     "PORT": 8000,
+    "WEB_WORKERS": 0,
     # How long each process waits at start for Redis to answer (and load its data).
     "STARTUP_TIMEOUT": 120.0,
     "INGEST": True,  # Celery workers consume KV event streams

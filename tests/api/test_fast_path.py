@@ -4,10 +4,12 @@ two web processes, with the live feed of one showing what the other decided."""
 
 import asyncio
 import socket
+import subprocess
 import threading
 import urllib.request
 from collections.abc import Iterator
 from email.message import Message
+from pathlib import Path
 
 import pytest
 import websockets
@@ -38,6 +40,14 @@ def two_servers(subprocess_env) -> Iterator[tuple[str, str]]:
         stop_process(process)
 
 
+@pytest.fixture
+def two_workers(subprocess_env) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`make run`'s web server on a two-core machine: one uvicorn with two worker processes."""
+    process, url = start_asgi_server(subprocess_env | {"KVADMIN_WEB_WORKERS": "2"})
+    yield process, url
+    stop_process(process)
+
+
 def score(url: str, token: str, **body) -> tuple[int, dict]:
     return http_json(f"{url}/api/v1/score", {"model": MODEL, "token_ids": tokens(2)} | body, token)
 
@@ -49,6 +59,23 @@ def test_a_revoked_token_stops_working_in_every_process(two_servers, engines) ->
     row.revoke()
     for url in two_servers:
         wait_until(lambda url=url: score(url, token)[0] == 401, timeout=5, what="the 401")
+
+
+def test_make_runs_web_server_revokes_in_all_its_workers(two_workers, engines) -> None:
+    process, url = two_workers
+    tasks = Path(f"/proc/{process.pid}/task")
+
+    def workers() -> int:  # uvicorn's supervisor may start them from any of its threads
+        children = [
+            pid for task in tasks.iterdir() for pid in (task / "children").read_text().split()
+        ]
+        return sum(b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in children)
+
+    wait_until(lambda: workers() == 2, timeout=30, what="two worker processes")
+    row, token = ApiToken.issue("gateway")
+    assert all(score(url, token)[0] == 200 for _ in range(20))  # both workers answered
+    row.revoke()
+    wait_until(lambda: all(score(url, token)[0] == 401 for _ in range(20)), timeout=5, what="401s")
 
 
 def test_a_disabled_engine_stops_being_a_candidate_in_every_process(two_servers, engines):
