@@ -19,6 +19,7 @@ Nothing is skipped that the Django views did: scopes, the decision log, the metr
 last-used time of tokens (once a minute per token and process).
 """
 
+import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -57,6 +58,7 @@ class FastPath:
         self.app = app
         self.in_flight = 0
         self._client: redis.asyncio.Redis | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -105,9 +107,10 @@ class FastPath:
             return json_answer({"error": "internal error"}, 500)
 
     def _redis(self) -> redis.asyncio.Redis:
-        # Created on first use, inside the server's event loop (one per process).
-        if self._client is None:
-            self._client = async_index_client()
+        # Created inside the event loop that uses it: one per process under uvicorn.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client, self._loop = async_index_client(), loop
         return self._client
 
 

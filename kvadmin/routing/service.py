@@ -537,6 +537,10 @@ def _token_ids(value: object, limit: int) -> list[int]:
         raise InvalidScoreRequest(
             f"`token_ids` has {len(value)} tokens; the limit is {limit}", "token_ids"
         )
+    # The common case checked in C (a set of types, min, max): a request of 2,048 ids in
+    # microseconds rather than a Python loop; the loop only names the offending id.
+    if set(map(type, value)) == {int} and min(value) >= 0 and max(value) < 2**32:
+        return value
     for position, token in enumerate(value):
         if type(token) is not int or not 0 <= token < 2**32:
             raise InvalidScoreRequest(
