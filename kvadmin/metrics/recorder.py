@@ -25,8 +25,8 @@ import redis
 from redis.asyncio.client import Pipeline as AsyncPipeline
 from redis.client import Pipeline
 
-from kvadmin.ingest.events import EventBatch
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.events import EventBatch
+from kvadmin.index.streams import StreamId
 from kvadmin.metrics import families as f
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_field
 from scoring import keys
