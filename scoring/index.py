@@ -33,16 +33,18 @@ from scoring.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCKS, block_hashes
 from scoring.keys import block_key, block_keys
 from scoring.route_state import RawPodState, RouteState, StateRequest, state_keys
 from scoring.score import MediaRun, PrefixWalk, ScoreResult, Timings, score_walk, walk_prefix
-from scoring.values import parse_value
+from scoring.values import parse_value, pod_start
 from scoring.weights import TierWeights
 
 _WALK_LUA = (Path(__file__).parent / "prefix_walk.lua").read_text()
 
 
 StartKeys = Mapping[str, Sequence[str]]
-"""Per pod, hashes whose `started_at` field (unix seconds) is a start of the pod, one per stream
-(kvadmin's stream status): a reader takes them in the same round trip as the blocks, and the latest
-start, with the caller's `pod_started_at`, is the pod's (compatibility.md 2.4 step 1)."""
+"""Per pod, the status hashes of its data-parallel ranks' streams, whose `started_at` field (unix
+seconds) is the start of the rank's current run: a reader takes them in the same round trip as the
+blocks. The pod's start is the earliest of them, unknown while a rank has none
+(`scoring.values.pod_start`), or the caller's `pod_started_at` when that is later
+(compatibility.md 2.4 step 1)."""
 NO_START_KEYS: StartKeys = MappingProxyType({})
 
 
@@ -113,11 +115,14 @@ class BaselineIndexReader(PrefixReader):
             block: {pod: parse_value(raw) for pod, raw in reply.items()}
             for block, reply in zip(blocks, replies[: len(blocks)], strict=True)
         }
-        started = dict(pod_started_at)
         at = len(blocks) + len(starts)
+        rank_starts: dict[str, list[int | None]] = {}
         for (pod, _key), value in zip(starts, replies[len(blocks) : at], strict=True):
-            if value is not None:
-                started[pod] = max(int(value), started.get(pod, int(value)))
+            rank_starts.setdefault(pod, []).append(None if value is None else int(value))
+        started = dict(pod_started_at)
+        for pod, values in rank_starts.items():
+            if (start := pod_start(values)) is not None:
+                started[pod] = max(start, started.get(pod, start))
         walk = walk_prefix(blocks, owners, candidates, started)
         if not (state and state_pods):
             return walk, None

@@ -66,6 +66,12 @@ def stream_status_key(pod: str, stream: str) -> str:
     return f"kvadmin:stream:{pod}|{stream}"
 
 
+def rank_status_keys(pod: str, dp_size: int) -> list[str]:
+    """The status hashes of the pod's data-parallel ranks' ZMQ streams, 0..dp_size-1: scoring
+    reads the pod's start from their `started_at` (`scoring.values.pod_start`)."""
+    return [stream_status_key(pod, stream_name(rank)) for rank in range(dp_size)]
+
+
 def stream_lease_key(pod: str, stream: str) -> str:
     """STRING with a TTL: the worker that owns one stream."""
     return f"kvadmin:lease:{pod}|{stream}"

@@ -6,8 +6,10 @@
 -- ARGV: "1" when only the listed pods are candidates, "0" when every pod is; the number of
 --       block keys; the number t of triples; then t triples (pod id, unix second of its last
 --       start as decimal text, "" if unknown, n) listing the candidates, or with "0" the pods
---       whose start may be known: the pod's next n start keys are hashes whose `started_at`
---       field is a start of the pod too (its streams' status), and the latest start counts.
+--       whose start may be known: the pod's next n start keys are its data-parallel ranks'
+--       stream status hashes, whose `started_at` is the start of the rank's current run; the
+--       earliest of them is a start of the pod, unknown while a rank has none
+--       (scoring.values.pod_start), and the later of it and the given start counts.
 --       Then the routing-state section: its number of pods q (0: none), "now" in unix ms (""
 --       for Redis' own clock, the one route_record.lua advances the queue with), and the
 --       in-flight window in ms.
@@ -36,12 +38,20 @@ local start_key = n_blocks
 for i = 4, state_at - 1, 3 do
   local pod, start = ARGV[i], ARGV[i + 1]
   is_candidate[pod] = true
-  for _ = 1, tonumber(ARGV[i + 2]) do
-    start_key = start_key + 1
-    local recorded = redis.call('HGET', KEYS[start_key], 'started_at')
-    if recorded and (start == '' or tonumber(recorded) > tonumber(start)) then
-      start = recorded
+  local n_ranks, earliest = tonumber(ARGV[i + 2]), nil
+  for r = 1, n_ranks do
+    local recorded = redis.call('HGET', KEYS[start_key + r], 'started_at')
+    if not recorded then
+      earliest = nil
+      break
     end
+    if not earliest or tonumber(recorded) < tonumber(earliest) then
+      earliest = recorded
+    end
+  end
+  start_key = start_key + n_ranks
+  if earliest and (start == '' or tonumber(earliest) > tonumber(start)) then
+    start = earliest
   end
   if start ~= '' then
     started[pod], started_text[pod] = tonumber(start), start

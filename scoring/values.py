@@ -9,6 +9,7 @@ spaces, underscores and non-ASCII digits).
 """
 
 import re
+from collections.abc import Iterable
 from typing import NamedTuple
 
 _GO_DECIMAL = re.compile(r"[+-]?[0-9]+")
@@ -42,6 +43,25 @@ def parse_value(raw: str) -> BlockValue:
     """Split on the first "|" only: "ts|a|b" has medium "a|b", and "ts|" has none."""
     timestamp, _, medium = raw.partition("|")
     return BlockValue(timestamp, medium or None, parse_seconds(timestamp))
+
+
+def pod_start(rank_starts: Iterable[int | None]) -> int | None:
+    """The pod's start as kvadmin knows it from its data-parallel ranks' streams
+    (compatibility.md 2.4 step 1): each rank's `started_at` is the start of the run it
+    publishes now, the second before kvadmin saw that run begin, and None while kvadmin has
+    seen no restart of it. A restart of one rank inside a running container purges that
+    rank's own entries; it is not a start of the pod. Every block a live rank holds was
+    written after that rank's start, so the earliest of the ranks' starts drops nothing a
+    live rank holds, and after a container restart (every rank starts a new run) it drops
+    exactly what was written before the container started, as kthena's container start
+    does. A rank with no recorded start may hold blocks of any age: then the pod's start is
+    unknown (None), as it is for a pod with no ranks."""
+    earliest: int | None = None
+    for started in rank_starts:
+        if started is None:
+            return None
+        earliest = started if earliest is None else min(earliest, started)
+    return earliest
 
 
 def is_stale(value: BlockValue, started_at: int | None) -> bool:
