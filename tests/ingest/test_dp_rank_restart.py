@@ -23,7 +23,10 @@ from tests.ingest.conftest import MODEL, spec_for
 from tests.waiting import wait_until
 
 POD = "vllm-0.default"
-READERS = [pytest.param(IndexReader(), id="lua"), pytest.param(BaselineIndexReader(), id="baseline")]
+READERS = [
+    pytest.param(IndexReader(), id="lua"),
+    pytest.param(BaselineIndexReader(), id="baseline"),
+]
 
 
 @pytest.fixture
@@ -105,9 +108,7 @@ def test_a_container_restart_drops_what_was_written_before_it(
     _publish(redis_client, rank1, 2)
     _restart(redis_client, rank0, 3)
     _restart(redis_client, rank1, 4)
-    starts = [
-        int(status.read(redis_client, StreamId(POD, rank))["started_at"]) for rank in (0, 1)
-    ]
+    starts = [int(status.read(redis_client, StreamId(POD, rank))["started_at"]) for rank in (0, 1)]
     start = pod_start(starts)
     assert start == min(starts)
     # An entry of the old run that no purge released (kthena's own writer leaves those).
