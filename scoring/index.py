@@ -20,7 +20,7 @@ slot, which kthena's key layout does not give; `BaselineIndexReader` works there
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from time import perf_counter
 from types import MappingProxyType
@@ -30,10 +30,20 @@ import redis
 from redis.commands.core import Script
 
 from scoring.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCKS, block_hashes
-from scoring.keys import block_key, block_keys
+from scoring.keys import block_key, block_keys, pod_media_key, residency_key
 from scoring.route_state import RawPodState, RouteState, StateRequest, state_keys
-from scoring.score import MediaRun, PrefixWalk, ScoreResult, Timings, score_walk, walk_prefix
-from scoring.values import parse_value, pod_start
+from scoring.score import (
+    HeldMedia,
+    MediaRun,
+    PrefixWalk,
+    ScoreResult,
+    Span,
+    Timings,
+    score_walk,
+    spans,
+    walk_prefix,
+)
+from scoring.values import ValueFormat, parse_value, pod_start
 from scoring.weights import TierWeights
 
 _WALK_LUA = (Path(__file__).parent / "prefix_walk.lua").read_text()
@@ -60,9 +70,18 @@ class PrefixReader(ABC):
         candidates: Set[str] | None,
         pod_started_at: Mapping[str, int],
         start_keys: StartKeys = NO_START_KEYS,
+        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> PrefixWalk:
         """Walk the request's `blocks` of `model` over the index (one round trip)."""
-        return self.read(client, model, blocks, candidates, pod_started_at, start_keys)[0]
+        return self.read(
+            client,
+            model,
+            blocks,
+            candidates,
+            pod_started_at,
+            start_keys,
+            value_format=value_format,
+        )[0]
 
     @abstractmethod
     def read(
@@ -74,8 +93,10 @@ class PrefixReader(ABC):
         pod_started_at: Mapping[str, int],
         start_keys: StartKeys = NO_START_KEYS,
         state: StateRequest | None = None,
+        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> tuple[PrefixWalk, RouteState | None]:
-        """`walk`, plus the routing `state` asked for, in the same round trip."""
+        """`walk`, plus the routing `state` asked for, in the same round trip. Under the
+        legacy `value_format` the walk's `held` media come from kvadmin's residency."""
 
 
 class BaselineIndexReader(PrefixReader):
@@ -90,6 +111,7 @@ class BaselineIndexReader(PrefixReader):
         pod_started_at: Mapping[str, int],
         start_keys: StartKeys = NO_START_KEYS,
         state: StateRequest | None = None,
+        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> tuple[PrefixWalk, RouteState | None]:
         if not blocks and not (state and state.pods):
             return PrefixWalk({}), None
@@ -124,6 +146,8 @@ class BaselineIndexReader(PrefixReader):
             if (start := pod_start(values)) is not None:
                 started[pod] = max(start, started.get(pod, start))
         walk = walk_prefix(blocks, owners, candidates, started)
+        if value_format is ValueFormat.LEGACY:
+            walk = replace(walk, held=_baseline_held(client, blocks, walk))
         if not (state and state_pods):
             return walk, None
         return walk, _baseline_state(state, blocks, replies[at:])
@@ -150,13 +174,16 @@ class IndexReader(PrefixReader):
         pod_started_at: Mapping[str, int],
         start_keys: StartKeys = NO_START_KEYS,
         state: StateRequest | None = None,
+        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> tuple[PrefixWalk, RouteState | None]:
         if not blocks and not (state and state.pods):
             return PrefixWalk({}), None
         if self._script is None:
             self._script = client.register_script(_WALK_LUA)
-        keys, args = _script_input(model, blocks, candidates, pod_started_at, start_keys, state)
-        return _decoded(self._script(keys, args, client), state)
+        keys, args = _script_input(
+            model, blocks, candidates, pod_started_at, start_keys, state, value_format
+        )
+        return _decoded(self._script(keys, args, client), state, value_format)
 
 
 INDEX_READER = IndexReader()
@@ -183,6 +210,7 @@ def score_request(
     max_blocks: int = DEFAULT_MAX_BLOCKS,
     reader: PrefixReader = INDEX_READER,
     start_keys: StartKeys = NO_START_KEYS,
+    value_format: ValueFormat = ValueFormat.TIERED,
 ) -> ScoreResult:
     """From token ids to an explained result: hash the blocks, read the index (and the pods'
     `start_keys`) once, score. The result carries the time each step took."""
@@ -197,6 +225,7 @@ def score_request(
         max_blocks=max_blocks,
         reader=reader,
         start_keys=start_keys,
+        value_format=value_format,
     ).result
 
 
@@ -212,13 +241,14 @@ def read_for_routing(
     reader: PrefixReader = INDEX_READER,
     start_keys: StartKeys = NO_START_KEYS,
     state: StateRequest | None = None,
+    value_format: ValueFormat = ValueFormat.TIERED,
 ) -> RoutingRead:
     """`score_request`, plus the routing `state` read in the same round trip."""
     started = perf_counter()
     blocks = block_hashes(token_ids, block_size, max_blocks)
     hashed = perf_counter()
     walk, route_state = reader.read(
-        client, model, blocks, candidates, pod_started_at, start_keys, state
+        client, model, blocks, candidates, pod_started_at, start_keys, state, value_format
     )
     read = perf_counter()
     result = score_walk(walk, len(blocks), weights)
@@ -238,6 +268,7 @@ def _script_input(
     pod_started_at: Mapping[str, int],
     start_keys: StartKeys,
     state: StateRequest | None = None,
+    value_format: ValueFormat = ValueFormat.TIERED,
 ) -> tuple[list[str], list[str]]:
     """KEYS and ARGV of prefix_walk.lua for the request's `blocks` (the one place that builds
     them). Start times of non-candidates are left out: those owners are dropped before
@@ -247,7 +278,9 @@ def _script_input(
         args, pods = ["0"], pod_started_at.keys() | start_keys.keys()
     else:
         args, pods = ["1"], candidates
-    args += (str(len(keys)), str(len(pods)))
+    args.append(str(len(keys)))
+    args += _RESIDENCY_ARGS if value_format is ValueFormat.LEGACY else ("", "", "")
+    args.append(str(len(pods)))
     for pod in pods:
         started_at = pod_started_at.get(pod)
         pod_keys = start_keys.get(pod, ())
@@ -262,7 +295,9 @@ def _script_input(
 
 
 def _decoded(
-    reply: list[Any], state: StateRequest | None = None
+    reply: list[Any],
+    state: StateRequest | None = None,
+    value_format: ValueFormat = ValueFormat.TIERED,
 ) -> tuple[PrefixWalk, RouteState | None]:
     """Turn prefix_walk.lua's flat reply back into a PrefixWalk (no medium arrives as None)
     and the routing state."""
@@ -271,12 +306,23 @@ def _decoded(
     non_candidates = frozenset(reply[3 : 3 + n_non_candidates])
     stale = frozenset(reply[3 + n_non_candidates : at])
     runs: dict[str, tuple[MediaRun, ...]] = {}
+    held: dict[str, HeldMedia] | None = {} if value_format is ValueFormat.LEGACY else None
     for _ in range(n_pods):
         end = at + 2 + 2 * reply[at + 1]
         pairs = iter(reply[at + 2 : end])
-        runs[reply[at]] = tuple(zip(pairs, pairs, strict=True))
+        pod = reply[at]
+        runs[pod] = tuple(zip(pairs, pairs, strict=True))
         at = end
-    walk = PrefixWalk(runs, non_candidates, stale)
+        if held is not None:
+            pod_held: dict[str | None, tuple[Span, ...]] = {}
+            n_media, at = reply[at], at + 1
+            for _medium in range(n_media):
+                medium, n_spans = reply[at] or None, reply[at + 1]
+                pairs = iter(reply[at + 2 : at + 2 + 2 * n_spans])
+                pod_held[medium] = tuple(zip(pairs, pairs, strict=True))
+                at += 2 + 2 * n_spans
+            held[pod] = pod_held
+    walk = PrefixWalk(runs, non_candidates, stale, held)
     if not (state and state.pods):
         return walk, None
     now_ms, at = int(reply[at]), at + 1
@@ -295,6 +341,45 @@ def _decoded(
         )
         at += 8 + n_speculative
     return walk, RouteState(now_ms, pods)
+
+
+def _residency_args() -> tuple[str, str, str]:
+    """The legacy walk's residency key layout for prefix_walk.lua: the media SET key is the
+    first part followed by the pod; a residency ZSET key is the second part, the pod, the
+    third part, the medium (`scoring.keys` stays the one source of the layout)."""
+    media_prefix = pod_media_key("\0").partition("\0")[0]
+    before_pod, _, rest = residency_key("\0", "\1").partition("\0")
+    between, _, after = rest.partition("\1")
+    if after:
+        raise AssertionError("a residency key ends with its medium")
+    return media_prefix, before_pod, between
+
+
+_RESIDENCY_ARGS = _residency_args()
+
+
+def _baseline_held(
+    client: redis.Redis, blocks: Sequence[int], walk: PrefixWalk
+) -> dict[str, HeldMedia]:
+    """Per pod of the walk, the residency's media of its matched blocks: the media SETs, then
+    one ZMSCORE per pod and medium (two more round trips, only for the legacy format)."""
+    matched = {pod: sum(count for _m, count in runs) for pod, runs in walk.runs.items()}
+    if not matched:
+        return {}
+    pipeline = client.pipeline(transaction=False)
+    for pod in matched:
+        pipeline.smembers(pod_media_key(pod))
+    pod_media = {pod: sorted(media) for pod, media in zip(matched, pipeline.execute(), strict=True)}
+    wanted = [(pod, medium) for pod, media in pod_media.items() for medium in media]
+    for pod, medium in wanted:
+        members = [str(block) for block in blocks[: matched[pod]]]
+        pipeline.zmscore(residency_key(pod, medium), members)
+    held: dict[str, dict[str | None, tuple[Span, ...]]] = {pod: {} for pod in matched}
+    for (pod, medium), scores in zip(wanted, pipeline.execute() if wanted else [], strict=True):
+        found = spans(i for i, score in enumerate(scores) if score is not None)
+        if found:
+            held[pod][medium or None] = found
+    return dict(held)
 
 
 def _baseline_state(state: StateRequest, blocks: Sequence[int], replies: list[Any]) -> RouteState:

@@ -7,6 +7,8 @@ The `kvadmin:` keys are kvadmin's own bookkeeping beside them.
 
 from collections.abc import Iterable
 
+from scoring.values import ValueFormat
+
 BLOCK_KEY_PREFIX = "matrix:kv:block:"
 ENGINE_HASH_TTL_SECONDS = 86400
 
@@ -32,8 +34,9 @@ def engine_hash_key(engine_kind: str, pod: str, engine_hash: int | str) -> str:
 
 
 def block_value(timestamp: int, medium: str | None) -> str:
-    """The field value kthena reads: "ts" for no medium, otherwise "ts|MEDIUM"."""
-    return f"{timestamp}|{medium}" if medium else str(timestamp)
+    """The tiered field value kthena reads: "ts" for no medium, otherwise "ts|MEDIUM"
+    (`values.ValueFormat` has both formats)."""
+    return ValueFormat.TIERED.field_value(timestamp, medium)
 
 
 # kvadmin's own bookkeeping. `{pod}` is "{pod_name}.{namespace}"; `{medium}` is the medium as

@@ -1,5 +1,6 @@
 """Block values as the router reads them (compatibility.md 2.2): "{unix_seconds}" or
-"{unix_seconds}|{MEDIUM}".
+"{unix_seconds}|{MEDIUM}", and which of the two the index writes (`ValueFormat`, compatibility.md
+2.7).
 
 The timestamp is judged the way kthena's Go router judges it, `strconv.ParseInt(ts, 10, 64)`: an
 optional sign and ASCII digits that fit a signed 64-bit integer. Anything else does not parse, and
@@ -10,11 +11,50 @@ spaces, underscores and non-ASCII digits).
 
 import re
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import NamedTuple
 
 _GO_DECIMAL = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
+
+
+class ValueFormat(StrEnum):
+    """How the index writes a matrix value (the INDEX_VALUE_FORMAT knob, compatibility.md 2.7).
+
+    kthena main reads the whole value as a timestamp in its restart filter and its garbage
+    collection, so a tiered value defeats both there; kthena with PR #1293 reads either. The
+    media stay in kvadmin's own per-medium residency whatever the format, which kvadmin's pages
+    and scoring read under `LEGACY`.
+    """
+
+    TIERED = "tiered"
+    """"{unix_seconds}|{MEDIUM}": kthena with PR #1293 weighs each block by its tier."""
+    LEGACY = "legacy"
+    """"{unix_seconds}": what kthena main parses; every block counts 1."""
+
+    @property
+    def kthena(self) -> str:
+        """The kthena version an index of this format serves, for operators."""
+        if self is ValueFormat.TIERED:
+            return "kthena with PR #1293 (tier weights)"
+        return "kthena main (no tier weights)"
+
+    @property
+    def router_version(self) -> str:
+        """The ROUTER_VERSION knob's value of the kthena this format serves."""
+        return "pr1293" if self is ValueFormat.TIERED else "main"
+
+    def field_value(self, timestamp: int | str, medium: str | None) -> str:
+        """The field value of a pod's last store at `timestamp` whose best medium is `medium`:
+        "ts" for no medium or the legacy format, otherwise "ts|MEDIUM"."""
+        if medium and self is ValueFormat.TIERED:
+            return f"{timestamp}|{medium}"
+        return str(timestamp)
+
+
+ROUTER_VERSIONS = {fmt.router_version: fmt for fmt in ValueFormat}
+"""The ROUTER_VERSION knob's values, each with the value format that kthena reads right."""
 
 
 class BlockValue(NamedTuple):
