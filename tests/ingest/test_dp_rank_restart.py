@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from kvadmin.fleet.publisher import Publisher
-from kvadmin.ingest import status
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId
 from scoring.index import BaselineIndexReader, IndexReader, PrefixReader, score_request
 from scoring.keys import block_value, rank_status_keys
 from scoring.score import ScoreResult
