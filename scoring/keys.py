@@ -171,6 +171,12 @@ WEIGHTS_VERSION_KEY = "kvadmin:weights:version"
 WEIGHTS_CONFIG_KEY = "kvadmin:weights:config"
 """STRING: JSON {"version": n, "weights": {...}, "fallback": w, "notes": {...}} of it."""
 
+VALUE_FORMAT_KEY = "kvadmin:index:value-format"
+"""HASH: the switch of the matrix values to a format, as far as it went (target, current,
+cursor, passes, checked, estimate, rewritten, ...; kvadmin.index.value_format)."""
+VALUE_FORMAT_LOCK_KEY = "kvadmin:index:value-format:lock"
+"""STRING with a TTL: held by the process rewriting the values."""
+
 GC_LAST_RUN_KEY = "kvadmin:gc:last"
 """HASH: the last garbage-collection run's report."""
 GC_TOTALS_KEY = "kvadmin:gc:totals"

@@ -38,7 +38,7 @@ from time import perf_counter
 
 import redis
 
-from kvadmin.conf import knob
+from kvadmin.conf import knob, value_format
 from kvadmin.engines.model_names import model_name_problem
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
@@ -168,6 +168,7 @@ def score(
             block_size=block_size,
             max_blocks=knob("MAX_BLOCKS"),
             start_keys={c.pod: rank_status_keys(c.pod, c.dp_size) for c in candidates},
+            value_format=value_format(),
             state=StateRequest(model, pods_, round(knob("ROUTING_IN_FLIGHT_SECONDS") * 1000)),
         )
     except REDIS_OUTAGES:
