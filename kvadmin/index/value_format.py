@@ -167,6 +167,7 @@ def rewrite_step(
     written = _write(client, changes) if changes else 0
     state.cursor = str(cursor)
     state.checked += sum(len(fields) for fields in values)
+    state.estimate = max(state.estimate, state.checked)  # kthena's own writes have no residency
     state.rewritten += written
     state.pass_rewritten += written
     if state.cursor == "0":
