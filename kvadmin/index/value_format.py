@@ -207,7 +207,7 @@ def _changes(
         for pod, value in owners.items()
         if "|" not in value
     ]
-    held = _held_media(client, [(pod, _std(key)) for key, pod, _value in wanted])
+    held = held_media(client, [(pod, _std(key)) for key, pod, _value in wanted])
     for key, pod, value in wanted:
         media = held.get((pod, _std(key)))
         if media:
@@ -217,10 +217,11 @@ def _changes(
     return changes
 
 
-def _held_media(
+def held_media(
     client: redis.Redis, owned: list[tuple[str, str]]
 ) -> dict[tuple[str, str], list[str | None]]:
-    """The media each (pod, std) is held in by the pod's residency: two round trips."""
+    """The media each (pod, std) is held in by the pod's residency (two round trips): what a
+    tiered value would name the best of, for the rewrite and for pages under the legacy format."""
     pods = sorted({pod for pod, _std in owned})
     if not pods:
         return {}
