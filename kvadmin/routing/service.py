@@ -10,9 +10,9 @@ chooses a pod and records the decision:
 3. `scoring.index.read_for_routing` with the active tier weights, in one Redis round trip
    (compatibility.md 5.8) that also reads each candidate's last (re)start as the ingest reader
    recorded it per stream, so ownership written before it is dropped (compatibility.md 2.4 step 1);
-   a data-parallel pod restarts with its newest rank. The same round trip reads each candidate's
-   routing state (`scoring.route_state`): virtual queue, requests in flight, speculative entries,
-   the engine's scraped load.
+   a data-parallel pod starts when all its ranks have (the earliest rank start counts). The same
+   round trip reads each candidate's routing state (`scoring.route_state`): virtual queue,
+   requests in flight, speculative entries, the engine's scraped load.
 4. `scoring.policy.choose_pod` under the request's policy (`policy`, default the
    ROUTING_POLICY knob): `ttft`, the lowest estimated time to first token, or `kthena`, the
    highest score (ties and no-hit requests by rendezvous hashing). The kthena score of every
@@ -49,7 +49,7 @@ import redis.asyncio
 from redis.asyncio.client import Pipeline as AsyncPipeline
 from redis.client import Pipeline
 
-from kvadmin.conf import knob
+from kvadmin.conf import knob, value_format
 from kvadmin.engines.model_names import model_name_problem
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
@@ -60,7 +60,7 @@ from kvadmin.routing.tokenize import Messages, TokenizationFailed, Tokenized, To
 from kvadmin.weights.active import ActiveWeights, active_weights
 from scoring import route_record
 from scoring.index import RoutingRead, read_for_routing, read_for_routing_async
-from scoring.keys import stream_name, stream_status_key
+from scoring.keys import rank_status_keys
 from scoring.policy import DEFAULT_POLICY, POLICIES, Policy, PolicyChoice, RouteRequest, choose_pod
 from scoring.route_record import RouteAdvance
 from scoring.route_state import (
@@ -268,10 +268,8 @@ class _Prepared:
             "weights": self.active.weights,
             "block_size": self.block_size,
             "max_blocks": knob("MAX_BLOCKS"),
-            "start_keys": {
-                c.pod: [stream_status_key(c.pod, stream_name(rank)) for rank in range(c.dp_size)]
-                for c in self.candidates
-            },
+            "start_keys": {c.pod: rank_status_keys(c.pod, c.dp_size) for c in self.candidates},
+            "value_format": value_format(),
             "state": StateRequest(
                 self.model, pods, round(knob("ROUTING_IN_FLIGHT_SECONDS") * 1000)
             ),

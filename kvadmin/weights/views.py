@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import reswap, retarget
 
 from kvadmin.conf import knob
+from kvadmin.index.serving import index_serving
 from kvadmin.redis_clients import index_client
 from kvadmin.weights import export, whatif
 from kvadmin.weights.active import active_weights
@@ -162,6 +163,7 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "")
         "history": history(),
         "kthena_yaml": export.kthena_yaml(current),
         "kthena_compatible": config.tier_weights().kthena_compatible,
+        "serving": index_serving(index_client()),
         "notice": notice,
         "whatif_default": knob("WHATIF_DECISIONS"),
     }
