@@ -12,7 +12,9 @@ from typing import Any
 
 import msgspec
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from kvadmin.api import outcomes, scoring, views
@@ -249,6 +251,16 @@ _PATHS: dict[str, Any] = {
             },
         }
     },
+    "/api/v1/docs": {
+        "get": {
+            "summary": "This document rendered as a page (Swagger UI), for a logged-in operator",
+            "security": [],
+            "responses": {
+                "200": {"description": "HTML", "content": {"text/html": {}}},
+                "302": {"description": "Not logged in: to the login page."},
+            },
+        }
+    },
     "/api/v1/openapi.json": {
         "get": {
             "summary": "This document (an API token of any scope, or a logged-in session)",
@@ -306,6 +318,12 @@ DOCUMENT: dict[str, Any] = {
         for path, operations in _PATHS.items()
     },
 }
+
+
+@require_GET
+def docs(request: HttpRequest) -> HttpResponse:
+    """The document rendered for operators (Swagger UI, vendored: static/vendor/swagger-ui)."""
+    return render(request, "api/docs.html", {"document": reverse("api-openapi")})
 
 
 @login_not_required
