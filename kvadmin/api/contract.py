@@ -136,4 +136,6 @@ def _named(message: str) -> InvalidBody:
     name = field.group(0) if field else None
     if name not in (*INPUTS, *ScoreRequest.__struct_fields__):
         name = None
+    if name == "policy":  # msgspec names the value, not the choices
+        what += f" (one of {', '.join(POLICIES)})"
     return InvalidBody(f"`{path}`: {what}", name)

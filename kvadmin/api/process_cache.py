@@ -4,13 +4,14 @@ per web process, so that scoring a request queries no database.
 Both tables are small (tens of tokens, hundreds of engines) and change rarely, so a process
 loads all of each at once and keeps them until they change:
 1. Any save or delete of an `ApiToken` or an `Engine` (admin, forms, commands, `revoke`)
-   drops this process's copy at once and, once its transaction commits, moves a version
-   counter in Redis (`VERSION_KEY`, INCR).
-2. Every process compares that counter with the one its copy was loaded under, at most every
+   drops this process's copy at once and, once its transaction commits, sets a new random
+   version in Redis (`VERSION_KEY`). Random, not a counter: a counter starts again after a
+   Redis flush and could come back to the value a process loaded under.
+2. Every process compares that version with the one its copy was loaded under, at most every
    API_CACHE_REFRESH_SECONDS (one GET), and reloads when it moved: a revoked token or a
    disabled engine stops counting everywhere within about half a second. A token or a model
    or pod the copy does not know is checked again at once (one GET; a reload only when the
-   counter moved), so a token or engine just created works on its first request.
+   version moved), so a token or engine just created works on its first request.
 3. The version is read before the tables, so a change committed during a load moves it after
    the load and is picked up at the next check. A Redis that does not answer the check keeps
    the copy the process has (its scoring then fails on the index anyway: 503).
@@ -20,6 +21,7 @@ Queryset `update()` sends no signals: code that changes these tables that way mu
 """
 
 import logging
+import secrets
 import time
 from dataclasses import dataclass, field
 
@@ -39,7 +41,7 @@ from kvadmin.routing.service import ENGINE_COLUMNS, EngineRow
 log = logging.getLogger(__name__)
 
 VERSION_KEY = "kvadmin:api:registry_version"
-"""STRING: a counter moved by every change of API tokens or engines (see the module doc)."""
+"""STRING: a random value set anew by every change of API tokens or engines (module doc)."""
 
 LAST_USED_RESOLUTION_SECONDS = 60.0
 """As `kvadmin.api.auth`: recording every use would make each call a database write."""
@@ -133,9 +135,9 @@ def changed() -> None:
 def _announce() -> None:
     forget()
     try:
-        index_client().incr(VERSION_KEY)
+        index_client().set(VERSION_KEY, secrets.token_hex(8))
     except redis.RedisError as error:
-        # The other processes keep their copy until the counter moves: say so.
+        # The other processes keep their copy until the version moves: say so.
         log.warning("API cache: could not announce a token or engine change (%s)", error)
 
 

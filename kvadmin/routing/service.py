@@ -61,7 +61,15 @@ from kvadmin.weights.active import ActiveWeights, active_weights
 from scoring import route_record
 from scoring.index import RoutingRead, read_for_routing, read_for_routing_async
 from scoring.keys import rank_status_keys
-from scoring.policy import DEFAULT_POLICY, POLICIES, Policy, PolicyChoice, RouteRequest, choose_pod
+from scoring.policy import (
+    DEFAULT_POLICY,
+    POLICIES,
+    SPECULATIVE_MEDIUM,
+    Policy,
+    PolicyChoice,
+    RouteRequest,
+    choose_pod,
+)
 from scoring.route_record import RouteAdvance
 from scoring.route_state import (
     LoadReading,
@@ -447,17 +455,32 @@ def _advance(decision: Decision, choice: PolicyChoice, blocks: list[int]) -> Rou
     chosen = next((cost for cost in choice.candidates if cost.pod == choice.chosen), None)
     if chosen is None:
         return None
+    held = decision.score_of(chosen.pod)
     return RouteAdvance(
         model=decision.model,
         pod=chosen.pod,
         decision_id=decision.id,
         prefill_s=chosen.prefill_s,
-        blocks=blocks,
+        blocks=_not_in_gpu(blocks, held.runs if held else []),
         speculative_ttl_s=knob("ROUTING_SPECULATIVE_SECONDS"),
         speculative_max=knob("ROUTING_SPECULATIVE_MAX"),
         in_flight_window_s=knob("ROUTING_IN_FLIGHT_SECONDS"),
         in_flight_max=knob("ROUTING_IN_FLIGHT_MAX"),
     )
+
+
+def _not_in_gpu(blocks: list[int], runs: Sequence[tuple[str | None, int]]) -> list[int]:
+    """The request's blocks but those of the pod's matched run the index has in the medium a
+    speculative entry stands for (SPECULATIVE_MEDIUM, GPU memory): an entry would price them
+    as they are priced already, so they are not written. The speculative ZADD was the largest
+    write of a decision (bench/api.py, Redis CPU per decision); a pod that holds most of a
+    conversation now writes only the blocks it does not hold in GPU memory."""
+    kept, position = [], 0
+    for medium, count in runs:
+        if medium != SPECULATIVE_MEDIUM:
+            kept += blocks[position : position + count]
+        position += count
+    return kept + blocks[position:]
 
 
 def _queue_record(
