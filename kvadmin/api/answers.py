@@ -1,6 +1,7 @@
-"""Answers of the API's lean endpoints (POST /api/v1/score, POST .../outcome), independent of
-the server that sends them: the ASGI fast path (kvadmin/api/fast_path.py) sends them as they
-are, the Django views (kvadmin/api/scoring.py, outcomes.py) wrap them in an HttpResponse.
+"""Answers of the API's lean endpoints (POST /api/v1/score and
+POST /api/v1/decisions/<id>/outcome), independent of the server that sends them: the ASGI fast
+path (kvadmin/api/fast_path.py) sends them as they are, the Django views
+(kvadmin/api/scoring.py, outcomes.py) wrap them in an HttpResponse.
 
 Token checks here read the per-process copy of the tokens (kvadmin/api/process_cache.py), not
 the database; the answers are those of `kvadmin.api.auth` for the Django views.

@@ -9,7 +9,8 @@ loads all of each at once and keeps them until they change:
    Redis flush and could come back to the value a process loaded under.
 2. Every process compares that version with the one its copy was loaded under, at most every
    API_CACHE_REFRESH_SECONDS (one GET), and reloads when it moved: a revoked token or a
-   disabled engine stops counting everywhere within about half a second. A token or a model
+   disabled engine stops counting everywhere within about half a second. The check runs
+   beside the requests, which go on with the copy meanwhile. A token or a model
    or pod the copy does not know is checked again at once (one GET; a reload only when the
    version moved), so a token or engine just created works on its first request.
 3. The version is read before the tables, so a change committed during a load moves it after
@@ -20,10 +21,13 @@ Queryset `update()` sends no signals: code that changes these tables that way mu
 `changed()` itself.
 """
 
+import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 import redis.asyncio
@@ -77,14 +81,21 @@ _state = _State()
 
 async def snapshot(client: redis.asyncio.Redis, recheck: bool = False) -> Snapshot:
     """The tokens and engines, from memory; checked against VERSION_KEY at most every
-    API_CACHE_REFRESH_SECONDS, or now when `recheck` (a caller that found no token or engine
-    where one may just have been added). Raises a Redis error only when the process has no
-    copy yet."""
+    API_CACHE_REFRESH_SECONDS, in the background (a stalled Redis must not hold requests).
+    Checked now when `recheck` (a caller that found no token or engine where one may just
+    have been added) or when the process has no copy yet: only then can it raise a Redis
+    error."""
     current = _state.snapshot
-    due = recheck or time.monotonic() - _state.checked_at >= knob("API_CACHE_REFRESH_SECONDS")
-    if current is not None and (not due or (_state.loading and not recheck)):
-        return current  # one check at a time; the others keep answering with the copy
-    _state.loading = True
+    if current is None or recheck:
+        return await _checked(client, current)
+    due = time.monotonic() - _state.checked_at >= knob("API_CACHE_REFRESH_SECONDS")
+    if due and not _state.loading:
+        _state.loading = True
+        in_background(_checked(client, current))
+    return current
+
+
+async def _checked(client: redis.asyncio.Redis, current: Snapshot | None) -> Snapshot:
     try:
         try:
             version = await client.get(VERSION_KEY)
@@ -99,6 +110,22 @@ async def snapshot(client: redis.asyncio.Redis, recheck: bool = False) -> Snapsh
         return current
     finally:
         _state.loading = False
+
+
+_background: set[asyncio.Task] = set()
+
+
+def in_background(work: Coroutine[Any, Any, Any]) -> None:
+    """Run `work` as a task of this event loop, kept until it is done (its errors logged)."""
+    task = asyncio.ensure_future(work)
+    _background.add(task)
+    task.add_done_callback(_done)
+
+
+def _done(task: asyncio.Task) -> None:
+    _background.discard(task)
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.warning("API cache: a background check failed (%s)", error)
 
 
 def _load(version: str | None) -> Snapshot:

@@ -22,7 +22,7 @@ from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
 from kvadmin.redis_clients import async_index_client, index_client
 from kvadmin.routing import decisions, outcomes, service
-from kvadmin.weights.active import active_weights, cached_weights
+from kvadmin.weights.active import ActiveWeights, active_weights, cached_weights
 
 MAX_DECISIONS = 1000
 TOO_LARGE = "the request body is too large"
@@ -39,7 +39,7 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
     engines = (await process_cache.snapshot(client)).engines.get(request.model, [])
     if not _serve(engines, request.pods):  # registered a moment ago?
         engines = (await process_cache.snapshot(client, True)).engines.get(request.model, [])
-    active = cached_weights() or await asyncio.to_thread(active_weights)
+    active = await _weights()
     try:
         decision = await service.score_async(
             client, engines, active, request.model, **request.arguments()
@@ -47,6 +47,17 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
     except service.ScoreError as error:
         return error_answer(error.status, error.message, error.field)
     return json_answer(outcomes.decision_answer(decision))
+
+
+async def _weights() -> ActiveWeights:
+    """The active weights from memory; when due, checked in the background (a stalled Redis
+    must not hold the request), or first loaded in a thread."""
+    active, fresh = cached_weights()
+    if active is None:
+        return await asyncio.to_thread(active_weights)
+    if not fresh:
+        process_cache.in_background(asyncio.to_thread(active_weights))
+    return active
 
 
 def _serve(engines: list[service.EngineRow], pods: list[str] | None) -> bool:

@@ -31,7 +31,7 @@ class PredictedHits(msgspec.Struct):
 
 
 class Delivered(msgspec.Struct):
-    """What the gateway reported the engine delivered (POST .../outcome)."""
+    """What the gateway reported the engine delivered (POST /api/v1/decisions/<id>/outcome)."""
 
     cached_tokens: int
     prompt_tokens: int
@@ -42,7 +42,9 @@ class Delivered(msgspec.Struct):
 class Decision(msgspec.Struct, kw_only=True):
     """One scoring of one request: the chosen pod, every scored candidate and why."""
 
-    decision_id: Annotated[str, Meta(description="Names the decision (POST .../outcome takes it).")]
+    decision_id: Annotated[
+        str, Meta(description="Names the decision (POST /api/v1/decisions/<id>/outcome takes it).")
+    ]
     ts: Annotated[float, Meta(description="Unix seconds.")]
     request_id: str | None
     model: str

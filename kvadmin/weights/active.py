@@ -89,13 +89,12 @@ def active_weights() -> ActiveWeights:
     return _refreshed(active)
 
 
-def cached_weights() -> ActiveWeights | None:
-    """The weights in memory while they need no check, else None: a caller on an event loop
-    then calls `active_weights` in a thread (its check may wait for Redis or the database)."""
+def cached_weights() -> tuple[ActiveWeights | None, bool]:
+    """The weights in memory (None before the first load) and whether they need no check: a
+    caller on an event loop runs `active_weights` in a thread for the check, which may wait
+    for Redis or the database."""
     active = _state.active
-    if active is not None and time.monotonic() - _state.checked_at < _refresh_seconds():
-        return active
-    return None
+    return active, active is not None and time.monotonic() - _state.checked_at < _refresh_seconds()
 
 
 def active_media_preference() -> MediaPreference:
