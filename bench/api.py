@@ -31,6 +31,7 @@ port against the same Redis and database:
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -261,9 +262,15 @@ def server_cpu(server: Server) -> float:
     it hardly depends on what else the machine runs: 1 / (CPU per decision) is the rate one
     core could sustain."""
     pid = server.process.pid
-    tasks = Path(f"/proc/{pid}/task").iterdir()
-    children = [int(child) for task in tasks for child in (task / "children").read_text().split()]
-    return sum(_cpu_seconds(process) for process in [pid, *children])
+    processes = {pid}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            processes.update(int(child) for child in (task / "children").read_text().split())
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(FileNotFoundError):
+            total += _cpu_seconds(process)
+    return total
 
 
 def bench_scoring(servers: list[Server], requests: list[bytes], seconds: float) -> dict:
