@@ -1,26 +1,39 @@
-"""The scoring API and the live feed through the real ASGI server (uvicorn), in one run.
+"""The scoring API through the real ASGI server (uvicorn): the lean path against the previous
+Django path and against Django's own /healthz, in one run; then the live feed.
 
-Run from the project root: `.venv/bin/python bench/api.py` (about a minute).
+Run from the project root: `.venv/bin/python bench/api.py [--candidates N] [--seconds S]
+[--baseline REV]` (about three minutes). Say how many cores the machine has and what else
+ran beside it when quoting the figures: server, load generator and Redis share them.
 
-Setup: a private redis-server, a temporary SQLite database (migrated), an API token, 32
-engines serving one model and an index where half of them hold the request's conversation to
-various depths in GPU and CPU memory. Two uvicorn servers: one records every decision in the
-decision log (the default), one does not (KVADMIN_DECISIONS_RECORD=0).
+Setup: a private redis-server, a temporary SQLite database (migrated), an API token, N
+engines (default 8) serving one model and an index where half of them hold the requests'
+conversations to various depths in GPU and CPU memory. Servers, each `uvicorn` on its own
+port against the same Redis and database:
+- "old": the tree at --baseline (default BASELINE_REV, the last commit that scored in
+  Django's view), exported with `git archive`: the previous path, as the baseline;
+- "lean 1" and "lean N": this tree, one process and one per core (`--workers`, as make run);
+- "healthz": Django's /healthz on the one-process server, the server's own ceiling for a
+  request that goes through Django's middleware and touches nothing.
 
-1. Scoring: POST /api/v1/score with 2,048 token ids (128 blocks) from 1, 8 and 32 concurrent
-   keep-alive clients; requests/s and p50/p99 latency, alternating the two servers so both see
-   the same machine load; the cost of recording is the difference. The same comparison
-   in-process (`service.score(record=True)` against `record=False`, interleaved) shows the
-   whole cost of recording, the round trip that carries the XADD and the scoring metrics,
-   without the HTTP noise.
-2. The feed: 10 logged-in websocket clients on /ws/feed/ while decisions are appended to the
+1. Scoring: POST /api/v1/score with 2,048 token ids (128 blocks) from 1, 8, 32 and 128
+   keep-alive clients, spread over load-generator processes of their own; the servers take
+   turns, round after round, so that all see the same machine. Decisions/s (200 answers),
+   p50/p99 latency of answered requests, 503s (backpressure: clients wait the Retry-After),
+   other failures. Redis' own CPU per decision is read from INFO between runs: when it is
+   the ceiling, no HTTP layer can go faster.
+2. Recording: the lean server with KVADMIN_DECISIONS_RECORD=0 beside it at 8 clients: the
+   decision log's share of the latency (the metrics and routing state are always written).
+3. The feed: 10 logged-in websocket clients on /ws/feed/ while decisions are appended to the
    log at 1,000/s (synthetic, so the rate does not depend on the API's throughput): frames/s
    per client, decision-to-client latency of the rows shown (p50/p99, including the coalescing
    delay of up to 100 ms), rows not shown, and the web server's CPU.
 """
 
+import argparse
 import asyncio
+import contextlib
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -30,6 +43,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -39,13 +54,15 @@ sys.path.insert(0, str(ROOT))
 from bench.harness import configure, percentile
 from kvadmin.redis_server import RedisServer, free_port
 
+BASELINE_REV = "709bc81"
+"""The last commit before the lean path: POST /api/v1/score in Django's view."""
 MODEL = "Qwen/Qwen3-8B"
-PODS = [f"vllm-{i}.inference" for i in range(32)]
 REQUEST_TOKENS = 2048
-CONCURRENCY = (1, 8, 32)
-ROUNDS = 3
-SECONDS_PER_RUN = 2.0
+CONCURRENCY = (1, 8, 32, 128)
+ROUNDS = 2
 WARMUP_SECONDS = 0.5
+GENERATORS = 4
+"""Load-generator processes (at most one per client)."""
 FEED_CLIENTS = 10
 FEED_RATE = 1000
 FEED_SECONDS = 6.0
@@ -54,7 +71,7 @@ FEED_SECONDS = 6.0
 # Setup -----------------------------------------------------------------------------------------
 
 
-def build(rng: random.Random) -> tuple[list[list[int]], str, str]:
+def build(rng: random.Random, pods: list[str]) -> tuple[list[list[int]], str, str]:
     """Database rows and the index; returns request bodies' token ids, an API token and a
     session cookie for the websocket clients."""
     from django.contrib.auth import get_user_model
@@ -68,7 +85,7 @@ def build(rng: random.Random) -> tuple[list[list[int]], str, str]:
     from scoring.keys import block_key, block_value
 
     call_command("migrate", verbosity=0)
-    for i, pod in enumerate(PODS):
+    for i, pod in enumerate(pods):
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint=f"tcp://10.0.0.{i}:5557")
     token = ApiToken.issue("bench")[1]
     client = Client()
@@ -79,9 +96,10 @@ def build(rng: random.Random) -> tuple[list[list[int]], str, str]:
     requests = [system + [rng.randrange(151_000) for _ in range(1920)] for _ in range(4)]
     pipeline = index_client().pipeline(transaction=False)
     now = int(time.time())
+    holders = max(1, len(pods) // 8)
     for n, tokens in enumerate(requests):
         blocks = block_hashes(tokens)
-        for i, pod in enumerate(PODS[n * 8 : n * 8 + 8]):
+        for i, pod in enumerate(pods[n * holders : (n + 1) * holders]):
             depth = 112 - 6 * i
             for position, block in enumerate(blocks[:depth]):
                 medium = "GPU" if position < depth - 24 else "CPU"
@@ -90,114 +108,256 @@ def build(rng: random.Random) -> tuple[list[list[int]], str, str]:
     return requests, token, cookie
 
 
-def start_server(env: dict[str, str], record: bool) -> tuple[subprocess.Popen, str]:
+def baseline_tree(rev: str, workdir: Path) -> Path:
+    """The project as it was at `rev`, exported beside the benchmark's files."""
+    tree = workdir / f"baseline-{rev}"
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen
+    url: str
+
+    @property
+    def port(self) -> int:
+        return urlsplit(self.url).port or 80
+
+
+def start_server(name: str, env: dict[str, str], cwd: Path, workers: int = 1) -> Server:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "kvadmin.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning", "--no-access-log"],
-        cwd=ROOT,
-        env=env | {"KVADMIN_DECISIONS_RECORD": "1" if record else "0"},
+         "--port", str(port), "--log-level", "warning", "--no-access-log", "--lifespan", "off",
+         "--workers", str(workers)],
+        cwd=cwd,
+        env=env | {"PYTHONPATH": str(cwd)},
+        stderr=subprocess.DEVNULL,  # overload warnings: the table counts the failures
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while True:
         try:
-            asyncio.run(_ping(port))
-            return process, url
+            import urllib.request
+
+            urllib.request.urlopen(f"{url}/healthz", timeout=2).read()
+            return Server(name, process, url)
         except OSError:
             if time.monotonic() > deadline or process.poll() is not None:
-                raise SystemExit("the ASGI server did not start") from None
-            time.sleep(0.1)
+                raise SystemExit(f"the {name} server did not start") from None
+            time.sleep(0.2)
 
 
-async def _ping(port: int) -> None:
-    _, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.close()
+# The load generator ----------------------------------------------------------------------------
 
 
-# Scoring load ----------------------------------------------------------------------------------
+@dataclass
+class Run:
+    latencies: list[float] = field(default_factory=list)
+    statuses: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def add(self, other: "Run") -> None:
+        self.latencies += other.latencies
+        self.statuses.update(other.statuses)
 
 
-async def _client(port: int, bodies: list[bytes], token: str, until: float, out: list) -> None:
+RETRY_AFTER = re.compile(rb"(?i)retry-after: *(\d+)")
+BUSY = "503 busy"
+"""Answered 503 by the lean path's backpressure (its Retry-After); other 503s are outages."""
+CONTENT_LENGTH = re.compile(rb"(?i)content-length: *(\d+)")
+
+
+async def _client(port: int, requests: list[bytes], until: float, run: Run) -> None:
+    from kvadmin.api.fast_path import BUSY_RETRY_AFTER_SECONDS  # Django is set up by now
+
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    head = (
-        "POST /api/v1/score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"Authorization: Bearer {token}\r\nContent-Length: "
-    ).encode()
-    n = 0
-    while time.perf_counter() < until:
-        body = bodies[n % len(bodies)]
-        n += 1
-        started = time.perf_counter()
-        writer.write(head + b"%d\r\n\r\n" % len(body) + body)
-        headers = await reader.readuntil(b"\r\n\r\n")
-        length = int(re.search(rb"(?i)content-length: *(\d+)", headers).group(1))
-        answer = await reader.readexactly(length)
-        out.append(time.perf_counter() - started)
-        if not headers.startswith(b"HTTP/1.1 200"):
-            raise SystemExit(f"scoring failed: {headers[:12]!r} {answer[:200]!r}")
-    writer.close()
+    n = random.randrange(len(requests))
+    try:
+        while time.perf_counter() < until:
+            request = requests[n % len(requests)]
+            n += 1
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(int(CONTENT_LENGTH.search(head).group(1)))
+            status = int(head[9:12])
+            if status == 200:
+                run.latencies.append(time.perf_counter() - started)
+            elif status == 503 and (wait := RETRY_AFTER.search(head)):
+                seconds = int(wait.group(1))
+                status = BUSY if seconds == BUSY_RETRY_AFTER_SECONDS else status
+                await asyncio.sleep(min(seconds, max(0.0, until - time.perf_counter())))
+            run.statuses[status] += 1
+    except (OSError, asyncio.IncompleteReadError):
+        run.statuses["connection lost"] += 1
+    finally:
+        writer.close()
 
 
-async def _load(
-    port: int, bodies: list[bytes], token: str, clients: int, seconds: float = SECONDS_PER_RUN
-) -> list[float]:
-    latencies: list[float] = []
-    until = time.perf_counter() + seconds
-    await asyncio.gather(*(_client(port, bodies, token, until, latencies) for _ in range(clients)))
-    return latencies
+def _generate(port: int, requests: list[bytes], clients: int, start: float, seconds: float, out):
+    """One load-generator process: `clients` connections from `start` for `seconds`."""
+
+    async def main() -> Run:
+        run = Run()
+        await asyncio.sleep(max(0.0, start - time.time()))
+        until = time.perf_counter() + seconds
+        await asyncio.gather(*(_client(port, requests, until, run) for _ in range(clients)))
+        return run
+
+    run = asyncio.run(main())
+    out.send((run.latencies, dict(run.statuses)))
 
 
-def bench_scoring(servers: dict[str, str], bodies: list[bytes], token: str) -> None:
-    print("\nPOST /api/v1/score, 2,048 token ids (128 blocks), 32 candidates, keep-alive clients")
-    print(f"{'clients':>7}  {'server':<14} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
+def load(server: Server, requests: list[bytes], clients: int, seconds: float) -> Run:
+    """`clients` keep-alive clients over up to GENERATORS processes for `seconds`."""
+    processes = min(GENERATORS, clients)
+    shares = [clients // processes + (i < clients % processes) for i in range(processes)]
+    start = time.time() + 0.3  # every process connected before the clock starts
+    pipes, workers = [], []
+    for share in shares:
+        receiving, sending = multiprocessing.Pipe(duplex=False)
+        worker = multiprocessing.Process(
+            target=_generate, args=(server.port, requests, share, start, seconds, sending)
+        )
+        worker.start()
+        pipes.append(receiving)
+        workers.append(worker)
+    total = Run(seconds=seconds)
+    for receiving, worker in zip(pipes, workers, strict=True):
+        latencies, statuses = receiving.recv()
+        total.add(Run(latencies, Counter(statuses)))
+        worker.join()
+    return total
+
+
+def score_requests(bodies: list[bytes], token: str) -> list[bytes]:
+    return [
+        b"POST /api/v1/score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s"
+        % (token.encode(), len(body), body)
+        for body in bodies
+    ]
+
+
+HEALTHZ = [b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"]
+
+
+# 1. Scoring ------------------------------------------------------------------------------------
+
+
+def redis_cpu(client) -> float:
+    info = client.info("cpu")
+    return info["used_cpu_user"] + info["used_cpu_sys"]
+
+
+def server_cpu(server: Server) -> float:
+    """CPU seconds of the server's processes (uvicorn's workers included). Unlike wall time,
+    it hardly depends on what else the machine runs: 1 / (CPU per decision) is the rate one
+    core could sustain."""
+    pid = server.process.pid
+    processes = {pid}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            processes.update(int(child) for child in (task / "children").read_text().split())
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(FileNotFoundError):
+            total += _cpu_seconds(process)
+    return total
+
+
+def bench_scoring(servers: list[Server], requests: list[bytes], seconds: float) -> dict:
+    import redis as redis_py
+    from django.conf import settings
+
+    # Its own client: INFO may wait longer than the request path's timeout on a busy machine.
+    redis = redis_py.Redis.from_url(settings.INDEX_REDIS_URL, socket_timeout=30)
+    print(f"\n{'clients':>7}  {'server':<9} {'answers/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'busy':>6} {'failed':>6}   CPU ms per answer: {'server':>6} {'Redis':>6}")  # fmt: skip
+    figures: dict = {}
     for clients in CONCURRENCY:
-        results: dict[str, list[float]] = {name: [] for name in servers}
-        elapsed: dict[str, float] = {name: 0.0 for name in servers}
-        for url in servers.values():  # warm up: connections, scripts, caches
-            asyncio.run(_load(urlsplit(url).port, bodies, token, clients, WARMUP_SECONDS))
+        runs = {server.name: Run() for server in servers}
+        redis_seconds = dict.fromkeys(runs, 0.0)
+        web_seconds = dict.fromkeys(runs, 0.0)
+        for server in servers:  # warm up: connections, scripts, caches
+            load(server, HEALTHZ if server.name == "healthz" else requests, clients, WARMUP_SECONDS)
         for _ in range(ROUNDS):
-            for name, url in servers.items():
-                started = time.perf_counter()
-                results[name] += asyncio.run(_load(urlsplit(url).port, bodies, token, clients))
-                elapsed[name] += time.perf_counter() - started
-        p50s = {}
-        for name, latencies in results.items():
-            p50s[name] = percentile(latencies, 0.5) * 1000
-            print(
-                f"{clients:>7}  {name:<14} {len(latencies) / elapsed[name]:>8.0f} "
-                f"{p50s[name]:>8.2f} {percentile(latencies, 0.99) * 1000:>8.2f}"
-            )
-        cost = (p50s["recording"] / p50s["not recording"] - 1) * 100
-        print(f"{'':>7}  recording adds {cost:+.1f}% to the p50 latency (target: under 10%)")
+            for server in servers:
+                before, web_before = redis_cpu(redis), server_cpu(server)
+                run = load(server, HEALTHZ if server.name == "healthz" else requests, clients,
+                           seconds)  # fmt: skip
+                redis_seconds[server.name] += redis_cpu(redis) - before
+                web_seconds[server.name] += server_cpu(server) - web_before
+                runs[server.name].add(run)
+                runs[server.name].seconds += run.seconds
+        for name, run in runs.items():
+            rate = run.statuses[200] / run.seconds
+            p50, p99 = (percentile(run.latencies, q) * 1000 for q in (0.5, 0.99))
+            other = sum(n for status, n in run.statuses.items() if status not in (200, BUSY))
+            answered = max(1, run.statuses[200])
+            per_redis = f"{redis_seconds[name] * 1000 / answered:.2f}" if name != "healthz" else "-"
+            per_web = web_seconds[name] * 1000 / answered
+            busy = run.statuses[BUSY]
+            print(f"{clients:>7}  {name:<9} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} "
+                  f"{busy:>6} {other:>6} {per_web:>27.2f} {per_redis:>6}")  # fmt: skip
+            figures[clients, name] = (rate, p50, p99, busy, other, per_web)
+    return figures
 
 
-def bench_recording_in_process(tokens: list[int]) -> None:
-    from kvadmin.routing import service
+def ratios(figures: dict, servers: list[Server]) -> None:
+    lean = [s.name for s in servers if s.name.startswith("lean")]
+    print("\nRatios, same run:")
+    for clients in CONCURRENCY:
+        old = figures[clients, "old"][0]
+        parts = [f"{name} / old = {figures[clients, name][0] / old:.1f}x" for name in lean]
+        ceiling = figures[clients, "healthz"][0]
+        parts += [f"{lean[-1]} / healthz = {figures[clients, lean[-1]][0] / ceiling:.2f}"]
+        print(f"  {clients:>3} clients: decisions/s " + ", ".join(parts))
+    for clients in CONCURRENCY:
+        old = figures[clients, "old"][5]
+        parts = [f"{name} {old / figures[clients, name][5]:.1f}x" for name in lean]
+        print(f"  {clients:>3} clients: decisions per server CPU second, against old: "
+              + ", ".join(parts))  # fmt: skip
+    for name in lean:
+        _, p50, p99, _, _, _ = figures[8, name]
+        print(f"  {name}, 8 clients: p99 / p50 = {p99 / p50:.1f} (target: at most 3)")
+    _, p50, p99, shed, other, _ = figures[128, lean[-1]]
+    print(f"  {lean[-1]}, 128 clients: {other} failed (outages, errors), {shed} answered 503 "
+          f"busy + Retry-After, p99 {p99:.1f} ms")  # fmt: skip
 
-    samples: dict[bool, list[float]] = {True: [], False: []}
-    for record in (True, False) * 50:  # warm up
-        service.score(MODEL, token_ids=tokens, record=record)
-    for _ in range(40):
-        for record in (True, False):
-            for _ in range(25):
-                started = time.perf_counter()
-                service.score(MODEL, token_ids=tokens, record=record)
-                samples[record].append(time.perf_counter() - started)
-    with_, without = (percentile(samples[flag], 0.5) * 1000 for flag in (True, False))
+
+# 2. Recording ----------------------------------------------------------------------------------
+
+
+def bench_recording(recording: Server, silent: Server, requests: list[bytes], seconds: float):
+    runs = {True: Run(), False: Run()}
+    for server in (recording, silent):
+        load(server, requests, 8, WARMUP_SECONDS)
+    for _ in range(ROUNDS):
+        for flag, server in ((True, recording), (False, silent)):
+            runs[flag].add(load(server, requests, 8, seconds))
+    with_, without = (percentile(runs[flag].latencies, 0.5) * 1000 for flag in (True, False))
     print(
-        f"\nIn-process service.score, p50: {without:.3f} ms without recording, {with_:.3f} ms "
-        f"with it ({(with_ / without - 1) * 100:+.1f}%: one pipelined XADD + metrics)"
+        f"\nThe decision log, lean path, 8 clients, p50: {without:.2f} ms without it, "
+        f"{with_:.2f} ms with it ({(with_ / without - 1) * 100:+.1f}%; routing state and "
+        "metrics are written either way, in the same round trip)"
     )
 
 
-# The feed --------------------------------------------------------------------------------------
+# 3. The feed -----------------------------------------------------------------------------------
 
 ROW_ID = re.compile(r'<details class="decision" id="d-(\w+)"')
 NOT_SHOWN = re.compile(r"<p class=\"feed-gap\">(\d+) more not shown")
 
 
-def _produce(template, published: dict[str, float], stop: threading.Event) -> None:
+def _produce(template, pods, published: dict[str, float], stop: threading.Event) -> None:
     """Append copies of a real decision (new ids, chosen pods cycling) at FEED_RATE per second."""
     import msgspec
 
@@ -213,7 +373,11 @@ def _produce(template, published: dict[str, float], stop: threading.Event) -> No
         batch = []
         while n < due:
             record = msgspec.structs.replace(
-                template, id=f"bench{n}", ts=time.time(), request_id=f"b{n}", chosen=PODS[n % 32]
+                template,
+                id=f"bench{n}",
+                ts=time.time(),
+                request_id=f"b{n}",
+                chosen=pods[n % len(pods)],
             )
             batch.append(record.id)
             pipeline.xadd(decisions.DECISIONS_KEY, {"d": decisions.encode(record)}, maxlen=10_000)
@@ -252,7 +416,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench_feed(process: subprocess.Popen, url: str, cookie: str, tokens: list[int]) -> None:
+def bench_feed(server: Server, cookie: str, tokens: list[int], pods: list[str]) -> None:
     from kvadmin.routing import service
 
     template = service.score(MODEL, token_ids=tokens, record=False)
@@ -262,17 +426,19 @@ def bench_feed(process: subprocess.Popen, url: str, cookie: str, tokens: list[in
     async def run() -> float:
         until = time.monotonic() + FEED_SECONDS
         watchers = [
-            asyncio.create_task(_watch(url, cookie, until, published, stat)) for stat in stats
+            asyncio.create_task(_watch(server.url, cookie, until, published, stat))
+            for stat in stats
         ]
         await asyncio.sleep(0.5)  # every socket open before the decisions start
         stop = threading.Event()
-        producer = threading.Thread(target=_produce, args=(template, published, stop))
-        cpu_before, wall_before = _cpu_seconds(process.pid), time.monotonic()
+        producer = threading.Thread(target=_produce, args=(template, pods, published, stop))
+        pid = server.process.pid
+        cpu_before, wall_before = _cpu_seconds(pid), time.monotonic()
         producer.start()
         await asyncio.gather(*watchers)
         stop.set()
         producer.join()
-        return (_cpu_seconds(process.pid) - cpu_before) / (time.monotonic() - wall_before)
+        return (_cpu_seconds(pid) - cpu_before) / (time.monotonic() - wall_before)
 
     cpu = asyncio.run(run())
     seconds = FEED_SECONDS - 0.5
@@ -291,26 +457,58 @@ def bench_feed(process: subprocess.Popen, url: str, cookie: str, tokens: list[in
     print(f"  web server CPU          {cpu * 100:>8.0f} % of one core")
 
 
+CONFIGURATIONS = {
+    "speculative entries on (the default)": {},
+    "speculative entries off (KVADMIN_ROUTING_SPECULATIVE_SECONDS=0)": {
+        "KVADMIN_ROUTING_SPECULATIVE_SECONDS": "0"
+    },
+}
+"""Routing state costs Redis most of its time per decision (ZMSCORE of the request's blocks
+in each candidate's speculative ZSET, their ZADD for the chosen pod); without speculative
+entries the HTTP layer is the larger part again. Both paths run each configuration."""
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--candidates", type=int, default=8, help="engines serving the model")
+    parser.add_argument("--seconds", type=float, default=1.5, help="per run and server")
+    parser.add_argument("--baseline", default=BASELINE_REV, help="the previous path's commit")
+    options = parser.parse_args()
+    pods = [f"vllm-{i}.inference" for i in range(options.candidates)]
+    cores = os.cpu_count() or 1
     rng = random.Random(6)
-    with RedisServer() as redis_server, tempfile.TemporaryDirectory() as workdir:
-        env = configure(redis_server.url, Path(workdir))
-        requests, token, cookie = build(rng)
-        bodies = [json.dumps({"model": MODEL, "token_ids": tokens}).encode() for tokens in requests]
-        servers: dict[str, str] = {}
-        processes = []
-        try:
-            for name, record in (("not recording", False), ("recording", True)):
-                process, url = start_server(env, record)
-                processes.append(process)
-                servers[name] = url
-            bench_scoring(servers, bodies, token)
-            bench_recording_in_process(requests[0])
-            bench_feed(processes[1], servers["recording"], cookie, requests[0])
-        finally:
-            for process in processes:
-                process.terminate()
-                process.wait(timeout=15)
+    with RedisServer() as redis_server, tempfile.TemporaryDirectory() as scratch:
+        workdir = Path(scratch)
+        env = configure(redis_server.url, workdir)
+        tokens, token, cookie = build(rng, pods)
+        bodies = [json.dumps({"model": MODEL, "token_ids": t}).encode() for t in tokens]
+        requests = score_requests(bodies, token)
+        baseline = baseline_tree(options.baseline, workdir)
+        print(
+            f"POST /api/v1/score: {REQUEST_TOKENS:,} token ids (128 blocks), {len(pods)} "
+            f"candidates, keep-alive clients; {cores} cores shared by the servers, the load "
+            f"generators ({GENERATORS} processes at most), Redis and whatever else runs"
+        )
+        for title, knobs in CONFIGURATIONS.items():
+            print(f"\n== {title}")
+            servers: list[Server] = []
+            try:
+                servers.append(start_server("old", env | knobs, baseline))
+                servers.append(lean := start_server("lean 1", env | knobs, ROOT))
+                if cores > 1:
+                    servers.append(start_server(f"lean {cores}", env | knobs, ROOT, cores))
+                healthz = Server("healthz", lean.process, lean.url)
+                figures = bench_scoring([*servers, healthz], requests, options.seconds)
+                ratios(figures, servers)
+                if not knobs:
+                    silent = env | {"KVADMIN_DECISIONS_RECORD": "0"}
+                    servers.append(unlogged := start_server("no log", silent, ROOT))
+                    bench_recording(lean, unlogged, requests, options.seconds)
+                    bench_feed(lean, cookie, tokens[0], pods)
+            finally:
+                for server in servers:
+                    server.process.terminate()
+                    server.process.wait(timeout=15)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,17 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from scoring.values import ROUTER_VERSIONS, ValueFormat
+
 CONFIG_DEFAULTS: dict[str, Any] = {
     "DEMO": True,  # make run starts a simulated fleet with traffic
     # make run leaves routine lines out of its log: beat's ticks, task results, and
     # successful calls of gateways, the demo fleet and probes (kvadmin/routine_logs.py).
     "QUIET_LOGS": True,
-    # The port make run's web server listens on, on 127.0.0.1.
+    # The port make run's web server listens on, on 127.0.0.1, and its processes (uvicorn
+    # workers; 0: one per core).
     "PORT": 8000,
+    "WEB_WORKERS": 0,
     # How long each process waits at start for Redis to answer (and load its data).
     "STARTUP_TIMEOUT": 120.0,
     "INGEST": True,  # Celery workers consume KV event streams
@@ -69,6 +73,11 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # Scoring API: the longest token_ids (or tokenized prompt) accepted; engine /tokenize
     # calls (seconds each, as kthena) and how many prompts' token ids are kept (LRU).
     "SCORE_MAX_TOKENS": 262_144,
+    # The lean scoring path (kvadmin/api/fast_path.py): requests in flight per web process
+    # beyond which it answers 503 with Retry-After at once rather than queueing, and how often
+    # each process checks that the API tokens and engines it keeps in memory are current.
+    "API_MAX_IN_FLIGHT": 32,
+    "API_CACHE_REFRESH_SECONDS": 0.5,
     "TOKENIZE_TIMEOUT": 5.0,
     "TOKENIZE_CACHE_SIZE": 1024,
     # Local tokenizers (Engine.tokenizer): 1 in TOKENIZER_CHECK_EVERY locally tokenized
@@ -103,6 +112,16 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # A decision records the TTFT estimates of its cheapest this many candidates (and the
     # chosen pod's): the decision log's size stays bounded however large the fleet.
     "ROUTING_ESTIMATES_MAX": 16,
+    # The matrix values kvadmin writes (compatibility.md 2.7): "tiered" ("ts|MEDIUM", for
+    # kthena with PR #1293) or "legacy" ("ts", for kthena main, which parses the whole value
+    # as a timestamp). Media stay in kvadmin's residency either way. Changing it rewrites the
+    # index's values in bounded steps (kvadmin/index/value_format.py, INDEX_REWRITE_*).
+    "INDEX_VALUE_FORMAT": "tiered",
+    "INDEX_REWRITE_KEYS_PER_STEP": 500,
+    "INDEX_REWRITE_SECONDS_PER_RUN": 2.0,
+    # The kthena version the router runs: "pr1293" (with PR #1293's tier weights) or "main".
+    # The dashboard warns while it and INDEX_VALUE_FORMAT disagree.
+    "ROUTER_VERSION": "pr1293",
 }
 
 
@@ -159,7 +178,53 @@ def check_knobs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
             _convert(name, value)
         except ImproperlyConfigured as error:
             found.append(Error(str(error), id="kvadmin.E001"))
+    if any(message.id == "kvadmin.E001" for message in found):
+        return found  # the knobs cannot be read until those are fixed
+    return found + _choice_errors()
+
+
+def value_format() -> ValueFormat:
+    """The INDEX_VALUE_FORMAT knob (its values are checked at start, `check_knobs`)."""
+    return ValueFormat(knob("INDEX_VALUE_FORMAT"))
+
+
+def router_value_format() -> ValueFormat | None:
+    """The value format the ROUTER_VERSION knob's kthena reads right, None if unknown."""
+    return ROUTER_VERSIONS.get(knob("ROUTER_VERSION"))
+
+
+def _choice_errors() -> list[CheckMessage]:
+    """The knobs that take one of a few words, and whether the two kthena ones agree."""
+    found: list[CheckMessage] = []
+    formats = [fmt.value for fmt in ValueFormat]
+    if knob("INDEX_VALUE_FORMAT") not in formats:
+        message = f"KVADMIN_INDEX_VALUE_FORMAT={knob('INDEX_VALUE_FORMAT')!r}: use one of {formats}"
+        found.append(Error(message, id="kvadmin.E002"))
+    if router_value_format() is None:
+        message = (
+            f"KVADMIN_ROUTER_VERSION={knob('ROUTER_VERSION')!r}: use one of {list(ROUTER_VERSIONS)}"
+        )
+        found.append(Error(message, id="kvadmin.E003"))
+    if not found and router_value_format() is not value_format():
+        found.append(Warning(format_disagreement(), id="kvadmin.W002"))
     return found
+
+
+def format_disagreement() -> str:
+    """What goes wrong while the index's value format is not the one the router reads right."""
+    if value_format() is ValueFormat.TIERED:
+        return (
+            'the index writes tiered values ("ts|MEDIUM") but the router runs kthena main, '
+            "whose restart filter and garbage collection cannot parse them: it keeps ownership "
+            "written before a pod's restart and never collects it. Set "
+            "KVADMIN_INDEX_VALUE_FORMAT=legacy, or run kthena with PR #1293 "
+            "(KVADMIN_ROUTER_VERSION=pr1293)."
+        )
+    return (
+        'the index writes legacy values ("ts") but the router runs kthena with PR #1293: '
+        "its tier weights see no medium and weigh every block at the fallback. Set "
+        "KVADMIN_INDEX_VALUE_FORMAT=tiered, or KVADMIN_ROUTER_VERSION=main."
+    )
 
 
 @receiver(setting_changed)

@@ -1,9 +1,9 @@
 """Redis clients of the web and worker processes, one pool per role per process.
 
 Two kinds, on purpose (redis-py 8 would otherwise wait 5 s per command):
-- request-path clients (`index_client`, `index_bytes_client`): connect and socket timeouts of
-  REDIS_TIMEOUT_SECONDS and no retry of a timed-out command, so a stopped or stalled Redis
-  fails a page within a second and `kvadmin.unavailable` answers 503;
+- request-path clients (`index_client`, `index_bytes_client`, `async_index_client`): connect
+  and socket timeouts of REDIS_TIMEOUT_SECONDS and no retry of a timed-out command, so a
+  stopped or stalled Redis fails a page within a second and `kvadmin.unavailable` answers 503;
 - ingest clients (`ingest_client`, `ingest_bytes_client`): no socket timeout, for the ingest
   loop and the worker tasks whose Lua scripts may legitimately run for seconds.
 """
@@ -12,9 +12,12 @@ from functools import cache
 from typing import Any
 
 import redis
+import redis.asyncio
 from django.conf import settings
 from kombu.exceptions import OperationalError
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
+from redis.connection import HiredisRespSerializer
 from redis.retry import Retry
 
 # What an unavailable Redis looks like to a caller: refused or dropped connections, commands
@@ -26,14 +29,14 @@ REDIS_OUTAGES: tuple[type[Exception], ...] = (
 )
 
 
-def _request_path() -> dict[str, Any]:
+def _request_path(retry: type[Retry] | type[AsyncRetry] = Retry) -> dict[str, Any]:
     timeout = settings.REDIS_TIMEOUT_SECONDS
     return {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
         # One immediate retry of a dropped pooled connection (after a Redis restart), none of a
         # timeout: a stalled Redis would only make the caller wait twice.
-        "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+        "retry": retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
     }
 
 
@@ -47,6 +50,32 @@ def index_client() -> redis.Redis:
 def index_bytes_client() -> redis.Redis:
     """The same database with raw bytes responses, for binary payloads."""
     return redis.Redis.from_url(settings.INDEX_REDIS_URL, **_request_path())
+
+
+def async_index_client() -> redis.asyncio.Redis:
+    """A new asyncio client of the index, text responses, with the request-path timeouts. Its
+    connections belong to the event loop that opens them: one client per loop, closed by its
+    owner (kvadmin/api/fast_path.py keeps one per web process)."""
+    client = redis.asyncio.Redis.from_url(
+        settings.INDEX_REDIS_URL, decode_responses=True, **_request_path(AsyncRetry)
+    )
+    pool = client.connection_pool
+    pool.connection_class = type(
+        f"Hiredis{pool.connection_class.__name__}", (_HiredisPacking, pool.connection_class), {}
+    )
+    return client
+
+
+class _HiredisPacking:
+    """redis.asyncio packs commands in Python where the sync client has hiredis do it: with
+    the scoring scripts' hundreds of arguments that was the lean path's largest CPU cost
+    (bench/api.py). Mixed into the pool's connection class (TCP, TLS or Unix socket alike);
+    the bytes on the wire are the same."""
+
+    _packer = HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        return self._packer.pack(*args)
 
 
 @cache

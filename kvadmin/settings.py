@@ -180,6 +180,12 @@ CELERY_BEAT_SCHEDULE["ingest-collect-garbage"] = {
     "schedule": 60.0,
     "options": {"expires": 60.0},
 }
+# A switch of INDEX_VALUE_FORMAT rewrites the index's values in bounded steps.
+CELERY_BEAT_SCHEDULE["index-rewrite-values"] = {
+    "task": "kvadmin.index.rewrite_values",
+    "schedule": 5.0,
+    "options": {"expires": 5.0},
+}
 CELERY_BEAT_SCHEDULE["dashboard-publish-tiles"] = {
     "task": "kvadmin.dashboard.publish_tiles",
     "schedule": 2.0,

@@ -19,19 +19,17 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
 MACHINE_PATHS = ("/api/", "/metrics")
+OUTAGE_ANSWER = {
+    "error": "Redis is unavailable: kvadmin cannot read or record its state; retry later",
+    "retry_after": RETRY_AFTER_SECONDS,
+}
+"""What machine clients get on an outage (the API's lean path answers the same)."""
 
 
 def outage_response(request: HttpRequest) -> HttpResponse:
     response: HttpResponse
     if request.path.startswith(MACHINE_PATHS):
-        response = JsonResponse(
-            {
-                "error": "Redis is unavailable: kvadmin cannot read or record its state; "
-                "retry later",
-                "retry_after": RETRY_AFTER_SECONDS,
-            },
-            status=503,
-        )
+        response = JsonResponse(OUTAGE_ANSWER, status=503)
     else:
         response = TemplateResponse(
             request, "unavailable.html", {"retry_after": RETRY_AFTER_SECONDS}, status=503

@@ -20,29 +20,42 @@ slot, which kthena's key layout does not give; `BaselineIndexReader` works there
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from time import perf_counter
 from types import MappingProxyType
 from typing import Any
 
 import redis
-from redis.commands.core import Script
+import redis.asyncio
+from redis.commands.core import AsyncScript, Script
 
 from scoring.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCKS, block_hashes
-from scoring.keys import block_key, block_keys
+from scoring.keys import block_key, block_keys, pod_media_key, residency_key
 from scoring.route_state import RawPodState, RouteState, StateRequest, state_keys
-from scoring.score import MediaRun, PrefixWalk, ScoreResult, Timings, score_walk, walk_prefix
-from scoring.values import parse_value
+from scoring.score import (
+    HeldMedia,
+    MediaRun,
+    PrefixWalk,
+    ScoreResult,
+    Span,
+    Timings,
+    score_walk,
+    spans,
+    walk_prefix,
+)
+from scoring.values import ValueFormat, parse_value, pod_start
 from scoring.weights import TierWeights
 
 _WALK_LUA = (Path(__file__).parent / "prefix_walk.lua").read_text()
 
 
 StartKeys = Mapping[str, Sequence[str]]
-"""Per pod, hashes whose `started_at` field (unix seconds) is a start of the pod, one per stream
-(kvadmin's stream status): a reader takes them in the same round trip as the blocks, and the latest
-start, with the caller's `pod_started_at`, is the pod's (compatibility.md 2.4 step 1)."""
+"""Per pod, the status hashes of its data-parallel ranks' streams, whose `started_at` field (unix
+seconds) is the start of the rank's current run: a reader takes them in the same round trip as the
+blocks. The pod's start is the earliest of them, unknown while a rank has none
+(`scoring.values.pod_start`), or the caller's `pod_started_at` when that is later
+(compatibility.md 2.4 step 1)."""
 NO_START_KEYS: StartKeys = MappingProxyType({})
 
 
@@ -58,9 +71,18 @@ class PrefixReader(ABC):
         candidates: Set[str] | None,
         pod_started_at: Mapping[str, int],
         start_keys: StartKeys = NO_START_KEYS,
+        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> PrefixWalk:
         """Walk the request's `blocks` of `model` over the index (one round trip)."""
-        return self.read(client, model, blocks, candidates, pod_started_at, start_keys)[0]
+        return self.read(
+            client,
+            model,
+            blocks,
+            candidates,
+            pod_started_at,
+            start_keys,
+            value_format=value_format,
+        )[0]
 
     @abstractmethod
     def read(
@@ -72,8 +94,10 @@ class PrefixReader(ABC):
         pod_started_at: Mapping[str, int],
         start_keys: StartKeys = NO_START_KEYS,
         state: StateRequest | None = None,
+        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> tuple[PrefixWalk, RouteState | None]:
-        """`walk`, plus the routing `state` asked for, in the same round trip."""
+        """`walk`, plus the routing `state` asked for, in the same round trip. Under the
+        legacy `value_format` the walk's `held` media come from kvadmin's residency."""
 
 
 class BaselineIndexReader(PrefixReader):
@@ -88,6 +112,7 @@ class BaselineIndexReader(PrefixReader):
         pod_started_at: Mapping[str, int],
         start_keys: StartKeys = NO_START_KEYS,
         state: StateRequest | None = None,
+        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> tuple[PrefixWalk, RouteState | None]:
         if not blocks and not (state and state.pods):
             return PrefixWalk({}), None
@@ -113,12 +138,17 @@ class BaselineIndexReader(PrefixReader):
             block: {pod: parse_value(raw) for pod, raw in reply.items()}
             for block, reply in zip(blocks, replies[: len(blocks)], strict=True)
         }
-        started = dict(pod_started_at)
         at = len(blocks) + len(starts)
+        rank_starts: dict[str, list[int | None]] = {}
         for (pod, _key), value in zip(starts, replies[len(blocks) : at], strict=True):
-            if value is not None:
-                started[pod] = max(int(value), started.get(pod, int(value)))
+            rank_starts.setdefault(pod, []).append(None if value is None else int(value))
+        started = dict(pod_started_at)
+        for pod, values in rank_starts.items():
+            if (start := pod_start(values)) is not None:
+                started[pod] = max(start, started.get(pod, start))
         walk = walk_prefix(blocks, owners, candidates, started)
+        if value_format is ValueFormat.LEGACY:
+            walk = replace(walk, held=_baseline_held(client, blocks, walk))
         if not (state and state_pods):
             return walk, None
         return walk, _baseline_state(state, blocks, replies[at:])
@@ -135,6 +165,7 @@ class IndexReader(PrefixReader):
 
     def __init__(self) -> None:
         self._script: Script | None = None
+        self._async_script: AsyncScript | None = None
 
     def read(
         self,
@@ -145,13 +176,37 @@ class IndexReader(PrefixReader):
         pod_started_at: Mapping[str, int],
         start_keys: StartKeys = NO_START_KEYS,
         state: StateRequest | None = None,
+        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> tuple[PrefixWalk, RouteState | None]:
         if not blocks and not (state and state.pods):
             return PrefixWalk({}), None
         if self._script is None:
             self._script = client.register_script(_WALK_LUA)
-        keys, args = _script_input(model, blocks, candidates, pod_started_at, start_keys, state)
-        return _decoded(self._script(keys, args, client), state)
+        keys, args = _script_input(
+            model, blocks, candidates, pod_started_at, start_keys, state, value_format
+        )
+        return _decoded(self._script(keys, args, client), state, value_format)
+
+    async def read_async(
+        self,
+        client: redis.asyncio.Redis,
+        model: str,
+        blocks: Sequence[int],
+        candidates: Set[str] | None,
+        pod_started_at: Mapping[str, int],
+        start_keys: StartKeys = NO_START_KEYS,
+        state: StateRequest | None = None,
+        value_format: ValueFormat = ValueFormat.TIERED,
+    ) -> tuple[PrefixWalk, RouteState | None]:
+        """`read` through an asyncio client: the same script, input and reply."""
+        if not blocks and not (state and state.pods):
+            return PrefixWalk({}), None
+        if self._async_script is None:
+            self._async_script = client.register_script(_WALK_LUA)
+        keys, args = _script_input(
+            model, blocks, candidates, pod_started_at, start_keys, state, value_format
+        )
+        return _decoded(await self._async_script(keys, args, client), state, value_format)
 
 
 INDEX_READER = IndexReader()
@@ -178,6 +233,7 @@ def score_request(
     max_blocks: int = DEFAULT_MAX_BLOCKS,
     reader: PrefixReader = INDEX_READER,
     start_keys: StartKeys = NO_START_KEYS,
+    value_format: ValueFormat = ValueFormat.TIERED,
 ) -> ScoreResult:
     """From token ids to an explained result: hash the blocks, read the index (and the pods'
     `start_keys`) once, score. The result carries the time each step took."""
@@ -192,6 +248,7 @@ def score_request(
         max_blocks=max_blocks,
         reader=reader,
         start_keys=start_keys,
+        value_format=value_format,
     ).result
 
 
@@ -207,14 +264,49 @@ def read_for_routing(
     reader: PrefixReader = INDEX_READER,
     start_keys: StartKeys = NO_START_KEYS,
     state: StateRequest | None = None,
+    value_format: ValueFormat = ValueFormat.TIERED,
 ) -> RoutingRead:
     """`score_request`, plus the routing `state` read in the same round trip."""
     started = perf_counter()
     blocks = block_hashes(token_ids, block_size, max_blocks)
     hashed = perf_counter()
     walk, route_state = reader.read(
-        client, model, blocks, candidates, pod_started_at, start_keys, state
+        client, model, blocks, candidates, pod_started_at, start_keys, state, value_format
     )
+    return _scored(walk, route_state, blocks, weights, started, hashed)
+
+
+async def read_for_routing_async(
+    client: redis.asyncio.Redis,
+    model: str,
+    token_ids: Sequence[int],
+    candidates: Set[str] | None,
+    pod_started_at: Mapping[str, int],
+    weights: TierWeights,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    max_blocks: int = DEFAULT_MAX_BLOCKS,
+    start_keys: StartKeys = NO_START_KEYS,
+    state: StateRequest | None = None,
+    value_format: ValueFormat = ValueFormat.TIERED,
+) -> RoutingRead:
+    """`read_for_routing` with `IndexReader` through an asyncio client (one round trip)."""
+    started = perf_counter()
+    blocks = block_hashes(token_ids, block_size, max_blocks)
+    hashed = perf_counter()
+    walk, route_state = await INDEX_READER.read_async(
+        client, model, blocks, candidates, pod_started_at, start_keys, state, value_format
+    )
+    return _scored(walk, route_state, blocks, weights, started, hashed)
+
+
+def _scored(
+    walk: PrefixWalk,
+    route_state: RouteState | None,
+    blocks: list[int],
+    weights: TierWeights,
+    started: float,
+    hashed: float,
+) -> RoutingRead:
     read = perf_counter()
     result = score_walk(walk, len(blocks), weights)
     done = perf_counter()
@@ -233,6 +325,7 @@ def _script_input(
     pod_started_at: Mapping[str, int],
     start_keys: StartKeys,
     state: StateRequest | None = None,
+    value_format: ValueFormat = ValueFormat.TIERED,
 ) -> tuple[list[str], list[str]]:
     """KEYS and ARGV of prefix_walk.lua for the request's `blocks` (the one place that builds
     them). Start times of non-candidates are left out: those owners are dropped before
@@ -242,7 +335,9 @@ def _script_input(
         args, pods = ["0"], pod_started_at.keys() | start_keys.keys()
     else:
         args, pods = ["1"], candidates
-    args += (str(len(keys)), str(len(pods)))
+    args.append(str(len(keys)))
+    args += _RESIDENCY_ARGS if value_format is ValueFormat.LEGACY else ("", "", "")
+    args.append(str(len(pods)))
     for pod in pods:
         started_at = pod_started_at.get(pod)
         pod_keys = start_keys.get(pod, ())
@@ -257,7 +352,9 @@ def _script_input(
 
 
 def _decoded(
-    reply: list[Any], state: StateRequest | None = None
+    reply: list[Any],
+    state: StateRequest | None = None,
+    value_format: ValueFormat = ValueFormat.TIERED,
 ) -> tuple[PrefixWalk, RouteState | None]:
     """Turn prefix_walk.lua's flat reply back into a PrefixWalk (no medium arrives as None)
     and the routing state."""
@@ -266,12 +363,23 @@ def _decoded(
     non_candidates = frozenset(reply[3 : 3 + n_non_candidates])
     stale = frozenset(reply[3 + n_non_candidates : at])
     runs: dict[str, tuple[MediaRun, ...]] = {}
+    held: dict[str, HeldMedia] | None = {} if value_format is ValueFormat.LEGACY else None
     for _ in range(n_pods):
         end = at + 2 + 2 * reply[at + 1]
         pairs = iter(reply[at + 2 : end])
-        runs[reply[at]] = tuple(zip(pairs, pairs, strict=True))
+        pod = reply[at]
+        runs[pod] = tuple(zip(pairs, pairs, strict=True))
         at = end
-    walk = PrefixWalk(runs, non_candidates, stale)
+        if held is not None:
+            pod_held: dict[str | None, tuple[Span, ...]] = {}
+            n_media, at = reply[at], at + 1
+            for _medium in range(n_media):
+                medium, n_spans = reply[at] or None, reply[at + 1]
+                pairs = iter(reply[at + 2 : at + 2 + 2 * n_spans])
+                pod_held[medium] = tuple(zip(pairs, pairs, strict=True))
+                at += 2 + 2 * n_spans
+            held[pod] = pod_held
+    walk = PrefixWalk(runs, non_candidates, stale, held)
     if not (state and state.pods):
         return walk, None
     now_ms, at = int(reply[at]), at + 1
@@ -290,6 +398,45 @@ def _decoded(
         )
         at += 8 + n_speculative
     return walk, RouteState(now_ms, pods)
+
+
+def _residency_args() -> tuple[str, str, str]:
+    """The legacy walk's residency key layout for prefix_walk.lua: the media SET key is the
+    first part followed by the pod; a residency ZSET key is the second part, the pod, the
+    third part, the medium (`scoring.keys` stays the one source of the layout)."""
+    media_prefix = pod_media_key("\0").partition("\0")[0]
+    before_pod, _, rest = residency_key("\0", "\1").partition("\0")
+    between, _, after = rest.partition("\1")
+    if after:
+        raise AssertionError("a residency key ends with its medium")
+    return media_prefix, before_pod, between
+
+
+_RESIDENCY_ARGS = _residency_args()
+
+
+def _baseline_held(
+    client: redis.Redis, blocks: Sequence[int], walk: PrefixWalk
+) -> dict[str, HeldMedia]:
+    """Per pod of the walk, the residency's media of its matched blocks: the media SETs, then
+    one ZMSCORE per pod and medium (two more round trips, only for the legacy format)."""
+    matched = {pod: sum(count for _m, count in runs) for pod, runs in walk.runs.items()}
+    if not matched:
+        return {}
+    pipeline = client.pipeline(transaction=False)
+    for pod in matched:
+        pipeline.smembers(pod_media_key(pod))
+    pod_media = {pod: sorted(media) for pod, media in zip(matched, pipeline.execute(), strict=True)}
+    wanted = [(pod, medium) for pod, media in pod_media.items() for medium in media]
+    for pod, medium in wanted:
+        members = [str(block) for block in blocks[: matched[pod]]]
+        pipeline.zmscore(residency_key(pod, medium), members)
+    held: dict[str, dict[str | None, tuple[Span, ...]]] = {pod: {} for pod in matched}
+    for (pod, medium), scores in zip(wanted, pipeline.execute() if wanted else [], strict=True):
+        found = spans(i for i, score in enumerate(scores) if score is not None)
+        if found:
+            held[pod][medium or None] = found
+    return dict(held)
 
 
 def _baseline_state(state: StateRequest, blocks: Sequence[int], replies: list[Any]) -> RouteState:

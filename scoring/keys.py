@@ -7,6 +7,8 @@ The `kvadmin:` keys are kvadmin's own bookkeeping beside them.
 
 from collections.abc import Iterable
 
+from scoring.values import ValueFormat
+
 BLOCK_KEY_PREFIX = "matrix:kv:block:"
 ENGINE_HASH_TTL_SECONDS = 86400
 
@@ -32,8 +34,9 @@ def engine_hash_key(engine_kind: str, pod: str, engine_hash: int | str) -> str:
 
 
 def block_value(timestamp: int, medium: str | None) -> str:
-    """The field value kthena reads: "ts" for no medium, otherwise "ts|MEDIUM"."""
-    return f"{timestamp}|{medium}" if medium else str(timestamp)
+    """The tiered field value kthena reads: "ts" for no medium, otherwise "ts|MEDIUM"
+    (`values.ValueFormat` has both formats)."""
+    return ValueFormat.TIERED.field_value(timestamp, medium)
 
 
 # kvadmin's own bookkeeping. `{pod}` is "{pod_name}.{namespace}"; `{medium}` is the medium as
@@ -64,6 +67,12 @@ def parse_stream_name(name: str) -> tuple[int, bool] | None:
 def stream_status_key(pod: str, stream: str) -> str:
     """HASH: one stream's state and counters (last_seq, owner, connected, gaps, ...)."""
     return f"kvadmin:stream:{pod}|{stream}"
+
+
+def rank_status_keys(pod: str, dp_size: int) -> list[str]:
+    """The status hashes of the pod's data-parallel ranks' ZMQ streams, 0..dp_size-1: scoring
+    reads the pod's start from their `started_at` (`scoring.values.pod_start`)."""
+    return [stream_status_key(pod, stream_name(rank)) for rank in range(dp_size)]
 
 
 def stream_lease_key(pod: str, stream: str) -> str:
@@ -161,6 +170,12 @@ WEIGHTS_VERSION_KEY = "kvadmin:weights:version"
 """STRING: the number of the tier-weights version scoring uses."""
 WEIGHTS_CONFIG_KEY = "kvadmin:weights:config"
 """STRING: JSON {"version": n, "weights": {...}, "fallback": w, "notes": {...}} of it."""
+
+VALUE_FORMAT_KEY = "kvadmin:index:value-format"
+"""HASH: the switch of the matrix values to a format, as far as it went (target, current,
+cursor, passes, checked, estimate, rewritten, ...; kvadmin.index.value_format)."""
+VALUE_FORMAT_LOCK_KEY = "kvadmin:index:value-format:lock"
+"""STRING with a TTL: held by the process rewriting the values."""
 
 GC_LAST_RUN_KEY = "kvadmin:gc:last"
 """HASH: the last garbage-collection run's report."""

@@ -4,16 +4,24 @@
 -- KEYS: the request's block keys, in block order; then the pods' start keys; then, per pod
 --       of the routing-state section, its queue, in-flight, speculative and load keys.
 -- ARGV: "1" when only the listed pods are candidates, "0" when every pod is; the number of
---       block keys; the number t of triples; then t triples (pod id, unix second of its last
+--       block keys; three parts of kvadmin's residency key layout, "" for the tiered value
+--       format (the values name the media) and for the legacy one (scoring.index's
+--       _residency_args): the media SET key's prefix before the pod, and a residency ZSET key's
+--       parts before and after the pod (the medium follows); the number t of triples; then t triples (pod id, unix second of its last
 --       start as decimal text, "" if unknown, n) listing the candidates, or with "0" the pods
---       whose start may be known: the pod's next n start keys are hashes whose `started_at`
---       field is a start of the pod too (its streams' status), and the latest start counts.
+--       whose start may be known: the pod's next n start keys are its data-parallel ranks'
+--       stream status hashes, whose `started_at` is the start of the rank's current run; the
+--       earliest of them is a start of the pod, unknown while a rank has none
+--       (scoring.values.pod_start), and the later of it and the given start counts.
 --       Then the routing-state section: its number of pods q (0: none), "now" in unix ms (""
 --       for Redis' own clock, the one route_record.lua advances the queue with), and the
 --       in-flight window in ms.
 -- Reply: {c, s, p, the c non-candidate owners of the first block, the s stale-dropped pods,
 --         then for each of the p pods holding the first block: pod, r, r pairs (medium, blocks)},
---         the pairs being the runs of media of its matched blocks (false for no medium).
+--         the pairs being the runs of media of its matched blocks (false for no medium);
+--         under the legacy format each pod's pairs are followed by its residency: M, then M
+--         times (medium, q, q pairs (0-based position, blocks)), the spans of its matched
+--         blocks held in that medium ("" for no medium).
 --         With q > 0 it goes on: now (unix ms), then per state pod, in order: the queue's
 --         busy_until_ms and prefill_ms, the in-flight count (predicted prefill end within the
 --         window or later), the load hash's running, waiting, kv_usage and scraped_at (false
@@ -30,18 +38,28 @@ local HMGET_CHUNK = 1000 -- unpack() is bounded by Lua's C stack
 
 local restricted = ARGV[1] == '1'
 local n_blocks = tonumber(ARGV[2])
-local state_at = 4 + 3 * tonumber(ARGV[3]) -- where the routing-state section's ARGV start
+local media_prefix, res_prefix, res_between = ARGV[3], ARGV[4], ARGV[5]
+local legacy = media_prefix ~= ''
+local state_at = 7 + 3 * tonumber(ARGV[6]) -- where the routing-state section's ARGV start
 local is_candidate, started, started_text = {}, {}, {}
 local start_key = n_blocks
-for i = 4, state_at - 1, 3 do
+for i = 7, state_at - 1, 3 do
   local pod, start = ARGV[i], ARGV[i + 1]
   is_candidate[pod] = true
-  for _ = 1, tonumber(ARGV[i + 2]) do
-    start_key = start_key + 1
-    local recorded = redis.call('HGET', KEYS[start_key], 'started_at')
-    if recorded and (start == '' or tonumber(recorded) > tonumber(start)) then
-      start = recorded
+  local n_ranks, earliest = tonumber(ARGV[i + 2]), nil
+  for r = 1, n_ranks do
+    local recorded = redis.call('HGET', KEYS[start_key + r], 'started_at')
+    if not recorded then
+      earliest = nil
+      break
     end
+    if not earliest or tonumber(recorded) < tonumber(earliest) then
+      earliest = recorded
+    end
+  end
+  start_key = start_key + n_ranks
+  if earliest and (start == '' or tonumber(earliest) > tonumber(start)) then
+    start = earliest
   end
   if start ~= '' then
     started[pod], started_text[pod] = tonumber(start), start
@@ -223,6 +241,50 @@ for b = 2, n_blocks do
 end
 add_repeats()
 
+-- The request's block hashes, taken from their keys when first needed.
+local members
+local function block_members()
+  if not members then
+    members = {}
+    for b = 1, n_blocks do
+      members[b] = match(KEYS[b], '@([^@]*)$')
+    end
+  end
+  return members
+end
+
+-- Legacy format: the spans of the pod's first k blocks held in each of its media, by its
+-- residency ZSETs, appended to the reply.
+local function add_residency(reply, pod, k)
+  local held = redis.call('SMEMBERS', media_prefix .. pod)
+  reply[#reply + 1] = #held
+  local blocks = block_members()
+  for _, medium in ipairs(held) do
+    local key = res_prefix .. pod .. res_between .. medium
+    local spans, first = {}, nil
+    for chunk = 1, k, HMGET_CHUNK do
+      local last_b = math.min(k, chunk + HMGET_CHUNK - 1)
+      local scores = redis.call('ZMSCORE', key, unpack(blocks, chunk, last_b))
+      for j = 1, last_b - chunk + 1 do
+        local b = chunk + j - 1
+        if scores[j] then
+          first = first or b
+        elseif first then
+          spans[#spans + 1], spans[#spans + 2], first = first - 1, b - first, nil
+        end
+      end
+    end
+    if first then
+      spans[#spans + 1], spans[#spans + 2] = first - 1, k + 1 - first
+    end
+    reply[#reply + 1] = medium
+    reply[#reply + 1] = #spans / 2
+    for _, n in ipairs(spans) do
+      reply[#reply + 1] = n
+    end
+  end
+end
+
 local reply = { #non_candidates, #stale, n_scored }
 for _, pod in ipairs(non_candidates) do
   reply[#reply + 1] = pod
@@ -235,9 +297,14 @@ for id = 1, n_scored do
   blocks[#blocks + 1] = open_run[id]
   reply[#reply + 1] = names[id]
   reply[#reply + 1] = #media
+  local k = 0
   for r = 1, #media do
     reply[#reply + 1] = media[r]
     reply[#reply + 1] = blocks[r]
+    k = k + blocks[r]
+  end
+  if legacy then
+    add_residency(reply, names[id], k)
   end
 end
 
@@ -250,7 +317,6 @@ if n_state > 0 then
     now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   end
   local in_flight_since = '(' .. (now - tonumber(ARGV[state_at + 2]))
-  local members -- the request's block hashes, taken from their keys when first needed
   reply[#reply + 1] = now
   local key = start_key
   for _ = 1, n_state do
@@ -264,12 +330,7 @@ if n_state > 0 then
     end
     local positions = {}
     if n_blocks > 0 and redis.call('EXISTS', KEYS[key + 3]) == 1 then
-      if not members then
-        members = {}
-        for b = 1, n_blocks do
-          members[b] = match(KEYS[b], '@([^@]*)$')
-        end
-      end
+      local members = block_members()
       for first_b = 1, n_blocks, HMGET_CHUNK do
         local last_b = math.min(n_blocks, first_b + HMGET_CHUNK - 1)
         local expiries = redis.call('ZMSCORE', KEYS[key + 3], unpack(members, first_b, last_b))

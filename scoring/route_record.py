@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import redis
+import redis.asyncio
+from redis.asyncio.client import Pipeline as AsyncPipeline
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
@@ -58,7 +60,7 @@ class Recorded:
 
 
 def queue_record(
-    pipeline: Pipeline, advance: RouteAdvance, entry: bytes | None, maxlen: int
+    pipeline: Pipeline | AsyncPipeline, advance: RouteAdvance, entry: bytes | None, maxlen: int
 ) -> list[Any]:
     """Queue the script on `pipeline`; returns its arguments for `finish`. `entry`: the
     decision log entry, None to leave the decision out of the log."""
@@ -91,6 +93,18 @@ def finish(client: redis.Redis, reply: Any, args: list[Any]) -> Recorded:
     if isinstance(reply, NoScriptError):
         client.script_load(_RECORD_LUA)
         reply = client.execute_command("EVALSHA", _RECORD_SHA, *args)
+    return _recorded(reply)
+
+
+async def finish_async(client: redis.asyncio.Redis, reply: Any, args: list[Any]) -> Recorded:
+    """`finish` through an asyncio client."""
+    if isinstance(reply, NoScriptError):
+        await client.script_load(_RECORD_LUA)
+        reply = await client.execute_command("EVALSHA", _RECORD_SHA, *args)
+    return _recorded(reply)
+
+
+def _recorded(reply: Any) -> Recorded:
     if isinstance(reply, Exception):
         raise reply
     log_id, start, end = reply

@@ -14,7 +14,7 @@ blocks that no longer match could not have scored anyway and are not reported, w
 the Redis-side walk look only at pods still matching.
 """
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
@@ -29,14 +29,27 @@ MediaRun = tuple[str | None, int]
 """A medium and how many consecutive matched blocks were held in it."""
 
 
+Span = tuple[int, int]
+"""Consecutive matched blocks: the 0-based position of the first and how many."""
+
+HeldMedia = Mapping[str | None, tuple[Span, ...]]
+"""Per medium (None: no medium), the spans of a pod's matched blocks that kvadmin's residency
+says the pod holds in it."""
+
+
 @dataclass(frozen=True, slots=True)
 class PrefixWalk:
     """What the walk found, before weights: for each pod that holds the first block, the media
-    of its matched blocks in block order, as runs; and who was dropped."""
+    of its matched blocks in block order, as runs; and who was dropped.
+
+    Under the legacy value format (`values.ValueFormat.LEGACY`) the values name no medium:
+    `held` then gives, per pod, the media its matched blocks are held in by kvadmin's residency,
+    from which `score_walk` takes each block's best medium under the weights."""
 
     runs: Mapping[str, tuple[MediaRun, ...]]
     dropped_non_candidates: frozenset[str] = frozenset()
     dropped_stale: frozenset[str] = frozenset()
+    held: Mapping[str, HeldMedia] | None = None
 
 
 @dataclass(slots=True)
@@ -179,11 +192,19 @@ def walk_prefix(
 
 def score_walk(walk: PrefixWalk, n_blocks: int, weights: TierWeights) -> ScoreResult:
     """compatibility.md 2.4 steps 3 to 5 over what the walk found; `n_blocks` is the number of
-    hashed blocks of the request (not max_blocks)."""
-    pods = sorted(
-        (_pod_score(pod, runs, n_blocks, weights) for pod, runs in walk.runs.items()),
-        key=lambda scored: (-scored.score, scored.pod),
-    )
+    hashed blocks of the request (not max_blocks).
+
+    A legacy walk (`PrefixWalk.held`) scores as kthena main does, every matched block 1
+    (compatibility.md 2.7), and its pods' media runs come from the residency."""
+    if walk.held is None:
+        scored = (_pod_score(pod, runs, n_blocks, weights) for pod, runs in walk.runs.items())
+    else:
+        held = walk.held
+        scored = (
+            _legacy_pod_score(pod, runs, held.get(pod, {}), n_blocks, weights)
+            for pod, runs in walk.runs.items()
+        )
+    pods = sorted(scored, key=lambda pod: (-pod.score, pod.pod))
     return ScoreResult(
         n_blocks=n_blocks,
         longest_match=max((scored.matched_blocks for scored in pods), default=0),
@@ -226,6 +247,48 @@ def _pod_score(
         weighted_sum=total,
         media=media,
         media_runs=runs,
+    )
+
+
+def residency_runs(held: HeldMedia, matched: int, weights: TierWeights) -> tuple[MediaRun, ...]:
+    """The media runs of `matched` blocks whose media are `held`: each block in the best medium
+    it is held in (`TierWeights.best_medium`, the order the writer names media by), None where
+    the residency holds it in none."""
+    per_block: list[list[str | None]] = [[] for _ in range(matched)]
+    for medium, spans in held.items():
+        for first, count in spans:
+            for position in range(first, min(first + count, matched)):
+                per_block[position].append(medium)
+    best = (weights.best_medium(media) if media else None for media in per_block)
+    return tuple((medium, len(list(group))) for medium, group in groupby(best))
+
+
+def spans(positions: Iterable[int]) -> tuple[Span, ...]:
+    """Ascending 0-based positions as spans of consecutive ones."""
+    found: list[Span] = []
+    for position in positions:
+        if found and sum(found[-1]) == position:
+            found[-1] = (found[-1][0], found[-1][1] + 1)
+        else:
+            found.append((position, 1))
+    return tuple(found)
+
+
+def _legacy_pod_score(
+    pod: str, runs: tuple[MediaRun, ...], held: HeldMedia, n_blocks: int, weights: TierWeights
+) -> PodScore:
+    matched = sum(count for _medium, count in runs)
+    media_runs = residency_runs(held, matched, weights)
+    media: dict[str | None, int] = {}
+    for medium, count in media_runs:
+        media[medium] = media.get(medium, 0) + count
+    return PodScore(
+        pod=pod,
+        score=int((matched / n_blocks) * 100),
+        matched_blocks=matched,
+        weighted_sum=float(matched),
+        media=media,
+        media_runs=media_runs,
     )
 
 

@@ -62,6 +62,8 @@ def subprocess_env(django_db_setup, django_db_blocker) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
         # Workers scrape engine load only in the tests of the scraper, which turn it on.
         "KVADMIN_LOAD_SCRAPE": "0",
+        # One process per web server; tests/api/test_fast_path.py runs more.
+        "KVADMIN_WEB_WORKERS": "1",
     }
 
 

@@ -21,10 +21,10 @@ _LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 def authenticate(request: HttpRequest) -> ApiToken | None:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = bearer(request.headers.get("Authorization", ""))
+    if token is None:
         return None
-    row = ApiToken.objects.active().filter(digest=digest(token.strip())).first()
+    row = ApiToken.objects.active().filter(digest=digest(token)).first()
     if row is not None:
         now = timezone.now()
         if row.last_used_at is None or now - row.last_used_at > _LAST_USED_RESOLUTION:
@@ -32,25 +32,37 @@ def authenticate(request: HttpRequest) -> ApiToken | None:
     return row
 
 
+UNAUTHORIZED = {"error": "a valid API token is required (Authorization: Bearer <token>)"}
+WWW_AUTHENTICATE = 'Bearer realm="kvadmin"'
+
+
+def bearer(authorization: str) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value, None without one."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
 def unauthorized() -> JsonResponse:
-    response = JsonResponse(
-        {"error": "a valid API token is required (Authorization: Bearer <token>)"}, status=401
-    )
-    response["WWW-Authenticate"] = 'Bearer realm="kvadmin"'
+    response = JsonResponse(UNAUTHORIZED, status=401)
+    response["WWW-Authenticate"] = WWW_AUTHENTICATE
     return response
 
 
-def out_of_scope(token: ApiToken, scope: Scope, pod: str | None = None) -> JsonResponse:
+def scope_refusal(name: str, scopes: str, scope: Scope, pod: str | None = None) -> dict[str, str]:
+    """The 403 body for token `name` (holding `scopes`) lacking `scope` (for `pod`)."""
     missing = f"{scope}={pod}" if scope is Scope.EVENTS_PUSH and pod is not None else str(scope)
     where = f" for pod {pod!r}" if scope is Scope.EVENTS_PUSH and pod is not None else ""
-    return JsonResponse(
-        {
-            "error": f"token {token.name!r} lacks the scope {scope.value!r}{where} "
-            f"(it has: {token.scopes or 'none'})",
-            "missing_scope": missing,
-        },
-        status=403,
-    )
+    return {
+        "error": f"token {name!r} lacks the scope {scope.value!r}{where} "
+        f"(it has: {scopes or 'none'})",
+        "missing_scope": missing,
+    }
+
+
+def out_of_scope(token: ApiToken, scope: Scope, pod: str | None = None) -> JsonResponse:
+    return JsonResponse(scope_refusal(token.name, token.scopes, scope, pod), status=403)
 
 
 def token_refusal(
@@ -66,9 +78,10 @@ def token_refusal(
 
 
 def api_token_required(
-    scope: Scope,
+    scope: Scope, *, session: bool = False
 ) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
-    """The view needs a token holding `scope`; for events:push, for the view's `pod`."""
+    """The view needs a token holding `scope`; for events:push, for the view's `pod`. With
+    `session`, a logged-in operator's session will do too (what the pages show anyway)."""
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @login_not_required
@@ -76,6 +89,8 @@ def api_token_required(
         @wraps(view)
         def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             pod = kwargs.get("pod") if scope is Scope.EVENTS_PUSH else None
+            if session and request.user.is_authenticated:
+                return view(request, *args, **kwargs)
             if (refusal := token_refusal(request, scope, pod)) is not None:
                 return refusal
             return view(request, *args, **kwargs)

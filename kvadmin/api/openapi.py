@@ -1,22 +1,28 @@
 """The OpenAPI 3.1 document of every /api/v1/ endpoint, served at /api/v1/openapi.json.
 
-Hand-written next to the views it describes: the API is small and its error contract (which
-field, which status) is the part clients need spelled out. tests/routing/test_openapi_doc.py
-checks that every route in kvadmin/api/urls.py appears here; add a route, describe it here.
+Written next to the views it describes: the API is small and its error contract (which field,
+which status) is the part clients need spelled out. The score request and the decision are
+generated from their structs (kvadmin/api/contract.py, kvadmin/routing/answer.py).
+tests/routing/test_openapi_doc.py checks that every route in kvadmin/api/urls.py appears here;
+add a route, describe it here.
 """
 
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from kvadmin.api import outcomes, scoring, views
 from kvadmin.api.auth import authenticate
+from kvadmin.api.contract import ScoreRequest
 from kvadmin.api.scopes import Scope
+from kvadmin.routing import answer
 from kvadmin.routing.outcomes import MAX_BODY_BYTES, MAX_TOKENS, MAX_TTFT_MS
-from kvadmin.routing.service import INPUTS, MAX_REQUEST_ID
 from scoring.policy import POLICIES
 
 
@@ -30,7 +36,7 @@ def _error_response(description: str) -> dict[str, Any]:
 
 _UNAUTHORIZED = _error_response("No valid API token (missing, unknown or revoked).")
 
-_SCHEMAS: dict[str, Any] = {
+_HAND_WRITTEN: dict[str, Any] = {
     "Error": {
         "type": "object",
         "required": ["error"],
@@ -40,199 +46,6 @@ _SCHEMAS: dict[str, Any] = {
             "missing_scope": {
                 "type": "string",
                 "description": "On 403: the grant the token lacks (`score`, `events:push=<pod>`…).",
-            },
-        },
-    },
-    "ScoreRequest": {
-        "type": "object",
-        "required": ["model"],
-        "description": f"Exactly one of {', '.join(INPUTS)}.",
-        "properties": {
-            "model": {"type": "string", "description": "The served model name."},
-            "token_ids": {
-                "type": "array",
-                "items": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
-                "minItems": 1,
-                "description": "At most KVADMIN_SCORE_MAX_TOKENS (default 262144).",
-            },
-            "prompt": {"type": "string", "description": "Tokenized by a candidate engine."},
-            "messages": {
-                "type": "array",
-                "minItems": 1,
-                "items": {
-                    "type": "object",
-                    "required": ["role", "content"],
-                    "properties": {
-                        "role": {"type": "string"},
-                        "content": {
-                            "oneOf": [
-                                {"type": "string"},
-                                {"type": "array", "items": {"type": "object"}},
-                            ],
-                            "description": "Text, or content parts whose text parts count.",
-                        },
-                    },
-                },
-                "description": "Chat messages; the engine applies its chat template.",
-            },
-            "pods": {
-                "type": "array",
-                "items": {"type": "string"},
-                "minItems": 1,
-                "description": "Candidate pods (registered engines of the model). Default: "
-                "every enabled engine serving the model.",
-            },
-            "request_id": {"type": "string", "maxLength": MAX_REQUEST_ID},
-            "policy": {
-                "enum": list(POLICIES),
-                "description": "How `chosen` is picked: `ttft`, the lowest estimated time to "
-                "first token (predicted wait + prefill estimate + work penalty); `kthena`, the "
-                "highest score, as kthena's plugin alone picks. Default: the "
-                "KVADMIN_ROUTING_POLICY knob (`ttft`). Scores are the same under both.",
-            },
-        },
-    },
-    "CandidateEstimate": {
-        "type": "object",
-        "description": "One candidate as the `ttft` policy priced it, in seconds: cost_s = "
-        "wait_s + prefill_s + work_penalty_s. Recorded under both policies.",
-        "properties": {
-            "pod": {"type": "string"},
-            "matched_blocks": {
-                "type": "integer",
-                "description": "Its consecutive run of the request's blocks, speculative "
-                "entries included.",
-            },
-            "speculative_blocks": {
-                "type": "integer",
-                "description": "Of matched_blocks, those only kvadmin's own recent routing "
-                "to the pod vouches for (BlockStored not arrived yet).",
-            },
-            "cached_tokens": {"type": "integer"},
-            "uncached_tokens": {"type": "integer"},
-            "wait_s": {
-                "type": "number",
-                "description": "Predicted wait before the prefill starts: the virtual queue, "
-                "or with fresh engine load max(queue, waiting x mean predicted prefill).",
-            },
-            "queue_wait_s": {"type": "number", "description": "The virtual queue's part."},
-            "engine_waiting": {
-                "type": ["integer", "null"],
-                "description": "The engine's waiting requests when its load was fresh.",
-            },
-            "prefill_s": {"type": "number", "description": "S_est, tier reload included."},
-            "reload_s": {
-                "type": "number",
-                "description": "The part of prefill_s spent reloading lower-tier hits.",
-            },
-            "work_penalty_s": {
-                "type": "number",
-                "description": "kappa x (prefill_s - the cheapest candidate's prefill_s).",
-            },
-            "cost_s": {"type": "number"},
-            "load_stale": {
-                "type": "boolean",
-                "description": "The engine's scraped load was stale or absent.",
-            },
-        },
-    },
-    "PodScore": {
-        "type": "object",
-        "properties": {
-            "pod": {"type": "string"},
-            "score": {"type": "integer", "description": "int(weighted_sum / blocks * 100)"},
-            "matched_blocks": {"type": "integer"},
-            "weighted_sum": {"type": "number"},
-            "media": {
-                "type": "object",
-                "additionalProperties": {"type": "integer"},
-                "description": 'Matched blocks per medium; "" is no medium.',
-            },
-            "runs": {
-                "type": "array",
-                "items": {"type": "array", "prefixItems": [{"type": ["string", "null"]}, {}]},
-                "description": "Media of the matched blocks in order, run-length encoded.",
-            },
-        },
-    },
-    "Decision": {
-        "type": "object",
-        "properties": {
-            "decision_id": {"type": "string"},
-            "ts": {"type": "number", "description": "Unix seconds."},
-            "request_id": {"type": ["string", "null"]},
-            "model": {"type": "string"},
-            "input": {"enum": list(INPUTS)},
-            "tokens": {"type": "integer"},
-            "blocks": {"type": "integer", "description": "Hashed blocks (at most 128)."},
-            "first_block": {"type": "integer", "description": "Hash of block 0."},
-            "longest_match": {"type": "integer"},
-            "candidates": {"type": "array", "items": {"type": "string"}},
-            "chosen": {"type": ["string", "null"]},
-            "tie_break": {
-                "type": "boolean",
-                "description": "Chosen by rendezvous hashing of first_block among tied pods.",
-            },
-            "scores": {"type": "array", "items": _ref("PodScore")},
-            "dropped": {
-                "type": "object",
-                "properties": {
-                    "non_candidates": {"type": "array", "items": {"type": "string"}},
-                    "stale": {"type": "array", "items": {"type": "string"}},
-                },
-            },
-            "weights_version": {"type": "integer"},
-            "weights": {"type": "object", "additionalProperties": {"type": "number"}},
-            "timings_ms": {
-                "type": "object",
-                "properties": {
-                    name: {"type": "number"}
-                    for name in ("tokenize", "hash", "index", "score", "total")
-                },
-            },
-            "tokenizer": {
-                "type": "string",
-                "description": "Where the token ids came from: given, local, cache or "
-                "engine:<pod> (its /tokenize).",
-            },
-            "tokens_estimated": {
-                "type": "boolean",
-                "description": "`tokens` is estimated: only the scoring window of a long "
-                "prompt was tokenized locally.",
-            },
-            "policy": {"enum": list(POLICIES), "description": "The policy that chose."},
-            "reason": {"type": "string", "description": "Why `chosen` won, in words."},
-            "estimates": {
-                "type": "array",
-                "items": _ref("CandidateEstimate"),
-                "description": "The candidates, cheapest first (then pod id): the cheapest "
-                "KVADMIN_ROUTING_ESTIMATES_MAX (default 16) and the chosen pod.",
-            },
-            "stale_loads": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Candidates whose engine load was stale or absent: their wait "
-                "is kvadmin's own virtual queue alone.",
-            },
-            "predicted": _ref("PredictedHits"),
-            "delivered": {
-                "oneOf": [_ref("Delivered"), {"type": "null"}],
-                "description": "The outcome the gateway posted; null until it does.",
-            },
-        },
-    },
-    "PredictedHits": {
-        "type": "object",
-        "description": "Cached tokens predicted at decision time. available - achieved is "
-        "routing loss; achieved - delivered.cached_tokens is index staleness.",
-        "properties": {
-            "available_tokens": {
-                "type": "integer",
-                "description": "The best candidate's predicted cached tokens.",
-            },
-            "achieved_tokens": {
-                "type": "integer",
-                "description": "The chosen pod's predicted cached tokens.",
             },
         },
     },
@@ -258,16 +71,28 @@ _SCHEMAS: dict[str, Any] = {
             },
         },
     },
-    "Delivered": {
-        "type": "object",
-        "properties": {
-            "cached_tokens": {"type": "integer"},
-            "prompt_tokens": {"type": "integer"},
-            "ttft_ms": {"type": ["number", "null"]},
-            "at": {"type": "number", "description": "Unix seconds it was recorded."},
-        },
-    },
 }
+
+
+def _generated() -> dict[str, Any]:
+    """The schemas of the score request and the decision, from the structs that decode and
+    encode them (msgspec), so their types, limits and descriptions are declared once."""
+    _, schemas = msgspec.json.schema_components(
+        [ScoreRequest, answer.Decision], ref_template="#/components/schemas/{name}"
+    )
+    request = schemas["ScoreRequest"]["properties"]
+    for name, field in request.items():
+        # A request field that is null counts as left out: documented by its type alone.
+        kinds = field.get("anyOf", [])
+        if len(kinds) == 2 and {"type": "null"} in kinds:
+            request[name] = next(kind for kind in kinds if kind != {"type": "null"})
+    # msgspec lists a Literal's values sorted; the document keeps POLICIES' order (the default
+    # first), as the knob's documentation does.
+    request["policy"]["enum"] = list(POLICIES)
+    return schemas
+
+
+_SCHEMAS: dict[str, Any] = _HAND_WRITTEN | _generated()
 
 _PATHS: dict[str, Any] = {
     "/api/v1/score": {
@@ -426,6 +251,16 @@ _PATHS: dict[str, Any] = {
             },
         }
     },
+    "/api/v1/docs": {
+        "get": {
+            "summary": "This document rendered as a page (Swagger UI), for a logged-in operator",
+            "security": [],
+            "responses": {
+                "200": {"description": "HTML", "content": {"text/html": {}}},
+                "302": {"description": "Not logged in: to the login page."},
+            },
+        }
+    },
     "/api/v1/openapi.json": {
         "get": {
             "summary": "This document (an API token of any scope, or a logged-in session)",
@@ -483,6 +318,12 @@ DOCUMENT: dict[str, Any] = {
         for path, operations in _PATHS.items()
     },
 }
+
+
+@require_GET
+def docs(request: HttpRequest) -> HttpResponse:
+    """The document rendered for operators (Swagger UI, vendored: static/vendor/swagger-ui)."""
+    return render(request, "api/docs.html", {"document": reverse("api-openapi")})
 
 
 @login_not_required

@@ -1,56 +1,85 @@
 """POST /api/v1/decisions/<id>/outcome: the gateway that asked for a decision reports what the
-engine's response said (`routing.outcomes`). Thin: validate, find the decision, record once."""
+engine's response said (`routing.outcomes`). Thin: validate, find the decision, record once.
 
+`outcome_answer` is async and served by the ASGI fast path (kvadmin/api/fast_path.py); the
+Django view serves the same answer where no fast path runs (see kvadmin/api/scoring.py).
+"""
+
+import redis.asyncio
+from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kvadmin.api.auth import api_token_required
+from kvadmin.api.answers import Answer, error_answer, json_answer, refusal
 from kvadmin.api.scopes import Scope
-from kvadmin.api.scoring import error_answer, json_answer
+from kvadmin.api.scoring import django_response
 from kvadmin.api.untrusted_json import InvalidJson, decode_json
 from kvadmin.conf import knob
-from kvadmin.redis_clients import index_client
+from kvadmin.redis_clients import async_index_client
 from kvadmin.routing import outcomes
 
 _UNKNOWN = "no decision {!r} in the decision log (unknown, or it left the log)"
+LIMIT = outcomes.MAX_BODY_BYTES
 
 
-@api_token_required(Scope.SCORE)
-@require_POST
-def decision_outcome(request: HttpRequest, decision_id: str) -> HttpResponse:
+def too_large(size: int | None) -> Answer:
+    """The answer to a body beyond LIMIT (`size`: its length, when known)."""
+    if size is None:
+        return error_answer(400, f"the body is larger than {LIMIT} bytes")
+    return error_answer(400, f"the body is {size} bytes; an outcome is at most {LIMIT}")
+
+
+async def outcome_answer(
+    client: redis.asyncio.Redis, authorization: str, decision_id: str, raw: bytes
+) -> Answer:
     """Record the outcome of one decision: 201 once, 409 for every repeat."""
+    if (refused := await refusal(client, authorization, Scope.SCORE)) is not None:
+        return refused
     if not outcomes.DECISION_ID.fullmatch(decision_id):
         return error_answer(404, _UNKNOWN.format(decision_id[:100]))
-    limit = outcomes.MAX_BODY_BYTES
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit:
-        return error_answer(400, f"the body is {declared} bytes; an outcome is at most {limit}")
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        return error_answer(400, f"the body is larger than {limit} bytes")
-    if len(raw) > limit:
-        return error_answer(400, f"the body is {len(raw)} bytes; an outcome is at most {limit}")
+    if len(raw) > LIMIT:
+        return too_large(len(raw))
     try:
         outcome = outcomes.parse(decode_json(raw))
     except InvalidJson as error:
         return error_answer(400, f"the body is not valid JSON: {error}")
     except outcomes.InvalidOutcome as error:
         return error_answer(400, error.message, error.field)
-    client = index_client()
-    decision = outcomes.find(decision_id, client)
+    decision = await outcomes.find_async(decision_id, client)
     if decision is None:
         return error_answer(404, _UNKNOWN.format(decision_id))
     block_size = knob("BLOCK_SIZE")
-    result = outcomes.record(client, decision, outcome, block_size)
+    result = await outcomes.record_async(client, decision, outcome, block_size)
     if result == "unknown":
         return error_answer(404, _UNKNOWN.format(decision_id))
     if result == "repeated":
         return error_answer(409, f"decision {decision_id!r} already has an outcome")
+    predicted, delivered = outcomes.to_api(decision, outcome, block_size)
     return json_answer(
-        {"decision_id": decision_id, **outcomes.to_api(decision, outcome, block_size)}, 201
+        {"decision_id": decision_id, "predicted": predicted, "delivered": delivered}, 201
     )
+
+
+@login_not_required
+@csrf_exempt
+@require_POST
+async def decision_outcome(request: HttpRequest, decision_id: str) -> HttpResponse:
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = 0
+    if declared > LIMIT:
+        return django_response(too_large(declared))
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        return django_response(too_large(None))
+    async with async_index_client() as client:
+        authorization = request.headers.get("Authorization", "")
+        answer = await outcome_answer(client, authorization, decision_id, raw)
+    return django_response(answer)
+
+
+decision_outcome.required_scope = Scope.SCORE  # type: ignore[attr-defined]  # for the OpenAPI doc

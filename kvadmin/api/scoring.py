@@ -1,63 +1,95 @@
 """POST /api/v1/score and GET /api/v1/decisions: thin views over `routing.service.score` and
 `routing.decisions.recent` (with `routing.outcomes` beside each decision). Every bad input is a
-4xx with the field at fault, never a 500."""
+4xx with the field at fault, never a 500.
 
-from typing import Any
+Scoring is `score_answer`, async: the ASGI fast path (kvadmin/api/fast_path.py) calls it
+directly under uvicorn; the Django view `score` serves the same answer where no fast path
+runs in front of Django (`manage.py runserver`, WSGI, Django's test client).
+"""
 
-import msgspec
+import asyncio
+
+import redis.asyncio
+from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from kvadmin.api import contract, process_cache
+from kvadmin.api.answers import Answer, error_answer, json_answer, refusal
 from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
-from kvadmin.api.untrusted_json import InvalidJson, decode_json
-from kvadmin.redis_clients import index_client
+from kvadmin.redis_clients import async_index_client, index_client
 from kvadmin.routing import decisions, outcomes, service
+from kvadmin.weights.active import ActiveWeights, active_weights, cached_weights
 
 MAX_DECISIONS = 1000
+TOO_LARGE = "the request body is too large"
 
 
-def json_answer(payload: Any, status: int = 200) -> HttpResponse:
-    body = msgspec.json.encode(payload)
-    return HttpResponse(body, status=status, content_type="application/json")
-
-
-def error_answer(status: int, message: str, field: str | None = None) -> HttpResponse:
-    body: dict[str, Any] = {"error": message}
-    if field:
-        body["field"] = field
-    return json_answer(body, status)
-
-
-@api_token_required(Scope.SCORE)
-@require_POST
-def score(request: HttpRequest) -> HttpResponse:
+async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: bytes) -> Answer:
     """Score the candidate pods for one request and record the decision."""
+    if (refused := await refusal(client, authorization, Scope.SCORE)) is not None:
+        return refused
     try:
-        body = decode_json(request.body)
-    except RequestDataTooBig:
-        return error_answer(413, "the request body is too large")
-    except InvalidJson as error:
-        return error_answer(400, f"the body is not valid JSON: {error}")
-    if not isinstance(body, dict):
-        return error_answer(400, "the body must be a JSON object")
+        request = contract.decode_score_request(raw)
+    except contract.InvalidBody as error:
+        return error_answer(400, error.message, error.field)
+    engines = (await process_cache.snapshot(client)).engines.get(request.model, [])
+    if not _serve(engines, request.pods):  # registered a moment ago?
+        engines = (await process_cache.snapshot(client, True)).engines.get(request.model, [])
+    active = await _weights()
     try:
-        decision = service.score(
-            body.get("model"),
-            token_ids=body.get("token_ids"),
-            prompt=body.get("prompt"),
-            messages=body.get("messages"),
-            pods=body.get("pods"),
-            request_id=body.get("request_id"),
-            policy=body.get("policy"),
+        decision = await service.score_async(
+            client, engines, active, request.model, **request.arguments()
         )
     except service.ScoreError as error:
         return error_answer(error.status, error.message, error.field)
     return json_answer(outcomes.decision_answer(decision))
 
 
-@api_token_required(Scope.DECISIONS_READ)
+async def _weights() -> ActiveWeights:
+    """The active weights from memory; when due, checked in the background (a stalled Redis
+    must not hold the request), or first loaded in a thread."""
+    active, fresh = cached_weights()
+    if active is None:
+        return await asyncio.to_thread(active_weights)
+    if not fresh:
+        process_cache.in_background(asyncio.to_thread(active_weights))
+    return active
+
+
+def _serve(engines: list[service.EngineRow], pods: list[str] | None) -> bool:
+    """The engines include an enabled one, or every requested pod."""
+    if pods is None:
+        return any(enabled for *_, enabled in engines)
+    return set(pods) <= {row[0] for row in engines}
+
+
+def django_response(answer: Answer) -> HttpResponse:
+    return HttpResponse(
+        answer.body, status=answer.status, content_type="application/json", headers=answer.headers
+    )
+
+
+@login_not_required
+@csrf_exempt
+@require_POST
+async def score(request: HttpRequest) -> HttpResponse:
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        return django_response(error_answer(413, TOO_LARGE))
+    async with async_index_client() as client:
+        answer = await score_answer(client, request.headers.get("Authorization", ""), raw)
+    return django_response(answer)
+
+
+score.required_scope = Scope.SCORE  # type: ignore[attr-defined]  # read by the OpenAPI doc
+
+
+@api_token_required(Scope.DECISIONS_READ, session=True)
 @require_GET
 def recent_decisions(request: HttpRequest) -> HttpResponse:
     """The newest recorded decisions, newest first, optionally of one model or pod."""
@@ -67,11 +99,13 @@ def recent_decisions(request: HttpRequest) -> HttpResponse:
     except ValueError:
         limit = 0
     if not 1 <= limit <= MAX_DECISIONS:
-        return error_answer(400, f"`limit` must be an integer from 1 to {MAX_DECISIONS}", "limit")
+        return django_response(
+            error_answer(400, f"`limit` must be an integer from 1 to {MAX_DECISIONS}", "limit")
+        )
     found = decisions.recent(
         limit, model=request.GET.get("model") or None, pod=request.GET.get("pod") or None
     )
     reported = outcomes.outcomes_of(index_client(), [decision.id for decision in found])
-    return json_answer(
-        {"decisions": [outcomes.decision_answer(d, reported.get(d.id)) for d in found]}
+    return django_response(
+        json_answer({"decisions": [outcomes.decision_answer(d, reported.get(d.id)) for d in found]})
     )

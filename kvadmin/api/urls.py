@@ -12,4 +12,5 @@ urlpatterns = [
         name="api-decision-outcome",
     ),
     path("openapi.json", openapi.openapi, name="api-openapi"),
+    path("docs", openapi.docs, name="api-docs"),
 ]

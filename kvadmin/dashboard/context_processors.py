@@ -9,6 +9,7 @@ NAVIGATION = [
     ("Pods", "pods"),
     ("Weights", "weights"),
     ("Explain", "explain"),
+    ("API", "api-docs"),
 ]
 
 

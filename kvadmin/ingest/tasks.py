@@ -4,8 +4,9 @@ import time
 from celery import shared_task
 
 from kvadmin.conf import knob
+from kvadmin.conf import value_format as configured_value_format
 from kvadmin.engines.models import Engine
-from kvadmin.index import gc, status
+from kvadmin.index import gc, status, value_format
 from kvadmin.index.pod_lock import DrainLock
 from kvadmin.index.streams import push_stream
 from kvadmin.index.writer import Applier
@@ -14,7 +15,7 @@ from kvadmin.ingest.decode import UndecodableBatch, decode_batch, undecodable_ba
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import ingest_bytes_client, ingest_client
-from kvadmin.weights.active import active_media_preference
+from kvadmin.weights.active import active_media_preference, active_weights
 
 log = logging.getLogger(__name__)
 
@@ -108,4 +109,21 @@ def collect_garbage(force: bool = False) -> None:
             interval=None if force else knob("GC_INTERVAL_SECONDS"),
         )
     except gc.AnotherRunIsActive:
+        return
+
+
+@shared_task(name="kvadmin.index.rewrite_values", ignore_result=True)
+def rewrite_values() -> None:
+    """Beat sends this every few seconds: while some of the index's values may not be in the
+    INDEX_VALUE_FORMAT, a run of bounded steps (INDEX_REWRITE_SECONDS_PER_RUN long) moves the
+    switch on from where the last one stopped (compatibility.md 2.7)."""
+    try:
+        value_format.rewrite(
+            ingest_client(),
+            configured_value_format(),
+            active_weights().weights,
+            keys_per_step=knob("INDEX_REWRITE_KEYS_PER_STEP"),
+            seconds=knob("INDEX_REWRITE_SECONDS_PER_RUN"),
+        )
+    except value_format.AnotherRewriteIsActive:
         return

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 import redis
+from redis.asyncio.client import Pipeline as AsyncPipeline
 from redis.client import Pipeline
 
 from kvadmin.index.events import EventBatch
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 HITS_KEY_PREFIX = keys.HITS_KEY_PREFIX
 HITS_TTL_SECONDS = 2 * 3600
 
-Target = redis.Redis | Pipeline
+Target = redis.Redis | Pipeline | AsyncPipeline
 
 
 class _Scored(Protocol):
@@ -150,7 +151,7 @@ def _pipeline(target: Target) -> Iterator[Pipeline]:
     """The caller's pipeline as is, or a new one executed on exit (a failure logged once until
     recording works again)."""
     global _failing
-    if isinstance(target, Pipeline):
+    if isinstance(target, Pipeline | AsyncPipeline):  # the caller's, async ones included
         yield target
         return
     pipe = target.pipeline(transaction=False)

@@ -15,6 +15,7 @@ normally a cache hit. Should the cache have dropped it meanwhile, the engines ar
 import json
 from dataclasses import dataclass, field
 
+import msgspec
 from django import forms
 
 from kvadmin.api.untrusted_json import InvalidJson, decode_json
@@ -164,7 +165,7 @@ def explain_request(form: ExplainForm) -> Explanation | None:
         decision=decision,
         blocks=blocks,
         rows=_grid(model, blocks, decision),
-        api=json.dumps(outcomes.decision_answer(decision), indent=2),
+        api=json.dumps(msgspec.to_builtins(outcomes.decision_answer(decision)), indent=2),
         warnings=warnings,
     )
 

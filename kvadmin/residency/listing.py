@@ -36,8 +36,11 @@ from pathlib import Path
 import redis
 from redis.commands.core import Script
 
+from kvadmin.conf import value_format
+from kvadmin.index.value_format import held_media
+from kvadmin.weights.active import active_weights
 from scoring import keys
-from scoring.values import BlockValue, parse_value
+from scoring.values import BlockValue, ValueFormat, parse_value
 
 PAGE_SIZE = 50
 MAX_ROUNDS = 6
@@ -136,14 +139,28 @@ def newest_blocks(
 def owners_by_block(
     client: redis.Redis, model: str, stds: Sequence[str | int]
 ) -> list[tuple[Owner, ...]]:
-    """Every owner of each block, from one pipelined HGETALL of the matrix keys, by pod."""
+    """Every owner of each block, from one pipelined HGETALL of the matrix keys, by pod. Under
+    the legacy value format (compatibility.md 2.7) the values name no medium: each owner's is
+    the best the pod's residency holds the block in (two more round trips)."""
     pipe = client.pipeline(transaction=False)
     for std in stds:
         pipe.hgetall(keys.block_key(model, int(std)))
-    return [
-        tuple(Owner(pod, parse_value(raw)) for pod, raw in sorted(fields.items()))
-        for fields in (pipe.execute() if stds else [])
+    found = pipe.execute() if stds else []
+    owners = [
+        [Owner(pod, parse_value(raw)) for pod, raw in sorted(fields.items())] for fields in found
     ]
+    if value_format() is ValueFormat.LEGACY:
+        wanted = [
+            (owner.pod, str(std)) for std, row in zip(stds, owners, strict=True) for owner in row
+        ]
+        held = held_media(client, wanted)
+        weights = active_weights().weights
+        for std, row in zip(stds, owners, strict=True):
+            for i, owner in enumerate(row):
+                if (media := held.get((owner.pod, str(std)))) and owner.medium is None:
+                    medium = weights.best_medium(media)
+                    row[i] = Owner(owner.pod, owner.value._replace(medium=medium))
+    return [tuple(row) for row in owners]
 
 
 def _rows(client: redis.Redis, model: str, page: list[tuple[int, str]]) -> list[BlockRow]:

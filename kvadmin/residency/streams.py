@@ -14,7 +14,7 @@ import redis
 
 from kvadmin.index.streams import StreamId
 from scoring import keys
-from scoring.values import parse_seconds
+from scoring.values import parse_seconds, pod_start
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +128,7 @@ def read_streams(
 
 
 def pod_started_at(streams: Iterable[StreamHealth]) -> int | None:
-    """The pod's last (re)start as kthena's freshness rule needs it (compatibility.md 2.4 step 1):
-    the latest `started_at` of its streams (a restarted rank starts a new run of the pod's cache),
-    None when no stream recorded one."""
-    return max((s.started_at for s in streams if s.started_at is not None), default=None)
+    """The pod's last (re)start as scoring judges freshness by it (compatibility.md 2.4 step 1):
+    the earliest start of its data-parallel ranks' ZMQ streams, unknown while one has none
+    (`scoring.values.pod_start`; a rank restarting alone is not a start of the pod)."""
+    return pod_start(s.started_at for s in streams if not s.pushed)

@@ -156,7 +156,8 @@ def decode(data: bytes | str, log_id: str = "") -> Decision:
 
 
 def to_api(decision: Decision) -> dict[str, Any]:
-    """The JSON shape of POST /api/v1/score and GET /api/v1/decisions."""
+    """The fields of the API's decision (`routing.answer.Decision`) but predicted vs delivered
+    hits: the one mapping from the log's names to the API's."""
     return {
         "decision_id": decision.id,
         "ts": decision.ts,
@@ -170,8 +171,8 @@ def to_api(decision: Decision) -> dict[str, Any]:
         "candidates": decision.candidates,
         "chosen": decision.chosen,
         "tie_break": decision.tie_break,
-        "scores": msgspec.to_builtins(decision.scores),
-        "dropped": msgspec.to_builtins(decision.dropped),
+        "scores": decision.scores,
+        "dropped": decision.dropped,
         "weights_version": decision.weights_version,
         "weights": decision.weights,
         "timings_ms": decision.timings_ms,
@@ -179,7 +180,7 @@ def to_api(decision: Decision) -> dict[str, Any]:
         "tokens_estimated": decision.tokens_estimated,
         "policy": decision.policy or "kthena",
         "reason": decision.reason,
-        "estimates": msgspec.to_builtins(decision.estimates),
+        "estimates": decision.estimates,
         "stale_loads": decision.stale_loads,
     }
 

@@ -29,12 +29,13 @@ from typing import Any, Final
 
 import msgspec
 import redis
+import redis.asyncio
 
 from kvadmin.conf import knob
 from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
 from kvadmin.metrics.recorder import HITS_TTL_SECONDS, outcome_minute_key
-from kvadmin.routing import decisions
+from kvadmin.routing import answer, decisions
 from kvadmin.routing.decisions import Decision
 from scoring import keys
 
@@ -137,12 +138,44 @@ def find(decision_id: str, client: redis.Redis) -> Decision | None:
     # Entries of the same millisecond are few: the decision is among them.
     millisecond = str(int(logged_ms))
     entries = client.xrange(decisions.DECISIONS_KEY, millisecond, millisecond)
+    return _among(entries, decision_id)
+
+
+async def find_async(decision_id: str, client: redis.asyncio.Redis) -> Decision | None:
+    """`find` through an asyncio client."""
+    if not DECISION_ID.fullmatch(decision_id):
+        return None
+    logged_ms = await client.zscore(keys.DECISION_IDS_KEY, decision_id)
+    if logged_ms is None:
+        return None
+    millisecond = str(int(logged_ms))
+    entries = await client.xrange(decisions.DECISIONS_KEY, millisecond, millisecond)
+    return _among(entries, decision_id)
+
+
+def _among(entries: list[tuple[str, dict[str, str]]], decision_id: str) -> Decision | None:
     return next((d for d in decisions.decoded(entries) if d.id == decision_id), None)
 
 
 def record(client: redis.Redis, decision: Decision, outcome: Outcome, block_size: int) -> str:
     """Keep the outcome and add it to the accounting, once: "recorded", "repeated" (an outcome
     was already recorded) or "unknown" (the decision left the log meanwhile)."""
+    script_keys, args = _record_input(decision, outcome, block_size)
+    return _text(client.register_script(_RECORD_LUA)(keys=script_keys, args=args))
+
+
+async def record_async(
+    client: redis.asyncio.Redis, decision: Decision, outcome: Outcome, block_size: int
+) -> str:
+    """`record` through an asyncio client."""
+    script_keys, args = _record_input(decision, outcome, block_size)
+    return _text(await client.register_script(_RECORD_LUA)(keys=script_keys, args=args))
+
+
+def _record_input(
+    decision: Decision, outcome: Outcome, block_size: int
+) -> tuple[list[str], list[Any]]:
+    """KEYS and ARGV of outcome_record.lua (sets the outcome's `at`)."""
     outcome.at = time.time()
     hits = predicted(decision, block_size)
     amounts = {
@@ -153,7 +186,6 @@ def record(client: redis.Redis, decision: Decision, outcome: Outcome, block_size
         "delivered": outcome.cached_tokens,
     }
     tallies = families.OUTCOME_TALLIES
-    script = client.register_script(_RECORD_LUA)
     args: list[Any] = [
         decision.id,
         _encoder.encode(outcome),
@@ -162,15 +194,16 @@ def record(client: redis.Redis, decision: Decision, outcome: Outcome, block_size
     ]
     for name in tallies:
         args += [name, amounts[name]]
-    reply = script(
-        keys=[
-            keys.DECISION_IDS_KEY,
-            keys.OUTCOMES_KEY,
-            outcome_minute_key(int(outcome.at // 60)),
-            *(family.key for family in tallies.values()),
-        ],
-        args=args,
-    )
+    script_keys = [
+        keys.DECISION_IDS_KEY,
+        keys.OUTCOMES_KEY,
+        outcome_minute_key(int(outcome.at // 60)),
+        *(family.key for family in tallies.values()),
+    ]
+    return script_keys, args
+
+
+def _text(reply: bytes | str) -> str:
     return reply.decode() if isinstance(reply, bytes) else reply
 
 
@@ -191,25 +224,25 @@ def outcomes_of(client: redis.Redis, decision_ids: list[str]) -> dict[str, Outco
     return found
 
 
-def decision_answer(decision: Decision, outcome: Outcome | None = None) -> dict[str, Any]:
+def decision_answer(decision: Decision, outcome: Outcome | None = None) -> answer.Decision:
     """A decision as the API answers it (POST /api/v1/score, GET /api/v1/decisions, the
     explain page): predicted vs delivered hits beside the decision."""
-    return decisions.to_api(decision) | to_api(decision, outcome, knob("BLOCK_SIZE"))
+    predicted_, delivered = to_api(decision, outcome, knob("BLOCK_SIZE"))
+    return answer.Decision(**decisions.to_api(decision), predicted=predicted_, delivered=delivered)
 
 
-def to_api(decision: Decision, outcome: Outcome | None, block_size: int) -> dict[str, Any]:
-    """Predicted vs delivered, as a decision's API answer shows it (`delivered` is null until
+def to_api(
+    decision: Decision, outcome: Outcome | None, block_size: int
+) -> tuple[answer.PredictedHits, answer.Delivered | None]:
+    """Predicted vs delivered, as a decision's API answer shows it (`delivered` is None until
     the outcome arrives)."""
     hits = predicted(decision, block_size)
     delivered = None
     if outcome is not None:
-        delivered = {
-            "cached_tokens": outcome.cached_tokens,
-            "prompt_tokens": outcome.prompt_tokens,
-            "ttft_ms": outcome.ttft_ms,
-            "at": outcome.at,
-        }
-    return {
-        "predicted": {"available_tokens": hits.available, "achieved_tokens": hits.achieved},
-        "delivered": delivered,
-    }
+        delivered = answer.Delivered(
+            cached_tokens=outcome.cached_tokens,
+            prompt_tokens=outcome.prompt_tokens,
+            ttft_ms=outcome.ttft_ms,
+            at=outcome.at,
+        )
+    return answer.PredictedHits(hits.available, hits.achieved), delivered

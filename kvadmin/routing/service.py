@@ -11,9 +11,9 @@ chooses a pod and records the decision:
    active TTFT parameters of the same version: `weights.active`), in one Redis round trip
    (compatibility.md 5.8) that also reads each candidate's last (re)start as the ingest reader
    recorded it per stream, so ownership written before it is dropped (compatibility.md 2.4 step 1);
-   a data-parallel pod restarts with its newest rank. The same round trip reads each candidate's
-   routing state (`scoring.route_state`): virtual queue, requests in flight, speculative entries,
-   the engine's scraped load.
+   a data-parallel pod starts when all its ranks have (the earliest rank start counts). The same
+   round trip reads each candidate's routing state (`scoring.route_state`): virtual queue,
+   requests in flight, speculative entries, the engine's scraped load.
 4. `scoring.policy.choose_pod` under the request's policy (`policy`, default the
    ROUTING_POLICY knob): `ttft`, the lowest estimated time to first token, or `kthena`, the
    highest score (ties and no-hit requests by rendezvous hashing). The kthena score of every
@@ -25,10 +25,17 @@ chooses a pod and records the decision:
    feed reads the log on its own (`routing.tail`). An unrecorded scoring (`record=False`, an
    explain page) writes nothing, routing state included.
 
+`score_async()` is the same steps for the API's lean path (kvadmin/api/fast_path.py) on an
+event loop: the steps that touch nothing are shared, the Redis round trips go through
+redis.asyncio, and the registry and the weights come from the caller's per-process caches
+instead of the database.
+
 Errors are one exception class per kind, each with the `field` at fault (None when no field
 is) and a message, and the HTTP status a view should answer with.
 """
 
+import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -36,10 +43,14 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
+from typing import Any
 
 import redis
+import redis.asyncio
+from redis.asyncio.client import Pipeline as AsyncPipeline
+from redis.client import Pipeline
 
-from kvadmin.conf import knob
+from kvadmin.conf import knob, value_format
 from kvadmin.engines.model_names import model_name_problem
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
@@ -47,13 +58,14 @@ from kvadmin.redis_clients import REDIS_OUTAGES, index_client
 from kvadmin.routing import decisions
 from kvadmin.routing.decisions import CandidateEstimate, Decision, Dropped, PodExplanation
 from kvadmin.routing.tokenize import Messages, TokenizationFailed, Tokenized, Tokenizer, tokenize
-from kvadmin.weights.active import active_weights
+from kvadmin.weights.active import ActiveWeights, active_weights
 from scoring import route_record
-from scoring.index import read_for_routing
-from scoring.keys import stream_name, stream_status_key
+from scoring.index import RoutingRead, read_for_routing, read_for_routing_async
+from scoring.keys import rank_status_keys
 from scoring.policy import (
     DEFAULT_POLICY,
     POLICIES,
+    SPECULATIVE_MEDIUM,
     Policy,
     PolicyChoice,
     RouteRequest,
@@ -112,6 +124,11 @@ class IndexUnavailable(ScoreError):
     status = 503
 
 
+EngineRow = tuple[str, str, str, int, str, bool]
+"""An engine as scoring needs it: pod, kind, HTTP base URL, dp_size, tokenizer, enabled."""
+ENGINE_COLUMNS = ("pod", "kind", "http_base_url", "dp_size", "tokenizer", "enabled")
+
+
 @dataclass(frozen=True, slots=True)
 class _Candidate:
     pod: str
@@ -141,52 +158,189 @@ def score(
     caller still gets its decision (with an empty `log_id`).
     """
     started = perf_counter()
-    model = _model(model)
-    source, value = _one_input(token_ids, prompt, messages)
-    limit = knob("SCORE_MAX_TOKENS")
-    given = _token_ids(value, limit) if source == "token_ids" else None
-    text = _prompt(value) if source == "prompt" else None
-    chat = _messages(value) if source == "messages" else None
-    requested = _pods(pods)
-    request_id = _request_id(request_id)
-    chosen_by = _policy(policy)
-    candidates = _candidates(model, requested)
-
-    tokens: Sequence[int]
-    if given is None:
-        asked = perf_counter()
-        tokenized = _tokenized(model, candidates, text, chat, limit, source)
-        tokens, n_tokens = tokenized.tokens, tokenized.count
-        tokenize_ms = (perf_counter() - asked) * 1000
-    else:
-        tokens, n_tokens, tokenize_ms = given, len(given), 0.0
-        tokenized = Tokenized(array("I"), len(given), "given")
-
-    pods_ = [candidate.pod for candidate in candidates]
-    active = active_weights()
+    request = _validated(model, token_ids, prompt, messages, pods, request_id, policy)
+    candidates = _candidates(request.model, request.pods, registered(request.model))
+    prepared = _prepared(request, candidates, active_weights(), started)
     client = index_client()
-    block_size = knob("BLOCK_SIZE")
     try:
-        read = read_for_routing(
-            client,
-            model,
-            tokens,
-            set(pods_),
-            {},
-            active.weights,
-            block_size=block_size,
-            max_blocks=knob("MAX_BLOCKS"),
-            start_keys={
-                c.pod: [stream_status_key(c.pod, stream_name(rank)) for rank in range(c.dp_size)]
-                for c in candidates
-            },
-            state=StateRequest(model, pods_, round(knob("ROUTING_IN_FLIGHT_SECONDS") * 1000)),
-        )
+        read = read_for_routing(client, **prepared.read_arguments())
     except REDIS_OUTAGES:
         raise  # an outage, answered as one by the caller (kvadmin/unavailable.py on the web)
     except redis.RedisError as error:
-        recorder.record_scoring_error(client, model, "redis")
+        recorder.record_scoring_error(client, prepared.model, "redis")
         raise IndexUnavailable(f"the index is unavailable: {error}") from None
+    decision, advance = _decided(prepared, read)
+    if record:
+        pipeline = client.pipeline(transaction=False)
+        script_args = _queue_record(pipeline, decision, advance)
+        try:
+            replies = pipeline.execute(raise_on_error=False)
+            if script_args is not None:
+                replies[0] = route_record.finish(client, replies[0], script_args).log_id
+            _recorded(decision, replies)
+        except redis.RedisError as error:
+            log.warning("decision %s not recorded: %s", decision.id, error)
+    return decision
+
+
+async def score_async(
+    client: redis.asyncio.Redis,
+    engines: Sequence[EngineRow],
+    active: ActiveWeights,
+    model: object,
+    *,
+    token_ids: object = None,
+    prompt: object = None,
+    messages: object = None,
+    pods: object = None,
+    request_id: object = None,
+    policy: object = None,
+) -> Decision:
+    """`score` for an event loop (the API's lean path, kvadmin/api/fast_path.py): the same
+    validation, read, choice and recording, with Redis through `client` (redis.asyncio) and
+    the registry (`engines`, rows of `registered`) and weights from the caller's caches.
+    Text is tokenized in a worker thread (local tokenizers and engine calls block)."""
+    started = perf_counter()
+    request = _validated(model, token_ids, prompt, messages, pods, request_id, policy)
+    candidates = _candidates(request.model, request.pods, engines)
+    if request.source == "token_ids":
+        prepared = _prepared(request, candidates, active, started)
+    else:
+        prepared = await asyncio.to_thread(_prepared, request, candidates, active, started)
+    try:
+        read = await read_for_routing_async(client, **prepared.read_arguments())
+    except REDIS_OUTAGES:
+        raise
+    except redis.RedisError as error:
+        pipeline = client.pipeline(transaction=False)
+        recorder.record_scoring_error(pipeline, prepared.model, "redis")
+        with contextlib.suppress(redis.RedisError):
+            await pipeline.execute()
+        raise IndexUnavailable(f"the index is unavailable: {error}") from None
+    decision, advance = _decided(prepared, read)
+    pipeline = client.pipeline(transaction=False)
+    script_args = _queue_record(pipeline, decision, advance)
+    try:
+        replies = await pipeline.execute(raise_on_error=False)
+        if script_args is not None:
+            recorded = await route_record.finish_async(client, replies[0], script_args)
+            replies[0] = recorded.log_id
+        _recorded(decision, replies)
+    except redis.RedisError as error:
+        log.warning("decision %s not recorded: %s", decision.id, error)
+    return decision
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A score request once validated (`_validated`)."""
+
+    model: str
+    source: str
+    """Which input was given: one of INPUTS."""
+    token_ids: list[int] | None
+    prompt: str | None
+    messages: Messages | None
+    pods: list[str] | None
+    request_id: str | None
+    policy: Policy
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """Everything the index read needs: the request, its candidates and token ids."""
+
+    started: float
+    request: _Request
+    candidates: list[_Candidate]
+    tokens: Sequence[int]
+    tokenized: Tokenized
+    tokenize_ms: float
+    active: ActiveWeights
+    block_size: int
+
+    @property
+    def model(self) -> str:
+        return self.request.model
+
+    @property
+    def pods(self) -> list[str]:
+        return [candidate.pod for candidate in self.candidates]
+
+    def read_arguments(self) -> dict[str, Any]:
+        """The arguments of `scoring.index.read_for_routing` (and its async twin)."""
+        pods = self.pods
+        return {
+            "model": self.model,
+            "token_ids": self.tokens,
+            "candidates": set(pods),
+            "pod_started_at": {},
+            "weights": self.active.weights,
+            "block_size": self.block_size,
+            "max_blocks": knob("MAX_BLOCKS"),
+            "start_keys": {c.pod: rank_status_keys(c.pod, c.dp_size) for c in self.candidates},
+            "value_format": value_format(),
+            "state": StateRequest(
+                self.model, pods, round(knob("ROUTING_IN_FLIGHT_SECONDS") * 1000)
+            ),
+        }
+
+
+def _validated(
+    model: object,
+    token_ids: object,
+    prompt: object,
+    messages: object,
+    pods: object,
+    request_id: object,
+    policy: object,
+) -> _Request:
+    model = _model(model)
+    source, value = _one_input(token_ids, prompt, messages)
+    return _Request(
+        model=model,
+        source=source,
+        token_ids=_token_ids(value, knob("SCORE_MAX_TOKENS")) if source == "token_ids" else None,
+        prompt=_prompt(value) if source == "prompt" else None,
+        messages=_messages(value) if source == "messages" else None,
+        pods=_pods(pods),
+        request_id=_request_id(request_id),
+        policy=_policy(policy),
+    )
+
+
+def _prepared(
+    request: _Request, candidates: list[_Candidate], active: ActiveWeights, started: float
+) -> _Prepared:
+    """The request's token ids: given, or tokenized (which may call engines: blocking)."""
+    tokens: Sequence[int]
+    if request.token_ids is None:
+        asked = perf_counter()
+        limit = knob("SCORE_MAX_TOKENS")
+        tokenized = _tokenized(
+            request.model, candidates, request.prompt, request.messages, limit, request.source
+        )
+        tokens = tokenized.tokens
+        tokenize_ms = (perf_counter() - asked) * 1000
+    else:
+        tokens, tokenize_ms = request.token_ids, 0.0
+        tokenized = Tokenized(array("I"), len(tokens), "given")
+    return _Prepared(
+        started=started,
+        request=request,
+        candidates=candidates,
+        tokens=tokens,
+        tokenized=tokenized,
+        tokenize_ms=tokenize_ms,
+        active=active,
+        block_size=knob("BLOCK_SIZE"),
+    )
+
+
+def _decided(prepared: _Prepared, read: RoutingRead) -> tuple[Decision, RouteAdvance | None]:
+    """The choice and the decision from what the index read gave; what routing it advances."""
+    request, active, block_size = prepared.request, prepared.active, prepared.block_size
+    model, pods_, n_tokens = request.model, prepared.pods, prepared.tokenized.count
     result = read.result
     scored = perf_counter()
     first_block = read.blocks[0] if read.blocks else 0
@@ -203,14 +357,15 @@ def score(
         speculative=speculative_blocks(read.state, read.blocks) if read.state else {},
         loads={pod: reading.load for pod, reading in loads.items()},
     )
-    choice = choose_pod(route, active.weights, chosen_by, parameters)
+    choice = choose_pod(route, active.weights, request.policy, parameters)
     assert result.timings is not None
+    tokenized = prepared.tokenized
     decision = Decision(
         id=f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(4)}",
         ts=time.time(),
-        request_id=request_id,
+        request_id=request.request_id,
         model=model,
-        input=source,
+        input=request.source,
         n_tokens=n_tokens,
         n_blocks=result.n_blocks,
         first_block=first_block,
@@ -226,11 +381,11 @@ def score(
         weights_version=active.version,
         weights=_weights_used(result, active.weights),
         timings_ms={
-            "tokenize": tokenize_ms,
+            "tokenize": prepared.tokenize_ms,
             "hash": result.timings.hash_ms,
             "index": result.timings.read_ms,
             "score": result.timings.score_ms + (perf_counter() - scored) * 1000,
-            "total": (perf_counter() - started) * 1000,
+            "total": (perf_counter() - prepared.started) * 1000,
         },
         tokenizer=tokenized.source,
         tokens_estimated=tokenized.estimated,
@@ -240,9 +395,7 @@ def score(
         estimates=_estimates(choice, loads, route),
         stale_loads=list(choice.stale_pods),
     )
-    if record:
-        _record(client, decision, _advance(decision, choice, read.blocks))
-    return decision
+    return decision, _advance(decision, choice, read.blocks)
 
 
 def _loads(
@@ -310,12 +463,13 @@ def _advance(decision: Decision, choice: PolicyChoice, blocks: list[int]) -> Rou
     chosen = next((cost for cost in choice.candidates if cost.pod == choice.chosen), None)
     if chosen is None:
         return None
+    held = decision.score_of(chosen.pod)
     return RouteAdvance(
         model=decision.model,
         pod=chosen.pod,
         decision_id=decision.id,
         prefill_s=chosen.prefill_s,
-        blocks=blocks,
+        blocks=_not_in_gpu(blocks, held.runs if held else []),
         speculative_ttl_s=knob("ROUTING_SPECULATIVE_SECONDS"),
         speculative_max=knob("ROUTING_SPECULATIVE_MAX"),
         in_flight_window_s=knob("ROUTING_IN_FLIGHT_SECONDS"),
@@ -323,11 +477,26 @@ def _advance(decision: Decision, choice: PolicyChoice, blocks: list[int]) -> Rou
     )
 
 
-def _record(client: redis.Redis, decision: Decision, advance: RouteAdvance | None) -> None:
-    """The decision log entry (unless DECISIONS_RECORD is off), the chosen pod's routing state
-    and the scoring metrics, in one round trip. A failure is logged: the caller still gets its
-    decision."""
-    pipeline = client.pipeline(transaction=False)
+def _not_in_gpu(blocks: list[int], runs: Sequence[tuple[str | None, int]]) -> list[int]:
+    """The request's blocks but those of the pod's matched run the index has in the medium a
+    speculative entry stands for (SPECULATIVE_MEDIUM, GPU memory): an entry would price them
+    as they are priced already, so they are not written. The speculative ZADD was the largest
+    write of a decision (bench/api.py, Redis CPU per decision); a pod that holds most of a
+    conversation now writes only the blocks it does not hold in GPU memory."""
+    kept, position = [], 0
+    for medium, count in runs:
+        if medium != SPECULATIVE_MEDIUM:
+            kept += blocks[position : position + count]
+        position += count
+    return kept + blocks[position:]
+
+
+def _queue_record(
+    pipeline: Pipeline | AsyncPipeline, decision: Decision, advance: RouteAdvance | None
+) -> list[Any] | None:
+    """Queue on `pipeline` the decision log entry (unless DECISIONS_RECORD is off), the chosen
+    pod's routing state and the scoring metrics: one round trip. Returns the routing
+    script's arguments (for `route_record.finish`), None when no pod was chosen."""
     logged = knob("DECISIONS_RECORD")
     script_args = None
     if advance is not None:
@@ -336,20 +505,17 @@ def _record(client: redis.Redis, decision: Decision, advance: RouteAdvance | Non
     elif logged:
         decisions.queue_append(pipeline, decision)
     recorder.record_decision(pipeline, decision)
-    try:
-        replies = pipeline.execute(raise_on_error=False)
-        if script_args is not None:
-            log_id = route_record.finish(client, replies[0], script_args).log_id
-        else:
-            log_id = replies[0] if logged else None
-        failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
-        if failed is not None and not isinstance(failed, redis.exceptions.NoScriptError):
-            raise failed
-    except redis.RedisError as error:
-        log.warning("decision %s not recorded: %s", decision.id, error)
-        return
-    if logged and isinstance(log_id, str):
-        decision.log_id = log_id
+    return script_args
+
+
+def _recorded(decision: Decision, replies: list[Any]) -> None:
+    """Take the log id from the recording's replies (the first is the log entry's, when
+    logged); raise the first failure (the caller logs it: the decision stands)."""
+    failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
+    if failed is not None and not isinstance(failed, redis.exceptions.NoScriptError):
+        raise failed
+    if knob("DECISIONS_RECORD") and isinstance(replies[0], str):
+        decision.log_id = replies[0]
 
 
 def _explained(scored: PodScore) -> PodExplanation:
@@ -400,6 +566,10 @@ def _token_ids(value: object, limit: int) -> list[int]:
         raise InvalidScoreRequest(
             f"`token_ids` has {len(value)} tokens; the limit is {limit}", "token_ids"
         )
+    # The common case checked in C (a set of types, min, max): a request of 2,048 ids in
+    # microseconds rather than a Python loop; the loop only names the offending id.
+    if set(map(type, value)) == {int} and min(value) >= 0 and max(value) < 2**32:
+        return value
     for position, token in enumerate(value):
         if type(token) is not int or not 0 <= token < 2**32:
             raise InvalidScoreRequest(
@@ -482,10 +652,16 @@ def _policy(policy: object) -> Policy:
 # Candidates, tokens, restarts ---------------------------------------------------------------
 
 
-def _candidates(model: str, requested: list[str] | None) -> list[_Candidate]:
-    rows = Engine.objects.filter(model=model).values_list(
-        "pod", "kind", "http_base_url", "dp_size", "tokenizer", "enabled"
-    )
+def registered(model: str | None = None) -> list[EngineRow]:
+    """The registered engines (of `model`, when given) as `EngineRow`s: one query."""
+    rows = Engine.objects.all() if model is None else Engine.objects.filter(model=model)
+    return list(rows.values_list(*ENGINE_COLUMNS))
+
+
+def _candidates(
+    model: str, requested: list[str] | None, rows: Sequence[EngineRow]
+) -> list[_Candidate]:
+    """The candidates among the model's registered engines `rows`."""
     engines = {row[0]: (_Candidate(*row[:-1]), row[-1]) for row in rows}
     if requested is None:
         enabled = [candidate for candidate, on in engines.values() if on]

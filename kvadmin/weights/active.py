@@ -97,6 +97,14 @@ def active_weights() -> ActiveWeights:
     return _refreshed(active)
 
 
+def cached_weights() -> tuple[ActiveWeights | None, bool]:
+    """The weights in memory (None before the first load) and whether they need no check: a
+    caller on an event loop runs `active_weights` in a thread for the check, which may wait
+    for Redis or the database."""
+    active = _state.active
+    return active, active is not None and time.monotonic() - _state.checked_at < _refresh_seconds()
+
+
 def active_media_preference() -> MediaPreference:
     """The medium order the active weights imply, for the index writer (compatibility.md 5.4): the
     value names the tier that scores highest. Rebuilt only when the version moves."""

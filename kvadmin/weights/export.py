@@ -3,8 +3,9 @@
 The YAML is the fragment of the router ConfigMap's `routerConfiguration` that carries the
 `kvcache-aware` plugin arguments; an operator merges it into `kthena-router-config`. kthena
 fixes the fallback at 1.0, so another fallback is exported with a warning: the router would
-score unknown media differently from kvadmin. kthena has no TTFT policy: the version's TTFT
-parameters are kvadmin's alone and appear only in the JSON.
+score unknown media differently from kvadmin. Both say which kthena the index serves
+(compatibility.md 2.7): kthena main ignores tierWeights. kthena has no TTFT policy: the
+version's TTFT parameters are kvadmin's alone and appear only in the JSON.
 
 kthena reads the ConfigMap once, at start: saving a version changes kvadmin's scoring at once
 and kthena's router only once the ConfigMap is applied and the router restarted
@@ -16,8 +17,11 @@ from typing import Any
 import yaml
 
 from kvadmin.conf import knob
+from kvadmin.index.serving import index_serving
+from kvadmin.redis_clients import index_client
 from kvadmin.weights import parameters
 from kvadmin.weights.models import TierWeightsVersion
+from scoring.values import ValueFormat
 
 PLUGIN = "kvcache-aware"
 CONFIGMAP = "kthena-router-config"
@@ -59,6 +63,13 @@ def kthena_yaml(version: TierWeightsVersion) -> str:
             f"# WARNING: kvadmin's fallback is {fallback:g}; kthena always weighs unknown "
             "media 1.0."
         )
+    serving = index_serving(index_client())
+    header.append(
+        f"# The index writes {serving.configured} values: it serves {serving.kthena}"
+        + ("." if serving.configured is ValueFormat.TIERED else ", which ignores tierWeights.")
+    )
+    if serving.disagreement:
+        header.append(f"# WARNING: {serving.disagreement}")
     body = yaml.safe_dump(fragment, sort_keys=False, default_flow_style=False)
     return "\n".join(header) + "\n" + body
 
@@ -79,4 +90,5 @@ def weights_json(version: TierWeightsVersion) -> dict[str, Any]:
         "kthenaCompatible": weights.kthena_compatible,
         "kthena": {"name": PLUGIN, "args": kthena_args(version)},
         "ttft": parameters.to_json(config.ttft),
+        "index": index_serving(index_client()).as_json(),
     }

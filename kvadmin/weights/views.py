@@ -27,6 +27,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
+from kvadmin.index.serving import index_serving
 from kvadmin.redis_clients import index_client
 from kvadmin.weights import advice, export, fit, whatif
 from kvadmin.weights.active import active_weights
@@ -286,6 +287,7 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "",
         "kthena_yaml": export.kthena_yaml(current),
         "kubectl_commands": export.KUBECTL_COMMANDS,
         "kthena_compatible": config.tier_weights().kthena_compatible,
+        "serving": index_serving(index_client()),
         "notice": notice or unavailable,
         "whatif_default": knob("WHATIF_DECISIONS"),
         "restore_reason_max": RESTORE_REASON_MAX_LENGTH,

@@ -6,6 +6,9 @@ set -eu
 
 UPLOT_VERSION=1.6.32
 UPLOT_SHA1=c800a63b432bad692d6d746f44f0882aa73a49ae
+# Swagger UI renders /api/v1/openapi.json at /api/v1/docs (Apache-2.0: LICENSE and NOTICE kept).
+SWAGGER_UI_VERSION=5.35.0
+SWAGGER_UI_SHA1=5c3b487ae5a2121b2c668d6f92b550707521876a
 
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -19,3 +22,13 @@ mkdir -p "$here/uplot"
 cp package/dist/uPlot.iife.min.js package/dist/uPlot.min.css package/LICENSE "$here/uplot/"
 echo "$UPLOT_VERSION" > "$here/uplot/VERSION"
 echo "uPlot $UPLOT_VERSION -> $here/uplot/"
+
+rm -rf package
+tarball=$(npm pack --silent "swagger-ui-dist@$SWAGGER_UI_VERSION")
+echo "$SWAGGER_UI_SHA1  $tarball" | sha1sum -c -
+tar xzf "$tarball"
+mkdir -p "$here/swagger-ui"
+cp package/swagger-ui-bundle.js package/swagger-ui-bundle.js.LICENSE.txt package/swagger-ui.css \
+  package/LICENSE package/NOTICE "$here/swagger-ui/"
+echo "$SWAGGER_UI_VERSION" > "$here/swagger-ui/VERSION"
+echo "Swagger UI $SWAGGER_UI_VERSION -> $here/swagger-ui/"

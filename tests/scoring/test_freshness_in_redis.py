@@ -5,7 +5,8 @@ import pytest
 import redis
 
 from scoring.index import BaselineIndexReader, IndexReader
-from tests.scoring.index_data import MODEL, write_index
+from scoring.values import ValueFormat
+from tests.scoring.index_data import MODEL, VALUE_FORMATS, write_index
 
 CASES = [
     # (timestamp text, pod start, kept)
@@ -37,14 +38,22 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("value_format", VALUE_FORMATS)
 @pytest.mark.parametrize(("timestamp", "started_at", "kept"), CASES)
 def test_both_readers_judge_freshness_alike(
-    redis_client: redis.Redis, timestamp: str, started_at: int, kept: bool
+    redis_client: redis.Redis,
+    timestamp: str,
+    started_at: int,
+    kept: bool,
+    value_format: ValueFormat,
 ) -> None:
-    write_index(redis_client, {1: {"p": f"{timestamp}|GPU"}, 2: {"p": f"{timestamp}|GPU"}})
+    index = {1: {"p": f"{timestamp}|GPU"}, 2: {"p": f"{timestamp}|GPU"}}
+    write_index(redis_client, index, value_format=value_format)
     started = {"p": started_at}
     for reader in (BaselineIndexReader(), IndexReader()):
         for blocks in ([1], [2, 1]):  # judged as the first block, and further on
-            walk = reader.walk(redis_client, MODEL, blocks, None, started)
+            walk = reader.walk(
+                redis_client, MODEL, blocks, None, started, value_format=value_format
+            )
             assert bool(walk.runs) is kept, (type(reader).__name__, blocks)
             assert bool(walk.dropped_stale) is not kept

@@ -90,22 +90,30 @@ def test_the_lua_reader_reloads_its_script_after_a_script_flush(
 def test_it_reads_the_pods_starts_in_the_same_round_trip(
     counting_client: redis.Redis, reader: PrefixReader, restricted: bool
 ) -> None:
-    """The latest start of a pod's streams and of the one given counts (compatibility.md 2.4 step
-    1)."""
+    """The earliest start of a pod's rank streams (unknown while one has none) and the one
+    given: the later counts (compatibility.md 2.4 step 1)."""
     tokens = list(range(32))
     blocks = block_hashes(tokens)
-    write_index(counting_client, {b: {"a": "5|GPU", "b": "5|GPU", "c": "5|GPU"} for b in blocks})
-    counting_client.hset("start:a|0", "started_at", 4)
-    counting_client.hset("start:a|1", "started_at", 5)  # a restarted at 5: its blocks are older
-    counting_client.hset("start:b|0", "started_at", 4)
-    start_keys = {"a": ["start:a|0", "start:a|1"], "b": ["start:b|0", "start:b|9"], "c": []}
-    candidates = {"a", "b", "c"} if restricted else None
+    owners = {"a": "5|GPU", "b": "5|GPU", "c": "5|GPU", "d": "5|GPU"}
+    write_index(counting_client, {b: owners for b in blocks})
+    counting_client.hset("start:a|0", "started_at", 5)  # every rank of a started at 5 or later:
+    counting_client.hset("start:a|1", "started_at", 6)  # its blocks are older
+    counting_client.hset("start:b|0", "started_at", 6)  # b's rank 9 has no start: unknown
+    counting_client.hset("start:d|0", "started_at", 4)  # d's rank 1 restarted alone at 5
+    counting_client.hset("start:d|1", "started_at", 5)
+    start_keys = {
+        "a": ["start:a|0", "start:a|1"],
+        "b": ["start:b|0", "start:b|9"],
+        "c": [],
+        "d": ["start:d|0", "start:d|1"],
+    }
+    candidates = set(owners) if restricted else None
     args = (MODEL, tokens, candidates, {"b": 3, "c": 5}, TierWeights())
     score_request(counting_client, *args, reader=reader, start_keys=start_keys)  # loads Lua
     before = CountingConnection.sends
     result = score_request(counting_client, *args, reader=reader, start_keys=start_keys)
     assert CountingConnection.sends - before == 1
-    assert result.scores == {"b": 100}
+    assert result.scores == {"b": 100, "d": 100}
     assert set(result.dropped_stale) == {"a", "c"}
 
 

@@ -7,14 +7,16 @@ from collections import Counter
 from collections.abc import Mapping
 from itertools import groupby
 
+import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scoring.index import BaselineIndexReader, IndexReader
 from scoring.score import PodScore, ScoreResult, score_walk
+from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.scoring.index_data import MODEL, write_index
+from tests.scoring.index_data import MODEL, VALUE_FORMATS, write_index
 
 Index = dict[int, dict[str, str]]
 
@@ -168,20 +170,31 @@ def prefix_indexes(draw: st.DrawFn) -> tuple[list[int], Index]:
     return blocks, index
 
 
+UNWEIGHTED = TierWeights.from_config({"gpu": 1.0, "cpu": 1.0, "cpu_pinned": 1.0})
+"""Every medium at 1.0: kthena main's scores, which count matched blocks."""
+
+
 def assert_readers_follow_the_spec(
-    client: redis.Redis, data: st.DataObject, blocks: list[int], index: Index
+    client: redis.Redis,
+    data: st.DataObject,
+    blocks: list[int],
+    index: Index,
+    value_format: ValueFormat,
 ) -> None:
+    """Under the legacy format the scores are kthena main's (every block 1) and the media the
+    tiered values would name come from the residency (one medium per block and pod here)."""
     client.flushdb()  # the fixture empties the database once per test, not per example
-    write_index(client, index)
+    write_index(client, index, value_format=value_format)
     pods = sorted({pod for owners in index.values() for pod in owners} | {"never-owner.ns"})
     candidates = data.draw(st.none() | st.sets(st.sampled_from(pods)), label="candidates")
     started = data.draw(st.dictionaries(st.sampled_from(pods), START_TIMES), label="started")
     config = data.draw(weights_configs, label="weights")
     weights = TierWeights.from_config(config, data.draw(st.floats(0.0, 1.0), label="fallback"))
 
-    expected = spec_scores(blocks, index, candidates, started, weights)
+    legacy = value_format is ValueFormat.LEGACY
+    expected = spec_scores(blocks, index, candidates, started, UNWEIGHTED if legacy else weights)
     for reader in (BaselineIndexReader(), IndexReader()):
-        walk = reader.walk(client, MODEL, blocks, candidates, started)
+        walk = reader.walk(client, MODEL, blocks, candidates, started, value_format=value_format)
         assert score_walk(walk, len(blocks), weights) == expected, type(reader).__name__
 
 
@@ -192,19 +205,24 @@ EXAMPLES = settings(
 )
 
 
+@pytest.mark.parametrize("value_format", VALUE_FORMATS)
 @EXAMPLES
 @given(index=indexes(), data=st.data())
 def test_readers_score_random_indexes_as_the_spec_says(
-    redis_client: redis.Redis, index: Index, data: st.DataObject
+    redis_client: redis.Redis, index: Index, data: st.DataObject, value_format: ValueFormat
 ) -> None:
     blocks = data.draw(st.lists(st.integers(0, len(index)), max_size=12), label="blocks")
-    assert_readers_follow_the_spec(redis_client, data, blocks, index)
+    assert_readers_follow_the_spec(redis_client, data, blocks, index, value_format)
 
 
+@pytest.mark.parametrize("value_format", VALUE_FORMATS)
 @EXAMPLES
 @given(request=prefix_indexes(), data=st.data())
 def test_readers_score_shared_prefixes_as_the_spec_says(
-    redis_client: redis.Redis, request: tuple[list[int], Index], data: st.DataObject
+    redis_client: redis.Redis,
+    request: tuple[list[int], Index],
+    data: st.DataObject,
+    value_format: ValueFormat,
 ) -> None:
     blocks, index = request
-    assert_readers_follow_the_spec(redis_client, data, blocks, index)
+    assert_readers_follow_the_spec(redis_client, data, blocks, index, value_format)

@@ -1,0 +1,147 @@
+"""The lean path of the scoring API: POST /api/v1/score and POST /api/v1/decisions/<id>/outcome
+answered in front of Django, in the same ASGI application (kvadmin/asgi.py), so deployment
+is unchanged; every other request goes on to Django.
+
+What a gateway's call costs here, and what it no longer costs (measured in bench/api.py):
+- no middleware stack, session, CSRF or ORM query, and no hop into Django's sync thread: the
+  token and the engine registry come from a per-process copy (kvadmin/api/process_cache.py),
+  the body is decoded by msgspec into the declared request (kvadmin/api/contract.py), and
+  Redis is reached through one redis.asyncio client per process, in the same round trips
+  as before (`routing.service.score_async`: one read, one pipelined recording);
+- backpressure: at most API_MAX_IN_FLIGHT requests per process are in flight; beyond that
+  the answer is 503 with Retry-After at once, so under overload a gateway learns to route on
+  its own instead of waiting in an unbounded queue;
+- bounded bodies: a declared or received body beyond the endpoint's limit is refused without
+  reading (or keeping) the rest;
+- a Redis outage is the same 503 as the Django views' (kvadmin/unavailable.py).
+
+Nothing is skipped that the Django views did: scopes, the decision log, the metrics, the
+last-used time of tokens (once a minute per token and process).
+"""
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis.asyncio
+from django.conf import settings
+
+from kvadmin.api import outcomes, scoring
+from kvadmin.api.answers import Answer, error_answer, json_answer, outage_answer
+from kvadmin.conf import knob
+from kvadmin.redis_clients import REDIS_OUTAGES, async_index_client
+
+log = logging.getLogger(__name__)
+
+ASGIApp = Callable[..., Awaitable[None]]
+SCORE_PATH = "/api/v1/score"
+OUTCOME_PATH = re.compile(r"/api/v1/decisions/([^/]+)/outcome")
+BUSY_RETRY_AFTER_SECONDS = 1
+_HEADERS = [
+    (b"content-type", b"application/json"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"cache-control", b"no-store"),
+]
+
+
+class TooLarge(Exception):
+    def __init__(self, size: int | None) -> None:
+        self.size = size
+
+
+class FastPath:
+    """ASGI middleware: the lean endpoints here, the rest to `app`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.in_flight = 0
+        self._client: redis.asyncio.Redis | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        if path == SCORE_PATH:
+            decision_id = None
+        elif matched := OUTCOME_PATH.fullmatch(path):
+            decision_id = matched.group(1)
+        else:
+            return await self.app(scope, receive, send)
+        if self.in_flight >= knob("API_MAX_IN_FLIGHT"):
+            busy = error_answer(503, "kvadmin is at its limit of requests in flight; retry later")
+            busy.headers["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
+            return await _send(send, busy)
+        self.in_flight += 1
+        try:
+            answer = await self._answer(scope, receive, decision_id)
+        finally:
+            self.in_flight -= 1
+        await _send(send, answer)
+
+    async def _answer(
+        self, scope: dict[str, Any], receive: Callable, decision_id: str | None
+    ) -> Answer:
+        headers = dict(scope["headers"])
+        authorization = headers.get(b"authorization", b"").decode("latin-1")
+        client = self._redis()
+        try:
+            if decision_id is None:
+                try:
+                    raw = await _body(receive, headers, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+                except TooLarge:
+                    return error_answer(413, scoring.TOO_LARGE)
+                return await scoring.score_answer(client, authorization, raw)
+            try:
+                raw = await _body(receive, headers, outcomes.LIMIT)
+            except TooLarge as refused:
+                return outcomes.too_large(refused.size)
+            return await outcomes.outcome_answer(client, authorization, decision_id, raw)
+        except REDIS_OUTAGES as error:
+            log.warning("POST %s: Redis unavailable (%s)", scope["path"], error)
+            return outage_answer()
+        except Exception:
+            log.exception("POST %s failed", scope["path"])
+            return json_answer({"error": "internal error"}, 500)
+
+    def _redis(self) -> redis.asyncio.Redis:
+        # Created inside the event loop that uses it: one per process under uvicorn.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client, self._loop = async_index_client(), loop
+        return self._client
+
+
+async def _body(receive: Callable, headers: dict[bytes, bytes], limit: int) -> bytes:
+    """The request body; TooLarge beyond `limit` bytes, declared or received."""
+    try:
+        declared = int(headers.get(b"content-length", b"0"))
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        raise TooLarge(declared)
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(None)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def _send(send: Callable, answer: Answer) -> None:
+    headers = [
+        *_HEADERS,
+        (b"content-length", b"%d" % len(answer.body)),
+        *((name.lower().encode(), value.encode()) for name, value in answer.headers.items()),
+    ]
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": answer.body})

@@ -1,0 +1,174 @@
+"""The API tokens and the engine registry as the lean scoring path sees them: kept in memory
+per web process, so that scoring a request queries no database.
+
+Both tables are small (tens of tokens, hundreds of engines) and change rarely, so a process
+loads all of each at once and keeps them until they change:
+1. Any save or delete of an `ApiToken` or an `Engine` (admin, forms, commands, `revoke`)
+   drops this process's copy at once and, once its transaction commits, sets a new random
+   version in Redis (`VERSION_KEY`). Random, not a counter: a counter starts again after a
+   Redis flush and could come back to the value a process loaded under.
+2. Every process compares that version with the one its copy was loaded under, at most every
+   API_CACHE_REFRESH_SECONDS (one GET), and reloads when it moved: a revoked token or a
+   disabled engine stops counting everywhere within about half a second. The check runs
+   beside the requests, which go on with the copy meanwhile. A token or a model
+   or pod the copy does not know is checked again at once (one GET; a reload only when the
+   version moved), so a token or engine just created works on its first request.
+3. The version is read before the tables, so a change committed during a load moves it after
+   the load and is picked up at the next check. A Redis that does not answer the check keeps
+   the copy the process has (its scoring then fails on the index anyway: 503).
+
+Queryset `update()` sends no signals: code that changes these tables that way must call
+`changed()` itself.
+"""
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+import redis.asyncio
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.utils import timezone
+
+from kvadmin.api.models import ApiToken
+from kvadmin.api.scopes import Grants
+from kvadmin.conf import knob
+from kvadmin.engines.models import Engine
+from kvadmin.redis_clients import index_client
+from kvadmin.routing.service import ENGINE_COLUMNS, EngineRow
+
+log = logging.getLogger(__name__)
+
+VERSION_KEY = "kvadmin:api:registry_version"
+"""STRING: a random value set anew by every change of API tokens or engines (module doc)."""
+
+LAST_USED_RESOLUTION_SECONDS = 60.0
+"""As `kvadmin.api.auth`: recording every use would make each call a database write."""
+
+
+@dataclass(frozen=True, slots=True)
+class KnownToken:
+    pk: int
+    name: str
+    scopes: str
+    grants: Grants
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    version: str | None
+    tokens: dict[str, KnownToken]
+    """Active tokens by the SHA-256 digest of the token."""
+    engines: dict[str, list[EngineRow]]
+    """Registered engines by model."""
+
+
+@dataclass(slots=True)
+class _State:
+    snapshot: Snapshot | None = None
+    checked_at: float = float("-inf")
+    loading: bool = False
+    used_at: dict[int, float] = field(default_factory=dict)
+
+
+_state = _State()
+
+
+async def snapshot(client: redis.asyncio.Redis, recheck: bool = False) -> Snapshot:
+    """The tokens and engines, from memory; checked against VERSION_KEY at most every
+    API_CACHE_REFRESH_SECONDS, in the background (a stalled Redis must not hold requests).
+    Checked now when `recheck` (a caller that found no token or engine where one may just
+    have been added) or when the process has no copy yet: only then can it raise a Redis
+    error."""
+    current = _state.snapshot
+    if current is None or recheck:
+        return await _checked(client, current)
+    due = time.monotonic() - _state.checked_at >= knob("API_CACHE_REFRESH_SECONDS")
+    if due and not _state.loading:
+        _state.loading = True
+        in_background(_checked(client, current))
+    return current
+
+
+async def _checked(client: redis.asyncio.Redis, current: Snapshot | None) -> Snapshot:
+    try:
+        try:
+            version = await client.get(VERSION_KEY)
+        except redis.RedisError:
+            if current is None:
+                raise
+            return current
+        if current is None or version != current.version:
+            current = await sync_to_async(_load, thread_sensitive=True)(version)
+            _state.snapshot = current
+        _state.checked_at = time.monotonic()
+        return current
+    finally:
+        _state.loading = False
+
+
+_background: set[asyncio.Task] = set()
+
+
+def in_background(work: Coroutine[Any, Any, Any]) -> None:
+    """Run `work` as a task of this event loop, kept until it is done (its errors logged)."""
+    task = asyncio.ensure_future(work)
+    _background.add(task)
+    task.add_done_callback(_done)
+
+
+def _done(task: asyncio.Task) -> None:
+    _background.discard(task)
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.warning("API cache: a background check failed (%s)", error)
+
+
+def _load(version: str | None) -> Snapshot:
+    tokens = {
+        row.digest: KnownToken(row.pk, row.name, row.scopes, row.grants)
+        for row in ApiToken.objects.active()
+    }
+    engines: dict[str, list[EngineRow]] = {}
+    for model, *row in Engine.objects.values_list("model", *ENGINE_COLUMNS):
+        engines.setdefault(model, []).append(tuple(row))  # type: ignore[arg-type]
+    return Snapshot(version, tokens, engines)
+
+
+async def note_use(token: KnownToken) -> None:
+    """Record that `token` was used, at most once a minute per token and process."""
+    now = time.monotonic()
+    if now - _state.used_at.get(token.pk, float("-inf")) < LAST_USED_RESOLUTION_SECONDS:
+        return
+    _state.used_at[token.pk] = now
+    await sync_to_async(_touch, thread_sensitive=True)(token.pk)
+
+
+def _touch(pk: int) -> None:
+    ApiToken.objects.filter(pk=pk).update(last_used_at=timezone.now())
+
+
+def changed() -> None:
+    """Tokens or engines changed: drop this process's copy now, and every other process's
+    once the change commits."""
+    forget()
+    transaction.on_commit(_announce)
+
+
+def _announce() -> None:
+    forget()
+    try:
+        index_client().set(VERSION_KEY, secrets.token_hex(8))
+    except redis.RedisError as error:
+        # The other processes keep their copy until the version moves: say so.
+        log.warning("API cache: could not announce a token or engine change (%s)", error)
+
+
+def forget() -> None:
+    """Drop this process's copy (the next request loads the tables again)."""
+    _state.snapshot = None
+    _state.checked_at = float("-inf")
