@@ -42,7 +42,11 @@ def test_any_body_is_answered_in_json_without_a_500(token, redis_client, body) -
     before = _state(redis_client)
     queued = redis_client.llen(pushed.queue_key(POD))
     response = _post(body, token)
-    assert response.status_code == 202 or 400 <= response.status_code < 500
+    # 503 is the outage answer (a request-path Redis call timed out on a starved machine): never a
+    # 500, and nothing written, as for a rejected body.
+    assert response.status_code == 202 or 400 <= response.status_code < 500 or (
+        response.status_code == 503 and response.has_header("Retry-After")
+    )
     answer = response.json()
     if response.status_code == 202:
         assert set(answer) >= {"accepted", "seq", "events", "skipped", "resync"}
