@@ -8,6 +8,7 @@ from kvadmin.api.models import ApiToken
 from tests.browser.accessibility import violations
 from tests.browser.conftest import log_in
 from tests.conftest import http_json
+from tests.faults.conftest import site  # noqa: F401 (a web server on a Redis of its own)
 from tests.residency.conftest import MODEL, NOW, Index, register, std, tokens
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -68,6 +69,13 @@ def _explained(page) -> None:
     page.locator("#grid").wait_for()
 
 
+def _refused(page) -> None:
+    """A form posted without its CSRF token (a page left open across a login): the 403 page."""
+    page.evaluate("document.querySelector('.logout [name=csrfmiddlewaretoken]').remove()")
+    page.get_by_role("button", name="Log out").click()
+    page.get_by_role("heading", name="Not allowed").wait_for()
+
+
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_every_page_passes_axe(page, asgi_server, fleet, theme) -> None:
     page.emulate_media(color_scheme=theme)
@@ -81,6 +89,12 @@ def test_every_page_passes_axe(page, asgi_server, fleet, theme) -> None:
     _visit(page, asgi_server, "/explain/")
     _explained(page)
     found["explain answer"] = violations(page)
+    _visit(page, asgi_server, "/feed/")
+    page.locator("details.decision summary").first.click()
+    page.locator("details.decision .explanation").wait_for()
+    found["decision explained"] = violations(page)
+    _refused(page)
+    found["refused form"] = violations(page)
 
     assert {name: v for name, v in found.items() if v} == {}
 
@@ -151,6 +165,24 @@ def test_a_skip_link_leads_to_the_content(page, asgi_server, fleet) -> None:
     assert skip.is_visible()
     page.keyboard.press("Enter")
     assert page.evaluate("document.activeElement.id") == "main"
+
+
+def test_the_outage_page_passes_axe(browser, site) -> None:  # noqa: F811 (the fixture)
+    """Redis down: the 503 page, in the site's layout, in both themes."""
+    context = browser.new_context()
+    name, value = site.cookie.split("=", 1)
+    context.add_cookies([{"name": name, "value": value, "url": site.url}])
+    page = context.new_page()
+    site.stop_redis()
+    found = {}
+    for theme in ("light", "dark"):
+        page.emulate_media(color_scheme=theme)
+        response = page.goto(f"{site.url}/pods/")
+        assert response is not None and response.status == 503
+        assert page.get_by_role("navigation", name="Main").is_visible()
+        found[theme] = violations(page)
+    context.close()
+    assert found == {"light": [], "dark": []}
 
 
 def test_a_missing_block_says_so_in_the_site_layout(page, asgi_server, fleet) -> None:
