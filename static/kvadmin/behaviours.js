@@ -38,9 +38,15 @@
     }
     if (theme === system) delete root.dataset.theme;
     else root.dataset.theme = theme;
-    showTheme();
+    themeChanged();
   });
-  systemDark.addEventListener("change", showTheme);
+  // Charts paint on a canvas with the colours of the moment: "kvadmin:theme" asks them to
+  // draw again.
+  function themeChanged() {
+    showTheme();
+    document.dispatchEvent(new CustomEvent("kvadmin:theme"));
+  }
+  systemDark.addEventListener("change", themeChanged);
   showTheme();
 
   const header = document.querySelector(".topbar");

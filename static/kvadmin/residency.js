@@ -33,4 +33,8 @@
     new uPlot(options, [data.times, ...data.series.map(([, values]) => values)], box);
   }
   document.addEventListener("DOMContentLoaded", drawPodChart);
+  document.addEventListener("kvadmin:theme", () => {
+    document.getElementById("chart")?.replaceChildren();
+    drawPodChart();
+  });
 })();

@@ -103,14 +103,27 @@ def test_every_page_fits_a_phone(browser, asgi_server, fleet) -> None:
     context = browser.new_context(viewport=PHONE)
     page = context.new_page()
     page.set_default_timeout(10_000)
-    log_in(page, asgi_server, "carol", "pw-carol-123")
-    _score(asgi_server)
     wide = {}
-    for name, path in PAGES.items():
-        _visit(page, asgi_server, path)
+
+    def measure(name: str) -> None:
         width = page.evaluate("document.documentElement.scrollWidth")
         if width > PHONE["width"]:
             wide[name] = width
+
+    _visit(page, asgi_server, "/accounts/login/")
+    measure("login")
+    log_in(page, asgi_server, "carol", "pw-carol-123")
+    _score(asgi_server)
+    for name, path in PAGES.items():
+        _visit(page, asgi_server, path)
+        measure(name)
+    _visit(page, asgi_server, "/explain/")
+    _explained(page)
+    measure("explain answer")
+    _visit(page, asgi_server, "/feed/")
+    page.locator("details.decision summary").first.click()
+    page.locator("details.decision .explanation").wait_for()
+    measure("decision explained")
     assert wide == {}
 
     nav = page.get_by_role("navigation", name="Main")

@@ -74,6 +74,11 @@
   }
 
   document.addEventListener("DOMContentLoaded", draw);
+  document.addEventListener("kvadmin:theme", () => {
+    if (chart) chart.destroy();
+    chart = null;
+    draw();
+  });
   document.addEventListener("htmx:wsOpen", () => live("connected"));
   document.addEventListener("htmx:wsClose", () => {
     live("disconnected");
