@@ -65,6 +65,22 @@ def test_a_server_error_keeps_the_layout(alice) -> None:
     assert "Something went wrong" in page and "server's log" in page
 
 
+def test_a_server_error_still_answers_when_the_layout_cannot_render(alice, settings) -> None:
+    """Django's own 500 page (templates/500.html without the request): no navigation, the
+    same words."""
+    settings.ROOT_URLCONF = "tests.error_urls"
+    options = settings.TEMPLATES[0]["OPTIONS"]
+    processors = [*options["context_processors"], "tests.error_urls.broken_context"]
+    settings.TEMPLATES = [
+        settings.TEMPLATES[0] | {"OPTIONS": options | {"context_processors": processors}}
+    ]
+    alice.raise_request_exception = False
+    response = alice.get("/fails/")
+    page = response.content.decode()
+    assert response.status_code == 500 and NAVIGATION not in page
+    assert "Something went wrong" in page
+
+
 def test_the_favicon_answers_without_a_login_or_a_not_found_line(caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="django.request"):
         response = Client().get("/favicon.ico")
