@@ -4,7 +4,7 @@ kthena-style baseline, on the ingest benchmark's recorded stream, in the same ru
 1. Records the ingest benchmark's stream (`bench/ingest.py`: 8 simulated vLLM engines, GPU tier
    with LRU eviction, CPU offload through placeholders).
 2. Applies it once with kvadmin's applier and twice with the kthena-style baseline
-   (`kvadmin.ingest.baseline`): with values "{unix seconds}|{medium}", as kthena's sidecar
+   (`bench/baseline.py`): with values "{unix seconds}|{medium}", as kthena's sidecar
    writes them, and with "1|{medium}", as issue 26 measured it (9 bytes shorter per value).
    Each goes into an empty Redis database; Redis's
    `used_memory` before and after: bytes per ownership (a field of a kthena matrix hash, the
@@ -29,12 +29,13 @@ sys.path.insert(0, str(ROOT))
 
 import redis
 
+from bench.baseline import KthenaBaseline
 from bench.ingest import ENCODING, MODEL, record, stored_blocks
 from kvadmin.fleet.wire import encode_batch
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.baseline import KthenaBaseline
+from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.decode import decode_batch
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.ingest.streams import StreamSpec
 from kvadmin.redis_server import RedisServer
 from scoring.keys import BLOCK_KEY_PREFIX
 
