@@ -65,6 +65,9 @@ class Footprint:
     used: int
     """used_memory after the stream minus before it, bytes."""
     seconds: float
+    redis_cpu: float
+    """CPU seconds Redis spent meanwhile (user + system): steadier than wall time on a shared
+    machine."""
     ownerships: int
     blocks: int
     """Matrix keys (distinct stored blocks)."""
@@ -77,17 +80,24 @@ class Footprint:
         return self.used / self.ownerships
 
 
+def redis_cpu(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return info["used_cpu_user"] + info["used_cpu_sys"]
+
+
 def measure(client: redis.Redis, apply) -> Footprint:
     """Apply the stream into the emptied database with `apply`, then take its footprint."""
     client.flushall()
     client.memory_purge()
     before = client.info("memory")["used_memory"]
+    cpu = redis_cpu(client)
     started = time.perf_counter()
     apply()
     seconds = time.perf_counter() - started
+    cpu = redis_cpu(client) - cpu
     client.memory_purge()
     used = client.info("memory")["used_memory"] - before
-    footprint = Footprint(used, seconds, 0, 0)
+    footprint = Footprint(used, seconds, cpu, 0, 0)
     batch = []
 
     def flush() -> None:
@@ -181,10 +191,11 @@ def main() -> None:
             f"{kvadmin.per_ownership / other.per_ownership:.2f}x "
             f"(kvadmin indexes {kvadmin.ownerships / other.ownerships:.1f}x the ownerships)"
         )
-    print(
-        f"throughput in process: kvadmin {blocks / kvadmin.seconds:,.0f} blocks/s, "
-        f"baseline {blocks / baseline.seconds:,.0f} blocks/s"
-    )
+    for name, footprint in (("kvadmin", kvadmin), ("baseline", baseline)):
+        print(
+            f"{name} in process: {blocks / footprint.seconds:,.0f} blocks/s, Redis CPU "
+            f"{footprint.redis_cpu / blocks * 1e6:.1f} us per stored block"
+        )
 
 
 if __name__ == "__main__":
