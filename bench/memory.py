@@ -11,7 +11,9 @@ kthena-style baseline, on the ingest benchmark's recorded stream, in the same ru
    pod owning the block) and per stored block (a matrix key).
 3. Breaks each index down by key family with `MEMORY USAGE` of every key (SAMPLES 0: the exact
    size of each value), and names each family's Redis encodings.
-4. Times both appliers on the same stream (in process, as `bench/ingest.py` step 3 does): the
+4. Applies it with kvadmin's applier again with pod ids as long as Kubernetes makes them, under
+   Redis's default hash-max-listpack-value (64) and under the embedded server's.
+5. Times both appliers on the same stream (in process, as `bench/ingest.py` step 3 does): the
    memory layout must not cost ingest throughput.
 
 Run: .venv/bin/python bench/memory.py [--requests N]
@@ -36,7 +38,7 @@ from kvadmin.index.streams import StreamId
 from kvadmin.index.writer import Applier
 from kvadmin.ingest.decode import decode_batch
 from kvadmin.ingest.streams import StreamSpec
-from kvadmin.redis_server import RedisServer
+from kvadmin.redis_server import HASH_MAX_LISTPACK_VALUE, RedisServer
 from scoring.keys import BLOCK_KEY_PREFIX
 
 FAMILIES = (
@@ -126,11 +128,21 @@ def measure(client: redis.Redis, apply) -> Footprint:
     return footprint
 
 
-def kvadmin_apply(client: redis.Redis, payloads: list[list[bytes]]):
+def bench_pod(n: int) -> str:
+    return f"vllm-{n}.bench"
+
+
+def kubernetes_pod(n: int) -> str:
+    """A pod id as a Deployment's pods get them: 70 characters, longer than the 64 bytes up to
+    which Redis keeps a hash's entries in a listpack by default."""
+    return f"vllm-qwen3-8b-instruct-decode-7c9f8d6b5-x2x{n:02}.llm-inference-production"
+
+
+def kvadmin_apply(client: redis.Redis, payloads: list[list[bytes]], pod=bench_pod):
     def apply() -> None:
         applier = Applier(client)
         for n, batches in enumerate(payloads):
-            stream = StreamSpec(StreamId(f"vllm-{n}.bench", 0), MODEL, "vllm", "", None, b"", 16)
+            stream = StreamSpec(StreamId(pod(n), 0), MODEL, "vllm", "", None, b"", 16)
             for at in range(0, len(batches), 200):
                 chunk = [(at + i, decode_batch(p)) for i, p in enumerate(batches[at : at + 200])]
                 applier.apply_batches(stream, chunk)
@@ -181,6 +193,10 @@ def main() -> None:
         kvadmin = measure(client, kvadmin_apply(client, payloads))
         baseline = measure(client, baseline_apply(client, payloads, int(time.time())))
         issue = measure(client, baseline_apply(client, payloads, 1))
+        long_ids = {}
+        for limit in (64, HASH_MAX_LISTPACK_VALUE):  # Redis's default, the embedded server's
+            client.config_set("hash-max-listpack-value", limit)
+            long_ids[limit] = measure(client, kvadmin_apply(client, payloads, kubernetes_pod))
     report("kvadmin", kvadmin, kvadmin.ownerships)
     report("kthena-style baseline, values 'unix seconds|medium' as kthena writes", baseline,
            baseline.ownerships)  # fmt: skip
@@ -191,6 +207,14 @@ def main() -> None:
             f"{kvadmin.per_ownership / other.per_ownership:.2f}x "
             f"(kvadmin indexes {kvadmin.ownerships / other.ownerships:.1f}x the ownerships)"
         )
+    print(
+        f"kvadmin with {len(kubernetes_pod(0))}-character pod ids: "
+        + ", ".join(
+            f"{footprint.per_ownership:.0f} bytes per ownership at hash-max-listpack-value {limit}"
+            for limit, footprint in long_ids.items()
+        )
+        + f" (the embedded Redis's {HASH_MAX_LISTPACK_VALUE}; Redis's default is 64)"
+    )
     for name, footprint in (("kvadmin", kvadmin), ("baseline", baseline)):
         print(
             f"{name} in process: {blocks / footprint.seconds:,.0f} blocks/s, Redis CPU "
