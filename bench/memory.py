@@ -13,13 +13,17 @@ kthena-style baseline, on the ingest benchmark's recorded stream, in the same ru
    size of each value), and names each family's Redis encodings.
 4. Applies it with kvadmin's applier again with pod ids as long as Kubernetes makes them, under
    Redis's default hash-max-listpack-value (64) and under the embedded server's.
-5. Times both appliers on the same stream (in process, as `bench/ingest.py` step 3 does): the
+5. Measures the layouts kvadmin could move to (docs/capacity.md section 1): 100,000 residency
+   entries and engine blocks in one sorted set or hash, against the same spread over 1,000
+   small ones that Redis keeps as listpacks.
+6. Times both appliers on the same stream (in process, as `bench/ingest.py` step 3 does): the
    memory layout must not cost ingest throughput.
 
 Run: .venv/bin/python bench/memory.py [--requests N]
 """
 
 import argparse
+import random
 import sys
 import time
 from collections import Counter, defaultdict
@@ -160,6 +164,44 @@ def baseline_apply(client: redis.Redis, payloads: list[list[bytes]], now: int):
     return apply
 
 
+ENTRIES = 100_000
+BUCKETS = 1000
+
+
+def alternatives(client: redis.Redis) -> list[str]:
+    """Bytes per entry of kvadmin's two large structures, as one key and bucketed."""
+    rng = random.Random(1)
+    stds = [str(rng.randrange(1 << 63)) for _ in range(ENTRIES)]
+    engine_hashes = [str(rng.randrange(1 << 64)) for _ in range(ENTRIES)]
+    now = int(time.time() * 1e6)
+
+    def residency(pipe, n: int, bucketed: bool) -> None:
+        pipe.zadd(f"res|{stds[n][-3:]}" if bucketed else "res", {stds[n]: now + n})
+
+    def engine_blocks(pipe, n: int, bucketed: bool) -> None:
+        key = f"eh|{engine_hashes[n][-3:]}" if bucketed else "eh"
+        pipe.hset(key, engine_hashes[n], f"{stds[n]}|GPU")
+
+    lines = []
+    for name, write in (("residency ZSET", residency), ("engine-blocks HASH", engine_blocks)):
+        sizes = []
+        for bucketed in (False, True):
+            client.flushall()
+            client.memory_purge()
+            before = client.info("memory")["used_memory"]
+            pipe = client.pipeline(transaction=False)
+            for n in range(ENTRIES):
+                write(pipe, n, bucketed)
+            pipe.execute()
+            client.memory_purge()
+            sizes.append((client.info("memory")["used_memory"] - before) / ENTRIES)
+        lines.append(
+            f"{name}: {sizes[0]:.0f} bytes per entry as one key, {sizes[1]:.0f} in {BUCKETS:,} "
+            f"listpack buckets ({ENTRIES:,} entries)"
+        )
+    return lines
+
+
 def report(name: str, footprint: Footprint, ownerships: int) -> None:
     print(
         f"{name}: {footprint.used / 1e6:.1f} MB for {footprint.ownerships:,} ownerships "
@@ -197,6 +239,7 @@ def main() -> None:
         for limit in (64, HASH_MAX_LISTPACK_VALUE):  # Redis's default, the embedded server's
             client.config_set("hash-max-listpack-value", limit)
             long_ids[limit] = measure(client, kvadmin_apply(client, payloads, kubernetes_pod))
+        layouts = alternatives(client)
     report("kvadmin", kvadmin, kvadmin.ownerships)
     report("kthena-style baseline, values 'unix seconds|medium' as kthena writes", baseline,
            baseline.ownerships)  # fmt: skip
@@ -215,6 +258,7 @@ def main() -> None:
         )
         + f" (the embedded Redis's {HASH_MAX_LISTPACK_VALUE}; Redis's default is 64)"
     )
+    print("\n".join(layouts))
     for name, footprint in (("kvadmin", kvadmin), ("baseline", baseline)):
         print(
             f"{name} in process: {blocks / footprint.seconds:,.0f} blocks/s, Redis CPU "
