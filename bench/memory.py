@@ -253,7 +253,9 @@ def main() -> None:
     print(
         f"kvadmin with {len(kubernetes_pod(0))}-character pod ids: "
         + ", ".join(
-            f"{footprint.per_ownership:.0f} bytes per ownership at hash-max-listpack-value {limit}"
+            f"{footprint.per_ownership:.0f} bytes per ownership and Redis CPU "
+            f"{footprint.redis_cpu / blocks * 1e6:.1f} us per stored block at "
+            f"hash-max-listpack-value {limit}"
             for limit, footprint in long_ids.items()
         )
         + f" (the embedded Redis's {HASH_MAX_LISTPACK_VALUE}; Redis's default is 64)"
