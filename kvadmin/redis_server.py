@@ -23,6 +23,14 @@ from redis.retry import Retry
 # and so on at every restart.
 AOF_REWRITE_MIN_SIZE = "16mb"
 
+# Redis keeps a hash whose fields and values are all at most this many bytes as a listpack;
+# one longer entry turns it into a hashtable. kthena's matrix hashes are keyed by
+# "{pod_name}.{namespace}", and Kubernetes names easily make that longer than Redis's default
+# of 64 (a Deployment's pod name alone is often 40 to 60 characters): a matrix key with one
+# such owner then takes about 350 bytes instead of 220 (docs/capacity.md). 512 covers the
+# longest pod name and namespace Kubernetes allows (253 + 1 + 63).
+HASH_MAX_LISTPACK_VALUE = 512
+
 
 def server_binary() -> str:
     found = shutil.which("redis-server")
@@ -58,6 +66,7 @@ class RedisServer:
 
     def command(self) -> list[str]:
         args = [server_binary(), "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += ["--hash-max-listpack-value", str(HASH_MAX_LISTPACK_VALUE)]
         if self.data_dir:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             args += ["--dir", str(self.data_dir), "--appendonly", "yes", "--save", ""]
