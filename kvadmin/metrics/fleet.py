@@ -7,12 +7,14 @@ number of pods and streams, never with the number of blocks (ZCARD, HGETALL of s
 
 import enum
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
+from kvadmin.index import status
+from kvadmin.index.status import StreamStatus
 from kvadmin.index.streams import StreamId
 from scoring import keys
 from scoring.keys import WORKERS_KEY
@@ -51,25 +53,10 @@ def registered_engines() -> list[EngineRow]:
 
 
 @dataclass(frozen=True, slots=True)
-class StreamState:
-    id: StreamId
+class StreamState(StreamStatus):
     consumed: bool
     """A ZMQ rank of an enabled engine: some worker should hold its lease and read it. Pushed
     streams (see ingest.pushed) and leftovers of disabled engines are not."""
-    status: Mapping[str, str]
-    owner: str | None
-    lag_seconds: float | None
-    applied_at: float | None
-
-    def counter(self, name: str) -> int:
-        try:
-            return int(self.status.get(name) or 0)
-        except ValueError:
-            return 0
-
-    @property
-    def connected(self) -> bool:
-        return self.status.get("connected") == "1" and bool(self.owner)
 
     @property
     def faults(self) -> int:
@@ -149,26 +136,15 @@ def read_fleet(
     for pod, medium in blocks_keys:
         pipe.zcard(keys.residency_key(pod, medium))
     for stream in streams:
-        pipe.hgetall(keys.stream_status_key(stream.pod, stream.name))
-        pipe.get(keys.stream_lease_key(stream.pod, stream.name))
+        status.queue_read(pipe, stream)
     replies = pipe.execute()
     blocks = dict(zip(blocks_keys, map(int, replies[: len(blocks_keys)]), strict=True))
     at = len(blocks_keys)
     states = []
     for i, stream in enumerate(streams):
-        status = _texts(replies[at + 2 * i])
-        if not status and stream in maybe - consumed:
-            continue
-        states.append(
-            StreamState(
-                id=stream,
-                consumed=stream in consumed,
-                status=status,
-                owner=_texts(replies[at + 2 * i + 1]),
-                lag_seconds=_float(status.get("lag_seconds")),
-                applied_at=_float(status.get("last_event_at")),
-            )
-        )
+        read = status.from_replies(stream, *replies[at + 2 * i : at + 2 * i + 2])
+        if read.status or stream not in maybe - consumed:
+            states.append(StreamState(read.id, read.status, read.owner, stream in consumed))
     return FleetState(now, list(engines), pod_models, states, blocks, int(workers))
 
 
@@ -181,7 +157,3 @@ def _texts(value: Any) -> Any:
     if isinstance(value, set | list):
         return type(value)(_texts(v) for v in value)
     return value
-
-
-def _float(value: str | None) -> float | None:
-    return float(value) if value else None

@@ -20,14 +20,13 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.engines.models import Engine
+from kvadmin.index.status import StreamStatus
 from kvadmin.index.streams import StreamId
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.streams import (
-    StreamHealth,
     pod_started_at,
     pod_streams,
     read_streams,
-    stream_label,
 )
 from scoring import keys
 from scoring.values import BlockValue, is_stale, parse_value
@@ -55,7 +54,7 @@ class OwnerDetail:
     """The matrix field value, as kthena's router reads it."""
     value: BlockValue
     residency: list[Residency]
-    streams: list[StreamHealth]
+    streams: list[StreamStatus]
     registered: bool
     kind: str
 
@@ -161,7 +160,7 @@ class ScanStep:
 
     @property
     def label(self) -> str:
-        return stream_label(self.stream) if self.stream else ""
+        return self.stream.label if self.stream else ""
 
 
 def scan_engine_hashes(

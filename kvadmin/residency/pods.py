@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 import redis
 
 from kvadmin.engines.models import Engine
+from kvadmin.index.status import StreamStatus
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.media import medium_order
-from kvadmin.residency.streams import StreamHealth, pod_started_at, pod_streams, read_streams
+from kvadmin.residency.streams import pod_started_at, pod_streams, read_streams
 from scoring import keys
 
 
@@ -39,7 +40,7 @@ class PodSummary:
     enabled: bool
     counts: dict[str, int]
     """Blocks per medium (residency ZSET sizes), best tier first; "" is no medium."""
-    streams: list[StreamHealth]
+    streams: list[StreamStatus]
     last_store_at: int | None
     """The newest residency score of the pod: when ingestion last stored a block for it."""
     segments: list[Segment] = field(default_factory=list)
