@@ -15,6 +15,7 @@ from typing import Any
 import redis
 from redis.client import Pipeline
 
+from kvadmin.index.replies import texts
 from kvadmin.index.streams import StreamId
 from scoring import keys
 from scoring.keys import stream_lease_key, stream_status_key
@@ -128,7 +129,7 @@ def queue_read(pipe: Pipeline, stream: StreamId) -> None:
 
 
 def from_replies(stream: StreamId, status: Any, owner: Any) -> StreamStatus:
-    return StreamStatus(stream, _texts(status), _texts(owner))
+    return StreamStatus(stream, texts(status), texts(owner))
 
 
 def read_statuses(client: redis.Redis, streams: Iterable[StreamId]) -> list[StreamStatus]:
@@ -206,15 +207,6 @@ def applied(pipe: Pipeline, stream: StreamId, published: float, now: float) -> N
     if published > 0:
         fields["lag_seconds"] = f"{max(0.0, now - published):.3f}"
     pipe.hset(_key(stream), mapping=fields)
-
-
-def _texts(value: Any) -> Any:
-    """A reply as text, from a bytes or a text client."""
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, dict):
-        return {_texts(k): _texts(v) for k, v in value.items()}
-    return value
 
 
 def _float(value: str | None) -> float | None:

@@ -9,11 +9,11 @@ import enum
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 
 from kvadmin.index import status
+from kvadmin.index.inventory import read_inventory
 from kvadmin.index.status import StreamStatus
 from kvadmin.index.streams import StreamId
 from scoring import keys
@@ -111,33 +111,25 @@ def read_fleet(
     now: float | None = None,
 ) -> FleetState:
     now = time.time() if now is None else now
-    pipe = client.pipeline(transaction=False)
-    pipe.hgetall(keys.POD_MODELS_KEY)
-    pipe.zcount(WORKERS_KEY, now - lease_seconds, "+inf")
-    pod_models, workers = (_texts(r) for r in pipe.execute())
-
-    pods = sorted(set(pod_models) | {e.pod for e in engines})
-    for pod in pods:
-        pipe.smembers(keys.pod_media_key(pod))
-        pipe.smembers(keys.pod_ranks_key(pod))
-    replies = pipe.execute()
-    media = {pod: sorted(_texts(replies[2 * i])) for i, pod in enumerate(pods)}
+    inventory = read_inventory(client, also=(e.pod for e in engines))
+    pod_models = {pod: held.model for pod, held in inventory.items() if held.model is not None}
     consumed = {StreamId(e.pod, rank) for e in engines if e.enabled for rank in range(e.dp_size)}
     # A registered engine's pushed streams count once they have a status (an accepted push),
     # with or without blocks: their counters tell refused batches too.
     maybe = {StreamId(e.pod, rank, pushed=True) for e in engines for rank in range(e.dp_size)}
     ids = consumed | maybe
-    for i, pod in enumerate(pods):
-        named = (StreamId.from_name(pod, name) for name in _texts(replies[2 * i + 1]))
-        ids |= {stream for stream in named if stream is not None}  # None: an older build's
+    for held in inventory.values():
+        ids |= set(held.streams)
     streams = sorted(ids)
 
-    blocks_keys = [(pod, medium) for pod in pods for medium in media[pod]]
+    blocks_keys = [(pod, medium) for pod, held in inventory.items() for medium in held.media]
+    pipe = client.pipeline(transaction=False)
+    pipe.zcount(WORKERS_KEY, now - lease_seconds, "+inf")
     for pod, medium in blocks_keys:
         pipe.zcard(keys.residency_key(pod, medium))
     for stream in streams:
         status.queue_read(pipe, stream)
-    replies = pipe.execute()
+    workers, *replies = pipe.execute()
     blocks = dict(zip(blocks_keys, map(int, replies[: len(blocks_keys)]), strict=True))
     at = len(blocks_keys)
     states = []
@@ -146,14 +138,3 @@ def read_fleet(
         if read.status or stream not in maybe - consumed:
             states.append(StreamState(read.id, read.status, read.owner, stream in consumed))
     return FleetState(now, list(engines), pod_models, states, blocks, int(workers))
-
-
-def _texts(value: Any) -> Any:
-    """Any reply as text, from a bytes or a text client."""
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, dict):
-        return {_texts(k): _texts(v) for k, v in value.items()}
-    if isinstance(value, set | list):
-        return type(value)(_texts(v) for v in value)
-    return value
