@@ -11,5 +11,5 @@ urlpatterns = [
     path("", include("kvadmin.weights.urls")),
     path("", include("kvadmin.residency.urls")),
     path("", include("kvadmin.dashboard.urls")),
-    path("", include("kvadmin.metrics.urls")),
+    path("", include("kvadmin.api.operations_urls")),
 ]
