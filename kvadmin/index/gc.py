@@ -34,9 +34,6 @@ from kvadmin.index.writer import Applier, ExpireStep
 from scoring import keys
 from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
-LAST_RUN_KEY = keys.GC_LAST_RUN_KEY
-TOTALS_KEY = keys.GC_TOTALS_KEY
-LOCK_KEY = keys.GC_LOCK_KEY
 LOCK_SECONDS = 120
 """Renewed after every step: a run holding it longer than this has died."""
 
@@ -98,7 +95,7 @@ def collect_garbage(
     `registered` lists the engine registry's pods; `preference` orders media as the applier
     writing the index does (the active tier weights), for the matrix values that change.
     Steps of `chunk_size` engine blocks take about 3 ms of Redis time each."""
-    lock = client.lock(LOCK_KEY, timeout=LOCK_SECONDS, blocking=False, thread_local=False)
+    lock = client.lock(keys.GC_LOCK_KEY, timeout=LOCK_SECONDS, blocking=False, thread_local=False)
     if not lock.acquire(token=uuid.uuid4().hex):
         raise AnotherRunIsActive()
     try:
@@ -118,18 +115,18 @@ def collect_garbage(
 
 def due(client: redis.Redis, interval: float, now: float | None = None) -> bool:
     """Whether `interval` seconds passed since the last run started (or none ran yet)."""
-    started = client.hget(LAST_RUN_KEY, "started_at")
+    started = client.hget(keys.GC_LAST_RUN_KEY, "started_at")
     now = time.time() if now is None else now
     return started is None or now - float(started) >= interval
 
 
 def last_run(client: redis.Redis) -> GcReport | None:
-    stored = texts(client.hgetall(LAST_RUN_KEY))
+    stored = texts(client.hgetall(keys.GC_LAST_RUN_KEY))
     return GcReport.from_redis(stored) if stored else None
 
 
 def totals(client: redis.Redis) -> dict[str, int]:
-    stored = texts(client.hgetall(TOTALS_KEY))
+    stored = texts(client.hgetall(keys.GC_TOTALS_KEY))
     return {name: int(stored.get(name, 0)) for name in ("runs", *TOTALLED)}
 
 
@@ -199,9 +196,9 @@ class _Run:
 
 def _store(client: redis.Redis, report: GcReport) -> None:
     pipe = client.pipeline(transaction=False)
-    pipe.delete(LAST_RUN_KEY)
-    pipe.hset(LAST_RUN_KEY, mapping={k: repr(v) for k, v in asdict(report).items()})
-    pipe.hincrby(TOTALS_KEY, "runs", 1)
+    pipe.delete(keys.GC_LAST_RUN_KEY)
+    pipe.hset(keys.GC_LAST_RUN_KEY, mapping={k: repr(v) for k, v in asdict(report).items()})
+    pipe.hincrby(keys.GC_TOTALS_KEY, "runs", 1)
     for name in TOTALLED:
-        pipe.hincrby(TOTALS_KEY, name, getattr(report, name))
+        pipe.hincrby(keys.GC_TOTALS_KEY, name, getattr(report, name))
     pipe.execute()

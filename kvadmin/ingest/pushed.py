@@ -45,10 +45,6 @@ end
 """
 
 
-queue_key = keys.push_queue_key
-seq_key = keys.push_seq_key
-
-
 def rank_error(rank: int | None, dp_size: int) -> str | None:
     """Why a batch naming `rank` is refused for an engine of `dp_size` ranks; None if it isn't."""
     if rank is None or 0 <= rank < dp_size:
@@ -75,13 +71,15 @@ def enqueue(client: redis.Redis, stream: StreamId, engine_id: int, payload: byte
     script = client.register_script(_ENQUEUE)
     pod = stream.pod
     status = keys.stream_status_key(pod, stream.name)
-    seq, fresh = script(keys=[seq_key(pod), queue_key(pod), status], args=[engine_id, payload])
+    seq, fresh = script(
+        keys=[keys.push_seq_key(pod), keys.push_queue_key(pod), status], args=[engine_id, payload]
+    )
     return Enqueued(int(seq), bool(int(fresh)))
 
 
 def pending(client: redis.Redis, pod: str, limit: int = DRAIN_CHUNK) -> list[Pushed]:
     entries = []
-    for entry in client.lrange(queue_key(pod), 0, limit - 1):
+    for entry in client.lrange(keys.push_queue_key(pod), 0, limit - 1):
         head, _, payload = entry.partition(b"|")
         seq, _, engine_id = head.partition(b":")
         entries.append(Pushed(int(seq), int(engine_id) if engine_id else None, payload))
@@ -91,4 +89,4 @@ def pending(client: redis.Redis, pod: str, limit: int = DRAIN_CHUNK) -> list[Pus
 def done(client: redis.Redis, pod: str, through_seq: int) -> None:
     """Take the entries up to `through_seq` off the queue. By seq, not by count: a holder
     whose lock lapsed mid-chunk must not trim entries that the next holder has not read."""
-    client.register_script(_DONE)(keys=[queue_key(pod)], args=[through_seq])
+    client.register_script(_DONE)(keys=[keys.push_queue_key(pod)], args=[through_seq])
