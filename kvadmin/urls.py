@@ -21,7 +21,7 @@ urlpatterns = [
     path("", include("kvadmin.weights.urls")),
     path("", include("kvadmin.residency.urls")),
     path("", include("kvadmin.dashboard.urls")),
-    path("", include("kvadmin.metrics.urls")),
+    path("", include("kvadmin.api.operations_urls")),
 ]
 
 handler500 = "kvadmin.errors.server_error"

@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from kvadmin.api.untrusted_json import InvalidJson, decode_json
 from kvadmin.routing.service import INPUTS, MAX_REQUEST_ID
+from kvadmin.untrusted_json import InvalidJson, decode_json
 from scoring.policy import POLICIES
 
 TOKEN_ID_MAX = 2**32 - 1

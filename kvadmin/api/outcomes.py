@@ -15,10 +15,10 @@ from django.views.decorators.http import require_POST
 from kvadmin.api.answers import Answer, error_answer, json_answer, refusal
 from kvadmin.api.scopes import Scope
 from kvadmin.api.scoring import django_response
-from kvadmin.api.untrusted_json import InvalidJson, decode_json
 from kvadmin.conf import knob
 from kvadmin.redis_clients import async_index_client
 from kvadmin.routing import outcomes
+from kvadmin.untrusted_json import InvalidJson, decode_json
 
 _UNKNOWN = "no decision {!r} in the decision log (unknown, or it left the log)"
 LIMIT = outcomes.MAX_BODY_BYTES

@@ -2,13 +2,16 @@
 in `lua/`, named "{command}-{number of KEYS}.lua" with an Input/Output header, and small
 includes in `lua/includes/`, each a function or two, that a script names on a line
 `--- @include "name"`. The loader inlines every include once, its own includes first, so
-Redis sees one self-contained script per command.
+Redis sees one self-contained script per command. Each is built and hashed once per process
+(`script`) and runs on whichever client calls it.
 """
 
 import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from redis.commands.core import Script
 
 LUA = Path(__file__).with_name("lua")
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)
@@ -40,3 +43,9 @@ def load(command: str) -> IndexScript:
     (path,) = LUA.glob(f"{command}-*.lua")
     keys = int(path.stem.rsplit("-", 1)[1])
     return IndexScript(command, keys, _inline(path.read_text(), set()))
+
+
+@cache
+def script(command: str) -> Script:
+    """The redis-py Script of `command`: call it with `client=`."""
+    return Script(None, load(command).text.encode())  # type: ignore[arg-type]

@@ -86,7 +86,7 @@ from kvadmin.index.events import (
     BlockStored,
     EventBatch,
 )
-from kvadmin.index.scripts import load
+from kvadmin.index.scripts import script
 from kvadmin.index.streams import IndexedStream, StreamId
 from scoring import keys
 from scoring.hashing import block_hashes
@@ -354,7 +354,7 @@ class Applier:
         self.chunk_size = chunk_size
         self.blocks_per_call = blocks_per_call
         self.scripts = {
-            command: client.register_script(load(command).text)
+            command: script(command)
             for command in ("apply", "retire", "drain", "purge", "expire", "sweep")
         }
 
@@ -506,7 +506,7 @@ class Applier:
         preference: MediaPreference | None = None,
     ) -> Any:
         script_keys, args = self._script_args(pod, model, kind, preference)
-        return self.scripts[command](keys=script_keys, args=[*args, *own])
+        return self.scripts[command](keys=script_keys, args=[*args, *own], client=self.client)
 
     def _pod_identity(self, pod: str) -> tuple[str, str]:
         """The pod's model and engine kind as the index knows them ("" when it does not)."""
@@ -569,8 +569,8 @@ class ApplySession:
             "",  # after: set per call
         ]
         with self._spending():
-            script = applier.scripts["apply"]
-            command = ("EVALSHA", script.sha, str(len(script_keys)), *script_keys)
+            sha = applier.scripts["apply"].sha
+            command = ("EVALSHA", sha, str(len(script_keys)), *script_keys)
             for call in applier._calls(submission, head, batches):
                 # A call must not apply when the stream's call before it failed (see
                 # `_again`): the script checks that one's last seq is applied.
@@ -674,7 +674,8 @@ class ApplySession:
             elif not (isinstance(error, NoScriptError) or str(error).startswith("OUT_OF_ORDER")):
                 raise error
             script_keys = _pod_keys(pod, call.submission.model, call.submission.kind)[0]
-            self._finish(call, self.applier.scripts["apply"](keys=script_keys, args=call.args))
+            again = self.applier.scripts["apply"]
+            self._finish(call, again(keys=script_keys, args=call.args, client=self.applier.client))
 
     def _finish(self, call: _Call, reply: list[int]) -> None:
         submission = call.submission

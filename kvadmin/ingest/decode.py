@@ -174,7 +174,14 @@ def split_frames(frames: Sequence[bytes]) -> tuple[bytes, int, bytes]:
 
 
 def decode_replay_frames(frames: Sequence[bytes]) -> PublishedBatch | None:
-    """Decode one message a DEALER receives from a replay socket; None for the end marker.
+    """Decode one message a DEALER receives from a replay socket; None for the end marker."""
+    split = split_replay_frames(frames)
+    return None if split is None else PublishedBatch(split[0], split[1], decode_batch(split[2]))
+
+
+def split_replay_frames(frames: Sequence[bytes]) -> tuple[bytes | None, int, bytes] | None:
+    """Check one replay message's frames and read its topic (None in the older layout) and
+    seq, leaving the payload undecoded (see `split_frames`); None for the end marker.
 
     Both layouts exist: `[b"", seq, payload]` (vLLM <= 0.25, older SGLang) and
     `[b"", topic, seq, payload]` (vLLM >= 0.26, SGLang 0.5.23 and later).
@@ -193,7 +200,7 @@ def decode_replay_frames(frames: Sequence[bytes]) -> PublishedBatch | None:
         raise BadFrames("a replay message starts with an empty delimiter frame")
     if bytes(seq_frame) == END_OF_REPLAY:
         return None
-    return PublishedBatch(topic, _seq(seq_frame), decode_batch(payload))
+    return topic, _seq(seq_frame), payload
 
 
 def _seq(frame: bytes) -> int:

@@ -20,21 +20,28 @@ pod name.
 from typing import NamedTuple
 
 import redis
+from redis.commands.core import Script
 
 from kvadmin.index.streams import StreamId
 from scoring import keys
 
 DRAIN_CHUNK = 100
 
+
+def _script(text: str) -> Script:
+    """A script hashed once per process; each call names its client."""
+    return Script(None, text.encode())  # type: ignore[arg-type]
+
+
 # KEYS: the pod's seq, its queue, the push stream's status; returns {seq, 1 when that stream had
 # no state before this push}.
-_ENQUEUE = """
+_ENQUEUE = _script("""
 local seq = redis.call('INCR', KEYS[1])
 redis.call('RPUSH', KEYS[2], seq .. ':' .. ARGV[1] .. '|' .. ARGV[2])
 return {seq, redis.call('HSETNX', KEYS[3], 'first_seq', seq)}
-"""
+""")
 
-_DONE = """
+_DONE = _script("""
 while true do
   local head = redis.call('LINDEX', KEYS[1], 0)
   if not head or tonumber(string.match(head, '^%d+')) > tonumber(ARGV[1]) then
@@ -42,11 +49,7 @@ while true do
   end
   redis.call('LPOP', KEYS[1])
 end
-"""
-
-
-queue_key = keys.push_queue_key
-seq_key = keys.push_seq_key
+""")
 
 
 def rank_error(rank: int | None, dp_size: int) -> str | None:
@@ -72,16 +75,19 @@ class Pushed(NamedTuple):
 def enqueue(client: redis.Redis, stream: StreamId, engine_id: int, payload: bytes) -> Enqueued:
     """Append a batch validated for the engine `engine_id`, for the push `stream` it names;
     returns its seq among the pod's pushed batches. An entry is "{seq}:{engine id}|{payload}"."""
-    script = client.register_script(_ENQUEUE)
     pod = stream.pod
     status = keys.stream_status_key(pod, stream.name)
-    seq, fresh = script(keys=[seq_key(pod), queue_key(pod), status], args=[engine_id, payload])
+    seq, fresh = _ENQUEUE(
+        keys=[keys.push_seq_key(pod), keys.push_queue_key(pod), status],
+        args=[engine_id, payload],
+        client=client,
+    )
     return Enqueued(int(seq), bool(int(fresh)))
 
 
 def pending(client: redis.Redis, pod: str, limit: int = DRAIN_CHUNK) -> list[Pushed]:
     entries = []
-    for entry in client.lrange(queue_key(pod), 0, limit - 1):
+    for entry in client.lrange(keys.push_queue_key(pod), 0, limit - 1):
         head, _, payload = entry.partition(b"|")
         seq, _, engine_id = head.partition(b":")
         entries.append(Pushed(int(seq), int(engine_id) if engine_id else None, payload))
@@ -91,4 +97,4 @@ def pending(client: redis.Redis, pod: str, limit: int = DRAIN_CHUNK) -> list[Pus
 def done(client: redis.Redis, pod: str, through_seq: int) -> None:
     """Take the entries up to `through_seq` off the queue. By seq, not by count: a holder
     whose lock lapsed mid-chunk must not trim entries that the next holder has not read."""
-    client.register_script(_DONE)(keys=[queue_key(pod)], args=[through_seq])
+    _DONE(keys=[keys.push_queue_key(pod)], args=[through_seq], client=client)

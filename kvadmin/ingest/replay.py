@@ -1,15 +1,15 @@
 """Asking an engine's replay socket for buffered batches (compatibility.md 4.1).
 
-A DEALER sends `[b"", start_seq]`; the engine answers every buffered batch with seq >= start
-as `[b"", seq, payload]` (vLLM <= 0.25, older SGLang) or `[b"", topic, seq, payload]` (newer),
-then an end marker whose seq frame is ff*8. A REQ socket would only get the first reply.
+A DEALER sends `[b"", start_seq]`; the engine answers every buffered batch with seq >= start,
+then an end marker (the frames as `decode.split_replay_frames` reads them). A REQ socket would
+only get the first reply.
 """
 
 from dataclasses import dataclass
 
 import zmq
 
-END_MARKER = b"\xff" * 8
+from kvadmin.ingest.decode import SEQ_BYTES, BadFrames, split_replay_frames
 
 
 class ReplayFailed(Exception):
@@ -33,18 +33,19 @@ def request_replay(
     socket.setsockopt(zmq.RCVHWM, 0)
     try:
         socket.connect(endpoint)
-        socket.send_multipart([b"", start.to_bytes(8, "big")])
+        socket.send_multipart([b"", start.to_bytes(SEQ_BYTES, "big")])
         batches = []
         while True:
             try:
                 frames = socket.recv_multipart()
             except zmq.Again:
                 raise ReplayFailed(f"{endpoint}: no end marker within {timeout}s") from None
-            if len(frames) not in (3, 4) or frames[0] != b"" or len(frames[-2]) != 8:
-                raise ReplayFailed(f"{endpoint}: unexpected replay frames ({len(frames)})")
-            seq_frame, payload = frames[-2], frames[-1]
-            if seq_frame == END_MARKER:
+            try:
+                split = split_replay_frames(frames)
+            except BadFrames as error:
+                raise ReplayFailed(f"{endpoint}: unexpected replay frames: {error}") from None
+            if split is None:
                 return batches
-            batches.append(Replayed(int.from_bytes(seq_frame, "big"), payload))
+            batches.append(Replayed(split[1], split[2]))
     finally:
         socket.close()

@@ -16,6 +16,7 @@ from kvadmin.ingest.streams import StreamSpec
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import ingest_bytes_client, ingest_client
 from kvadmin.weights.active import active_media_preference, active_weights
+from scoring import keys
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def apply_pushed(pod: str) -> int:
         finally:
             lock.release()
         # A batch pushed while we released the lock would otherwise wait for the next push.
-        if not client.llen(pushed.queue_key(pod)):
+        if not client.llen(keys.push_queue_key(pod)):
             return applied
 
 

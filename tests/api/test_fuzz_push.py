@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
-from kvadmin.ingest import pushed
+from scoring import keys
 from tests.ingest.conftest import MODEL, snapshot
 from tests.ingest.malicious import any_payloads, rejected_payloads
 
@@ -27,7 +27,7 @@ def token() -> str:
 
 def _state(client) -> dict[str, object]:
     """Every key but the pod's push queue (binary entries: its length is checked alone)."""
-    queue = pushed.queue_key(POD)
+    queue = keys.push_queue_key(POD)
     return snapshot(client, skip=queue)
 
 
@@ -40,17 +40,19 @@ def _post(body: bytes, token: str):
 @given(body=any_payloads)
 def test_any_body_is_answered_in_json_without_a_500(token, redis_client, body) -> None:
     before = _state(redis_client)
-    queued = redis_client.llen(pushed.queue_key(POD))
+    queued = redis_client.llen(keys.push_queue_key(POD))
     response = _post(body, token)
     # 503 is the outage answer (a request-path Redis call timed out on a starved machine): never a
     # 500, and nothing written, as for a rejected body.
-    assert response.status_code == 202 or 400 <= response.status_code < 500 or (
-        response.status_code == 503 and response.has_header("Retry-After")
+    assert (
+        response.status_code == 202
+        or 400 <= response.status_code < 500
+        or (response.status_code == 503 and response.has_header("Retry-After"))
     )
     answer = response.json()
     if response.status_code == 202:
         assert set(answer) >= {"accepted", "seq", "events", "skipped", "resync"}
-        assert redis_client.llen(pushed.queue_key(POD)) == queued + 1
+        assert redis_client.llen(keys.push_queue_key(POD)) == queued + 1
     else:
         assert answer["error"]
         assert _state(redis_client) == before
@@ -79,4 +81,4 @@ def test_nested_msgpack_is_a_400_with_a_clear_message(token, redis_client) -> No
     response = _post(b"\x91" * 100_000 + b"\x01", token)
     assert response.status_code == 400
     assert response.json()["error"] == "undecodable batch: nested deeper than the decoder goes"
-    assert not redis_client.exists(pushed.queue_key(POD))
+    assert not redis_client.exists(keys.push_queue_key(POD))

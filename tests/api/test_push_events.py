@@ -11,6 +11,7 @@ from kvadmin.fleet.wire import Encoding, encode_batch
 from kvadmin.index import status
 from kvadmin.index.streams import push_stream
 from kvadmin.ingest import pushed
+from scoring import keys
 from tests.ingest.blocks import key, removed, stored
 from tests.waiting import wait_until
 
@@ -100,7 +101,7 @@ def test_batches_queued_for_a_removed_engine_never_reach_the_next_one(
 def test_queue_entries_keep_payloads_whole_and_read_older_builds_entries(redis_client, redis_url):
     payload = b"\x93|:\x01|"  # msgpack may hold the separators
     pushed.enqueue(redis_client, push_stream(POD, 0), 7, payload)
-    redis_client.rpush(pushed.queue_key(POD), b"9|" + payload)  # queued by an older build
+    redis_client.rpush(keys.push_queue_key(POD), b"9|" + payload)  # queued by an older build
     entries = pushed.pending(redis.Redis.from_url(redis_url), POD)
     assert entries == [pushed.Pushed(1, 7, payload), pushed.Pushed(9, None, payload)]
 
@@ -112,4 +113,4 @@ def test_taking_entries_off_twice_takes_no_more(redis_client) -> None:
         pushed.enqueue(redis_client, push_stream(POD, 0), 7, b"%d" % n)
     pushed.done(redis_client, POD, 2)
     pushed.done(redis_client, POD, 2)
-    assert redis_client.lrange(pushed.queue_key(POD), 0, -1) == ["3:7|2", "4:7|3"]
+    assert redis_client.lrange(keys.push_queue_key(POD), 0, -1) == ["3:7|2", "4:7|3"]

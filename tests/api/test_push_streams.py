@@ -83,7 +83,7 @@ def test_the_task_refuses_a_queued_rank_the_engine_does_not_have(
 ) -> None:
     """Queued by an older build, which checked only that the rank was an integer (rank -1
     was its way into the ZMQ rank 0 stream)."""
-    redis_client.rpush(pushed.queue_key(POD), b"1|" + _clear(-1))
+    redis_client.rpush(keys.push_queue_key(POD), b"1|" + _clear(-1))
     assert _post(_batch(stored(2)), token).status_code == 202
     wait_until(lambda: redis_client.hget(key(2), POD), what="the next push applied")
     refused = status.read(redis_client, push_stream(POD, 0)).get("bad_rank_pushes")
@@ -97,7 +97,7 @@ def test_a_disabled_engine_is_409_and_queues_nothing(token, redis_client) -> Non
     response = _post(_batch(stored(1)), token)
     assert response.status_code == 409
     assert "disabled" in response.json()["error"]
-    assert not redis_client.exists(pushed.queue_key(POD))
+    assert not redis_client.exists(keys.push_queue_key(POD))
 
 
 def test_batches_queued_before_the_disable_are_not_applied(
@@ -107,7 +107,7 @@ def test_batches_queued_before_the_disable_are_not_applied(
     pushed.enqueue(redis_client, push_stream(POD, 0), engine.pk, _batch(stored(1)))
     Engine.objects.filter(pod=POD).update(enabled=False)
     apply_pushed.delay(POD)
-    wait_until(lambda: not redis_client.exists(pushed.queue_key(POD)), what="queue drained")
+    wait_until(lambda: not redis_client.exists(keys.push_queue_key(POD)), what="queue drained")
     assert status.read(redis_client, push_stream(POD, 0)).get("disabled_pushes") == "1"
     assert redis_client.hget(key(1), POD) is None
 

@@ -8,7 +8,7 @@ import redis
 from kvadmin.index import gc
 from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
-from scoring.keys import POD_MODELS_KEY, block_key, residency_key, stream_status_key
+from scoring.keys import GC_LOCK_KEY, POD_MODELS_KEY, block_key, residency_key, stream_status_key
 from tests.ingest.blocks import std, tokens
 
 MODEL = "M"
@@ -39,7 +39,7 @@ def test_an_unregistered_pod_is_purged(redis_client: redis.Redis) -> None:
 
 def test_a_second_collector_finds_the_run_taken(redis_client: redis.Redis) -> None:
     """Another process got there first: one run at a time."""
-    lock = redis_client.lock(gc.LOCK_KEY, timeout=30)
+    lock = redis_client.lock(GC_LOCK_KEY, timeout=30)
     assert lock.acquire(blocking=False)
     try:
         try:
