@@ -119,14 +119,16 @@ def new_row(request: HttpRequest) -> HttpResponse:
 @require_GET
 def export_yaml(request: HttpRequest) -> HttpResponse:
     version = current_version()
-    response = HttpResponse(export.kthena_yaml(version), content_type="application/yaml")
+    text = export.kthena_yaml(version, index_serving(index_client()))
+    response = HttpResponse(text, content_type="application/yaml")
     return _attachment(request, response, f"kthena-tier-weights-v{version.version}.yaml")
 
 
 @require_GET
 def export_json(request: HttpRequest) -> HttpResponse:
     version = current_version()
-    response = JsonResponse(export.weights_json(version), json_dumps_params={"indent": 2})
+    data = export.weights_json(version, index_serving(index_client()))
+    response = JsonResponse(data, json_dumps_params={"indent": 2})
     return _attachment(request, response, f"tier-weights-v{version.version}.json")
 
 
@@ -148,8 +150,10 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "")
     config = current.weight_config
     if draft is None:
         draft = Draft.from_config(config, current.version)
+    serving = None
     try:
         seen = media_in_index(index_client())
+        serving = index_serving(index_client())
     except redis.RedisError:
         seen = {}
         notice = notice or "The index is unavailable: media seen in it are not shown."
@@ -161,9 +165,9 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "")
         "rows": editor_rows(draft, seen),
         "others": other_media(config, seen),
         "history": history(),
-        "kthena_yaml": export.kthena_yaml(current),
+        "kthena_yaml": export.kthena_yaml(current, serving),
         "kthena_compatible": config.tier_weights().kthena_compatible,
-        "serving": index_serving(index_client()),
+        "serving": serving,
         "notice": notice,
         "whatif_default": knob("WHATIF_DECISIONS"),
     }
