@@ -15,7 +15,10 @@ candidate pods (scoring.route_state): virtual queue, requests in flight, specula
 the engines' scraped load, in the same round trip, and give the same `RouteState`.
 
 The script reads many keys, so on a Redis Cluster it needs all block keys of a model in one
-slot, which kthena's key layout does not give; `BaselineIndexReader` works there unchanged.
+slot, which kthena's key layout does not give; `BaselineIndexReader` works there unchanged. Under
+the legacy value format (compatibility.md 2.7) the script also reads the scored pods' residency
+keys, which it names itself from their layout (not passed as KEYS: the pods are known only
+once the walk found them).
 """
 
 from abc import ABC, abstractmethod

@@ -41,3 +41,20 @@ def test_a_knob_that_does_not_read_as_its_type_is_an_error(settings, name, text)
     assert isinstance(error, Error) and f"KVADMIN_{name}={text!r}" in error.msg
     with pytest.raises(ImproperlyConfigured, match=f"KVADMIN_{name}"):
         knob(name)
+
+
+@pytest.mark.parametrize(
+    ("knobs", "found"),
+    [
+        ({}, []),
+        ({"INDEX_VALUE_FORMAT": "legacy", "ROUTER_VERSION": "main"}, []),
+        ({"INDEX_VALUE_FORMAT": "Tiered"}, ["kvadmin.E002"]),
+        ({"ROUTER_VERSION": "v0.3"}, ["kvadmin.E003"]),
+        ({"ROUTER_VERSION": "main"}, ["kvadmin.W002"]),
+        ({"INDEX_VALUE_FORMAT": "legacy"}, ["kvadmin.W002"]),
+    ],
+)
+def test_the_value_format_and_router_version_are_checked_together(settings, knobs, found) -> None:
+    """compatibility.md 2.7: one of two words each, and a warning while they disagree."""
+    settings.KVADMIN = knobs
+    assert [message.id for message in check_knobs(None)] == found

@@ -32,6 +32,7 @@ from kvadmin.index.inventory import PodInventory, read_inventory
 from kvadmin.index.replies import texts
 from kvadmin.index.writer import Applier, ExpireStep
 from scoring import keys
+from scoring.values import ValueFormat
 from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
 LOCK_SECONDS = 120
@@ -87,13 +88,15 @@ def collect_garbage(
     chunk_size: int = 250,
     preference: MediaPreference | None = None,
     interval: float | None = None,
+    value_format: ValueFormat = ValueFormat.TIERED,
 ) -> GcReport | None:
     """One complete run; raises AnotherRunIsActive when another one holds the lock. With an
     `interval`, only if a run is due (None otherwise), decided once the lock is held: two
     workers handed the task at once must not both find it due and run one after the other.
 
     `registered` lists the engine registry's pods; `preference` orders media as the applier
-    writing the index does (the active tier weights), for the matrix values that change.
+    writing the index does (the active tier weights), for the matrix values that change;
+    `value_format` is the one it writes them in (compatibility.md 2.7).
     Steps of `chunk_size` engine blocks take about 3 ms of Redis time each."""
     lock = client.lock(keys.GC_LOCK_KEY, timeout=LOCK_SECONDS, blocking=False, thread_local=False)
     if not lock.acquire(token=uuid.uuid4().hex):
@@ -104,7 +107,9 @@ def collect_garbage(
         began = time.monotonic()
         report = GcReport(started_at=time.time() if now is None else now)
         report.cutoff = int(report.started_at - max_age)
-        applier = Applier(client, preference or DEFAULT_PREFERENCE, chunk_size=chunk_size)
+        applier = Applier(
+            client, preference or DEFAULT_PREFERENCE, chunk_size, value_format=value_format
+        )
         _Run(client, applier, report, lock.reacquire).run(registered)
         report.finished_at = report.started_at + (time.monotonic() - began)
         _store(client, report)

@@ -18,15 +18,13 @@ class Serving:
     router_version: str
     """ROUTER_VERSION, as configured."""
     progress: switch.RewriteProgress | None
-    """The switch of the values already in the index (None: none ran, or Redis is down)."""
-    unavailable: bool = False
-    """Redis did not answer: how far the switch went is unknown."""
+    """The switch of the values already in the index (None: none ran)."""
 
     @property
     def switching(self) -> bool:
         """Values of the other format may still be in the index."""
         if self.progress is None:
-            return not self.unavailable and self.configured is not ValueFormat.TIERED
+            return self.configured is not ValueFormat.TIERED
         return not (self.progress.done and self.progress.target_format is self.configured)
 
     @property
@@ -57,10 +55,6 @@ class Serving:
 
 
 def index_serving(client: redis.Redis) -> Serving:
-    """The configured formats and the switch's progress (one Redis read)."""
-    configured, version = value_format(), knob("ROUTER_VERSION")
-    try:
-        progress = switch.progress(client)
-    except redis.RedisError:
-        return Serving(configured, version, None, unavailable=True)
-    return Serving(configured, version, progress)
+    """The configured formats and the switch's progress (one Redis read; an outage is the
+    caller's, answered as one by kvadmin/unavailable.py)."""
+    return Serving(value_format(), knob("ROUTER_VERSION"), switch.progress(client))

@@ -15,7 +15,8 @@ Redis Cluster slots and a cluster would refuse the script.
 
 Layout (key names from `scoring.keys`; pod = "{pod_name}.{namespace}", m = medium as the
 engine spelled it, "" for none, std = decimal standardized hash):
-- `matrix:kv:block:{model}@{std}` HASH pod -> "{ts}|{best m}" ("{ts}" when best m is ""):
+- `matrix:kv:block:{model}@{std}` HASH pod -> "{ts}|{best m}" ("{ts}" when best m is "", and
+  always under the legacy value format, compatibility.md 2.7):
   kthena's router reads it. ts = unix seconds (whole) of the pod's last store of the block.
 - `{kind}:kv:block:{pod}@{engine hash}` STRING std, EX 86400: kthena's mapping, set on each
   store with tokens, deleted when the last of the pod's streams (data-parallel ranks) holding
@@ -90,6 +91,7 @@ from kvadmin.index.scripts import script
 from kvadmin.index.streams import IndexedStream, StreamId
 from scoring import keys
 from scoring.hashing import block_hashes
+from scoring.values import ValueFormat
 from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
 SCRIPT_COUNTERS = (
@@ -143,7 +145,7 @@ def _prefix(key: str, suffix: str) -> str:
 @lru_cache(maxsize=4096)
 def _pod_keys(pod: str, model: str, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The KEYS of every index script and the pod part of their ARGV (lua/includes/pod_args.lua),
-    less the media preference (`_script_args`)."""
+    less the value format and the media preference (`_script_args`)."""
     script_keys = (
         keys.refcount_key(pod),
         keys.pod_media_key(pod),
@@ -346,11 +348,13 @@ class Applier:
         preference: MediaPreference = DEFAULT_PREFERENCE,
         chunk_size: int = 1000,
         blocks_per_call: int = 256,
+        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> None:
         if not 0 < chunk_size <= MAX_CHUNK:
             raise ValueError(f"chunk_size must be within 1..{MAX_CHUNK}")
         self.client = client
         self.preference = preference
+        self.value_format = value_format
         self.chunk_size = chunk_size
         self.blocks_per_call = blocks_per_call
         self.scripts = {
@@ -494,7 +498,8 @@ class Applier:
         """The KEYS of every index script and the part of ARGV they share; each command's
         own arguments follow (see its script's Input header)."""
         script_keys, pod_args = _pod_keys(pod, model, kind)
-        return script_keys, [*pod_args, *_preference_args(preference or self.preference)]
+        preference_args = _preference_args(preference or self.preference)
+        return script_keys, [*pod_args, self.value_format.value, *preference_args]
 
     def _run(
         self,

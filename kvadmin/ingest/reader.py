@@ -46,6 +46,7 @@ from kvadmin.ingest.leases import LeaseKeeper, Leases
 from kvadmin.ingest.replay import Replayed, ReplayFailed, request_replay
 from kvadmin.ingest.streams import SeqAction, StreamSpec, classify_seq
 from kvadmin.metrics import recorder
+from scoring.values import ValueFormat
 from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class IngestLoop:
         purge_on_gap: bool = True,
         worker_id: str | None = None,
         preference: Callable[[], MediaPreference] = lambda: DEFAULT_PREFERENCE,
+        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> None:
         self.client = client
         self.load_streams = load_streams
@@ -114,7 +116,7 @@ class IngestLoop:
         self.preference = preference
         self.worker_id = worker_id or f"{socket.gethostname()}:{threading.get_native_id()}"
         self.leases = Leases(client, self.worker_id, lease_seconds)
-        self.applier = Applier(client)
+        self.applier = Applier(client, value_format=value_format)
         self.session: ApplySession | None = None
         self.context = zmq.Context.instance()
         self.poller = zmq.Poller()

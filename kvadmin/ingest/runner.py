@@ -5,7 +5,7 @@ import threading
 
 from celery import bootsteps
 
-from kvadmin.conf import knob
+from kvadmin.conf import knob, value_format
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.redis_clients import ingest_client
 
@@ -25,6 +25,7 @@ def build_loop(worker_id: str | None = None) -> IngestLoop:
         purge_on_gap=knob("PURGE_ON_GAP"),
         worker_id=worker_id,
         preference=active_media_preference,
+        value_format=value_format(),
     )
 
 

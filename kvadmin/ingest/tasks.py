@@ -37,7 +37,7 @@ def _spec(engine: Engine, rank: int | None) -> StreamSpec:
 def apply_pushed(pod: str) -> int:
     """Apply a pod's pushed batches in the order they were accepted; returns how many."""
     client = ingest_bytes_client()
-    applier = Applier(client)
+    applier = Applier(client, value_format=configured_value_format())
     applied = 0
     while True:
         lock = DrainLock(client, pod)
@@ -108,6 +108,7 @@ def collect_garbage(force: bool = False) -> None:
             registered=lambda: set(Engine.objects.values_list("pod", flat=True)),
             preference=active_media_preference(),
             interval=None if force else knob("GC_INTERVAL_SECONDS"),
+            value_format=configured_value_format(),
         )
     except gc.AnotherRunIsActive:
         return

@@ -17,8 +17,7 @@ from typing import Any
 import yaml
 
 from kvadmin.conf import knob
-from kvadmin.index.serving import index_serving
-from kvadmin.redis_clients import index_client
+from kvadmin.index.serving import Serving
 from kvadmin.weights import parameters
 from kvadmin.weights.models import TierWeightsVersion
 from scoring.values import ValueFormat
@@ -48,7 +47,9 @@ def kthena_args(version: TierWeightsVersion) -> dict[str, Any]:
     }
 
 
-def kthena_yaml(version: TierWeightsVersion) -> str:
+def kthena_yaml(version: TierWeightsVersion, serving: Serving | None) -> str:
+    """The ConfigMap fragment, with a header naming the version and which kthena the index
+    serves (`serving`; None when the index did not answer)."""
     fragment = {"scheduler": {"pluginConfig": [{"name": PLUGIN, "args": kthena_args(version)}]}}
     header = [
         f"# kvadmin tier weights version {version.version}: the {PLUGIN} plugin arguments",
@@ -63,19 +64,22 @@ def kthena_yaml(version: TierWeightsVersion) -> str:
             f"# WARNING: kvadmin's fallback is {fallback:g}; kthena always weighs unknown "
             "media 1.0."
         )
-    serving = index_serving(index_client())
-    header.append(
-        f"# The index writes {serving.configured} values: it serves {serving.kthena}"
-        + ("." if serving.configured is ValueFormat.TIERED else ", which ignores tierWeights.")
-    )
-    if serving.disagreement:
-        header.append(f"# WARNING: {serving.disagreement}")
+    if serving is None:
+        header.append("# The index is unavailable: which kthena it serves is not known.")
+    else:
+        header.append(
+            f"# The index writes {serving.configured} values: it serves {serving.kthena}"
+            + ("." if serving.configured is ValueFormat.TIERED else ", which ignores tierWeights.")
+        )
+        if serving.disagreement:
+            header.append(f"# WARNING: {serving.disagreement}")
     body = yaml.safe_dump(fragment, sort_keys=False, default_flow_style=False)
     return "\n".join(header) + "\n" + body
 
 
-def weights_json(version: TierWeightsVersion) -> dict[str, Any]:
-    """The version for scripts: what is configured, what scoring applies, and its origin."""
+def weights_json(version: TierWeightsVersion, serving: Serving | None) -> dict[str, Any]:
+    """The version for scripts: what is configured, what scoring applies, its origin, and
+    which kthena the index serves (`index`, null when the index did not answer)."""
     config = version.weight_config
     weights = config.tier_weights()
     return {
@@ -90,5 +94,5 @@ def weights_json(version: TierWeightsVersion) -> dict[str, Any]:
         "kthenaCompatible": weights.kthena_compatible,
         "kthena": {"name": PLUGIN, "args": kthena_args(version)},
         "ttft": parameters.to_json(config.ttft),
-        "index": index_serving(index_client()).as_json(),
+        "index": serving.as_json() if serving else None,
     }

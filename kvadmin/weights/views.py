@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
-from kvadmin.index.serving import index_serving
+from kvadmin.index.serving import Serving, index_serving
 from kvadmin.redis_clients import index_client
 from kvadmin.weights import advice, export, fit, whatif
 from kvadmin.weights.active import active_weights
@@ -218,14 +218,16 @@ def new_speed_row(request: HttpRequest) -> HttpResponse:
 @require_GET
 def export_yaml(request: HttpRequest) -> HttpResponse:
     version = current_version()
-    response = HttpResponse(export.kthena_yaml(version), content_type="application/yaml")
+    text = export.kthena_yaml(version, index_serving(index_client()))
+    response = HttpResponse(text, content_type="application/yaml")
     return _attachment(request, response, f"kthena-tier-weights-v{version.version}.yaml")
 
 
 @require_GET
 def export_json(request: HttpRequest) -> HttpResponse:
     version = current_version()
-    response = JsonResponse(export.weights_json(version), json_dumps_params={"indent": 2})
+    data = export.weights_json(version, index_serving(index_client()))
+    response = JsonResponse(data, json_dumps_params={"indent": 2})
     return _attachment(request, response, f"tier-weights-v{version.version}.json")
 
 
@@ -261,11 +263,14 @@ def _editor(request: HttpRequest, draft: Draft, **extra) -> HttpResponse:
     return render(request, template, _context(request, draft, **extra))
 
 
-def _seen() -> tuple[dict[str, SeenMedium], str]:
+def _seen() -> tuple[dict[str, SeenMedium], Serving | None, str]:
+    """The media in the index and which kthena it serves; when Redis does not answer, neither
+    (and a notice saying so), so a stall costs one timeout, not one per read."""
+    client = index_client()
     try:
-        return media_in_index(index_client()), ""
+        return media_in_index(client), index_serving(client), ""
     except redis.RedisError:
-        return {}, "The index is unavailable: media seen in it are not shown."
+        return {}, None, "The index is unavailable: media seen in it are not shown."
 
 
 def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "", **extra) -> dict:
@@ -273,7 +278,7 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "",
     config = current.weight_config
     if draft is None:
         draft = Draft.from_config(config, current.version)
-    seen, unavailable = _seen()
+    seen, serving, unavailable = _seen()
     return {
         "current": current,
         "active": active_weights(),
@@ -284,10 +289,10 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "",
         "warnings": advice.warnings(draft.config or config, seen),
         "served_models": sorted(set(Engine.objects.values_list("model", flat=True))),
         "history": history(),
-        "kthena_yaml": export.kthena_yaml(current),
+        "kthena_yaml": export.kthena_yaml(current, serving),
         "kubectl_commands": export.KUBECTL_COMMANDS,
         "kthena_compatible": config.tier_weights().kthena_compatible,
-        "serving": index_serving(index_client()),
+        "serving": serving,
         "notice": notice or unavailable,
         "whatif_default": knob("WHATIF_DECISIONS"),
         "restore_reason_max": RESTORE_REASON_MAX_LENGTH,

@@ -1,6 +1,6 @@
 """The router-facing writes are exactly kthena's (compatibility.md 2.2, 2.3): matrix field values,
-mapping
-keys and their TTL, for the realistic vLLM store of the shared conformance vectors."""
+mapping keys and their TTL, for the realistic vLLM store of the shared conformance vectors; in
+both value formats (compatibility.md 2.7: legacy values are the timestamp alone)."""
 
 import json
 
@@ -11,9 +11,22 @@ from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch, engine_h
 from kvadmin.index.writer import Applier
 from scoring.hashing import block_hashes
 from scoring.keys import block_key, engine_hash_key, residency_key, residency_score
+from scoring.values import ValueFormat
 from tests.conftest import CONFORMANCE
+from tests.scoring.index_data import VALUE_FORMATS
 
 NOW = 1_700_000_000
+
+
+@pytest.fixture(params=VALUE_FORMATS)
+def value_format(request: pytest.FixtureRequest) -> ValueFormat:
+    return request.param
+
+
+@pytest.fixture
+def applier(redis_client: redis.Redis, value_format: ValueFormat) -> Applier:
+    """The index writer in each value format."""
+    return Applier(redis_client, value_format=value_format)
 
 
 @pytest.fixture
@@ -33,12 +46,14 @@ def _store(vector: dict, medium: str | None = "GPU") -> EventBatch:
 
 
 def test_it_writes_the_matrix_field_and_mapping_key_kthena_writes(
-    applier: Applier, redis_client: redis.Redis, vector: dict
+    applier: Applier, redis_client: redis.Redis, vector: dict, value_format: ValueFormat
 ) -> None:
     writes = vector["writes"]
     applier.apply_batch(vector["pod"], vector["model"], vector["engine"], 0, 0, _store(vector), NOW)
 
-    assert redis_client.hgetall(writes["block_key"]) == {writes["field"]: f"{NOW}|GPU"}
+    assert redis_client.hgetall(writes["block_key"]) == {
+        writes["field"]: value_format.field_value(NOW, "GPU")
+    }
     assert redis_client.get(writes["mapping_key"]) == writes["mapping_value"]
     assert writes["mapping_ttl"] - 5 < redis_client.ttl(writes["mapping_key"])
     assert redis_client.ttl(writes["mapping_key"]) <= writes["mapping_ttl"]
@@ -54,14 +69,14 @@ def test_a_store_without_medium_writes_the_legacy_value(
 
 
 def test_every_store_refreshes_the_timestamp(
-    applier: Applier, redis_client: redis.Redis, vector: dict
+    applier: Applier, redis_client: redis.Redis, vector: dict, value_format: ValueFormat
 ) -> None:
     applier.apply_batch("p.ns", "M", "vllm", 0, 0, _store(vector), NOW)
     applier.apply_batch("p.ns", "M", "vllm", 0, 1, _store(vector), NOW + 7)
 
-    assert (
-        redis_client.hget(block_key("M", vector["standardized_hash"]), "p.ns") == f"{NOW + 7}|GPU"
-    )
+    assert redis_client.hget(
+        block_key("M", vector["standardized_hash"]), "p.ns"
+    ) == value_format.field_value(NOW + 7, "GPU")
 
 
 def test_sglang_signed_hashes_get_sglang_mapping_keys(
@@ -78,7 +93,7 @@ def test_sglang_signed_hashes_get_sglang_mapping_keys(
 
 
 def test_each_block_pairs_with_its_own_slice_of_the_tokens(
-    applier: Applier, redis_client: redis.Redis
+    applier: Applier, redis_client: redis.Redis, value_format: ValueFormat
 ) -> None:
     tokens = tuple(range(48))
     stored = BlockStored(("1", "2", "3"), tokens, 16, "GPU")
@@ -86,11 +101,13 @@ def test_each_block_pairs_with_its_own_slice_of_the_tokens(
 
     for engine_hash, std in zip(("1", "2", "3"), block_hashes(tokens), strict=True):
         assert redis_client.get(engine_hash_key("vllm", "p.ns", engine_hash)) == str(std)
-        assert redis_client.hget(block_key("M", std), "p.ns") == f"{NOW}|GPU"
+        assert redis_client.hget(block_key("M", std), "p.ns") == value_format.field_value(
+            NOW, "GPU"
+        )
 
 
 def test_matrix_values_keep_whole_seconds_of_microsecond_residency(
-    applier: Applier, redis_client: redis.Redis, vector: dict
+    applier: Applier, redis_client: redis.Redis, vector: dict, value_format: ValueFormat
 ) -> None:
     """Residency orders stores to the microsecond; the router reads whole seconds, also when
     a removal hands the value over to the medium left (its time comes from residency)."""
@@ -99,10 +116,12 @@ def test_matrix_values_keep_whole_seconds_of_microsecond_residency(
     offloaded = BlockStored((engine_hash,), (), 0, "CPU")
     evicted = BlockRemoved((engine_hash,), "GPU")
     applier.apply_batch("p.ns", "M", "vllm", 0, 0, _store(vector), NOW + 0.25)
-    assert redis_client.hget(block_key("M", std), "p.ns") == f"{NOW}|GPU"
+    assert redis_client.hget(block_key("M", std), "p.ns") == value_format.field_value(NOW, "GPU")
 
     applier.apply_batch("p.ns", "M", "vllm", 0, 1, EventBatch(0.0, [offloaded]), NOW + 3.5)
     applier.apply_batch("p.ns", "M", "vllm", 0, 2, EventBatch(0.0, [evicted]), NOW + 5.75)
 
-    assert redis_client.hget(block_key("M", std), "p.ns") == f"{NOW + 3}|CPU"
+    assert redis_client.hget(block_key("M", std), "p.ns") == value_format.field_value(
+        NOW + 3, "CPU"
+    )
     assert redis_client.zscore(residency_key("p.ns", "CPU"), str(std)) == residency_score(NOW + 3.5)

@@ -7,6 +7,7 @@ stays while any rank of the pod holds its engine block."""
 from collections import Counter
 from dataclasses import dataclass, field
 
+import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,7 +28,9 @@ from scoring.keys import (
     residency_score,
     stream_status_key,
 )
+from scoring.values import ValueFormat
 from scoring.weights import TierWeights
+from tests.scoring.index_data import VALUE_FORMATS
 
 PODS = ("a.ns", "b.ns")
 RANKS = (0, 1)
@@ -190,10 +193,12 @@ class Reference:
             self.pods.discard(pod)
 
 
-def _expected_keys(ref: Reference) -> dict[str, object]:
+def _expected_keys(ref: Reference, value_format: ValueFormat) -> dict[str, object]:
+    """The legacy format's matrix values are the tiered ones without the medium; every other
+    key is the same in both formats (compatibility.md 2.7)."""
     expected: dict[str, object] = {}
     for (pod, std), (ts, m) in ref.values.items():
-        expected.setdefault(block_key("M", std), {})[pod] = f"{ts}|{m}" if m else str(ts)
+        expected.setdefault(block_key("M", std), {})[pod] = value_format.field_value(ts, m)
     for pod, hashes in ref.mapping.items():
         for eh, std in hashes.items():
             expected[engine_hash_key("vllm", pod, eh)] = str(std)
@@ -296,10 +301,13 @@ _steps = st.lists(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@pytest.mark.parametrize("value_format", VALUE_FORMATS)
 @given(steps=_steps)
-def test_the_index_equals_the_engines_caches(redis_client: redis.Redis, steps: list) -> None:
+def test_the_index_equals_the_engines_caches(
+    redis_client: redis.Redis, steps: list, value_format: ValueFormat
+) -> None:
     redis_client.flushdb()
-    applier = Applier(redis_client, chunk_size=2)
+    applier = Applier(redis_client, chunk_size=2, value_format=value_format)
     ref = Reference()
     seqs: Counter = Counter()
     for now, (action, stream, events) in enumerate(steps, start=1000):
@@ -315,7 +323,7 @@ def test_the_index_equals_the_engines_caches(redis_client: redis.Redis, steps: l
         seqs[stream] += 1
         ref.apply(stream, events, now)
 
-    assert _actual_keys(redis_client) == _expected_keys(ref)
+    assert _actual_keys(redis_client) == _expected_keys(ref, value_format)
     for pod, rank in seqs:
         status = redis_client.hgetall(stream_status_key(pod, rank))
         for counter in (

@@ -5,7 +5,7 @@ catching values written meanwhile by a writer still on the old format."""
 import pytest
 import redis
 
-from kvadmin.index import value_format
+from kvadmin.index import status, value_format
 from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from scoring.hashing import block_hashes
@@ -14,6 +14,11 @@ from scoring.keys import BLOCK_KEY_PREFIX, block_key
 from scoring.score import score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
+from tests.ingest.blocks import stored
+from tests.ingest.blocks import tokens as ingest_tokens
+from tests.ingest.conftest import MODEL as MODEL_OF_LOOP
+from tests.ingest.conftest import spec_for
+from tests.waiting import wait_until
 
 MODEL = "M"
 WEIGHTS = TierWeights()
@@ -97,8 +102,8 @@ def test_a_switch_resumes_where_it_stopped(applier: Applier, redis_client: redis
     # Another process (a new client, a restarted worker) goes on from the stored cursor.
     other = redis.Redis(connection_pool=redis_client.connection_pool)
     second = value_format.rewrite_step(other, ValueFormat.LEGACY, WEIGHTS, 4)
-    assert second.checked > first.checked
-    assert value_format.progress(redis_client) == second
+    assert second.cursor != first.cursor and second.checked >= first.checked  # not from 0
+    assert second.passes == 1 and value_format.progress(redis_client) == second
 
 
 def test_values_written_in_the_old_format_meanwhile_are_caught_by_another_pass(
@@ -138,3 +143,36 @@ def test_one_rewriter_at_a_time(applier: Applier, redis_client: redis.Redis) -> 
         value_format.rewrite(redis_client, ValueFormat.LEGACY, WEIGHTS)
     lock.release()
     assert value_format.rewrite(redis_client, ValueFormat.LEGACY, WEIGHTS).done
+
+
+def test_the_switch_runs_while_the_ingest_loop_writes(
+    applier: Applier, redis_client: redis.Redis, publisher, start_loop
+) -> None:
+    """Workers restarted with the legacy format ingest while the switch rewrites what the
+    tiered writer left: every value ends legacy, the media stay in the residency."""
+    _fill(applier, pods=2, blocks=60)
+    spec = spec_for(publisher)
+    start_loop([spec], value_format=ValueFormat.LEGACY)
+    wait_until(lambda: status.read(redis_client, spec.id).get("connected") == "1", what="connect")
+    publisher.wait_for_subscribers()
+    state = None
+    for n in range(40):
+        seq = publisher.publish([stored(n, medium="GPU" if n % 2 else "CPU")])
+        state = value_format.rewrite_step(redis_client, ValueFormat.LEGACY, WEIGHTS, 3)
+    wait_until(lambda: status.last_seq(redis_client, spec.id) >= seq, what="every batch applied")
+    assert state is not None and not state.done
+    _switch(redis_client, ValueFormat.LEGACY)
+    values = [v for owners in _matrix(redis_client).values() for v in owners.values()]
+    assert values and all("|" not in value for value in values)
+    reader = IndexReader()
+    request = [t for n in range(4) for t in ingest_tokens(n)]
+    walk = reader.walk(
+        redis_client,
+        MODEL_OF_LOOP,
+        block_hashes(request),
+        None,
+        {},
+        value_format=ValueFormat.LEGACY,
+    )
+    runs = score_walk(walk, 4, WEIGHTS).pods[0].media_runs
+    assert runs == (("CPU", 1), ("GPU", 1), ("CPU", 1), ("GPU", 1))

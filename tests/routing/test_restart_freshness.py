@@ -39,7 +39,8 @@ def test_owners_written_before_the_last_start_are_dropped(engine, redis_client) 
     assert decision.scores == [] and decision.dropped.stale == [POD]
 
 
-def test_a_data_parallel_pod_started_with_its_newest_rank(engine, redis_client) -> None:
+def test_a_data_parallel_pod_started_when_its_earliest_rank_did(engine, redis_client) -> None:
+    """A rank restarting alone is not a start of the pod: rank 0 may hold the block still."""
     engine.dp_size = 2
     engine.save()
     request = tokens(0)
@@ -47,6 +48,8 @@ def test_a_data_parallel_pod_started_with_its_newest_rank(engine, redis_client) 
     redis_client.hset("kvadmin:stream:vllm-0.default|0", "started_at", 1000)
     assert service.score(MODEL, token_ids=request, record=False).scores[0].pod == POD
     redis_client.hset("kvadmin:stream:vllm-0.default|1", "started_at", 2000)
+    assert service.score(MODEL, token_ids=request, record=False).scores[0].pod == POD
+    redis_client.hset("kvadmin:stream:vllm-0.default|0", "started_at", 1600)  # every rank
     assert service.score(MODEL, token_ids=request, record=False).dropped.stale == [POD]
 
 

@@ -1,8 +1,9 @@
 --- @include "pod_args"
 
--- A matrix value "{ts}|{medium}" ("{ts}" without a medium) and its parts.
+-- A matrix value "{ts}|{medium}" ("{ts}" without a medium, or in the legacy format) and its
+-- parts.
 local function value(ts, m)
-  if m == '' then
+  if m == '' or legacy then
     return ts
   end
   return ts .. '|' .. m

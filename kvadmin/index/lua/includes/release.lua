@@ -38,11 +38,18 @@ local function release(std, x, fresh)
   end
   -- Other media remain: the value changes only if it named x, which it surely did when x
   -- is the top medium. (Looking at the other media first saves this read when none remain,
-  -- as for a block evicted from CPU after leaving GPU.)
+  -- as for a block evicted from CPU after leaving GPU.) A legacy value names no medium: it
+  -- changes when the tiered one would, when x was the best medium held.
   if rank_of(x) ~= 0 or not top_listed then
-    local current = call('HGET', key, pod)
-    if current and medium_of(current) ~= x then
-      return 0
+    if legacy then
+      if better(best, x) then
+        return 0
+      end
+    else
+      local current = call('HGET', key, pod)
+      if current and medium_of(current) ~= x then
+        return 0
+      end
     end
   end
   call('HSET', key, pod, ts == now and now_value(best) or value(seconds(ts), best))

@@ -3,10 +3,11 @@
 
 -- The pod stored `std` in `m` now: the matrix value names the best medium the pod holds, with
 -- this time. Only a medium below the top one (the first listed, unless unlisted media rank
--- first) reads the current value to know whether a better medium is held.
+-- first) reads the current value to know whether a better medium is held; a legacy value
+-- names none, so it is this time whatever the medium.
 local function set_value(std, m)
   local key, best, current = MATRIX .. std, m, nil
-  if rank_of(m) ~= 0 or not top_listed then
+  if not legacy and (rank_of(m) ~= 0 or not top_listed) then
     current = call('HGET', key, pod)
     if current then
       local held = medium_of(current)

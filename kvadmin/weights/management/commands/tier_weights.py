@@ -6,9 +6,11 @@ import getpass
 import json
 from argparse import ArgumentParser
 
+import redis
 from django.core.management.base import BaseCommand, CommandError
 
 from kvadmin.engines.models import Engine
+from kvadmin.index.serving import index_serving
 from kvadmin.redis_clients import index_client
 from kvadmin.weights import export, parameters
 from kvadmin.weights.active import active_weights, publish
@@ -96,10 +98,14 @@ class Command(BaseCommand):
 
     def _show(self, **options) -> None:
         version = current_version()
+        try:
+            serving = index_serving(index_client())
+        except redis.RedisError:
+            serving = None  # the export says the index did not answer
         if options["yaml"]:
-            self.stdout.write(export.kthena_yaml(version), ending="")
+            self.stdout.write(export.kthena_yaml(version, serving), ending="")
             return
-        data = export.weights_json(version)
+        data = export.weights_json(version, serving)
         if options["json"]:
             self.stdout.write(json.dumps(data, indent=2))
             return
