@@ -303,7 +303,7 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "",
 def _review(
     config: WeightConfig, limit: int, reason: str, error: str = "", version: int | None = None
 ) -> Review:
-    seen, _ = _seen()
+    seen = _seen()[0]
     return Review(
         changes=diff(current_version().weight_config, config),
         whatif=whatif.preview(config, limit),
