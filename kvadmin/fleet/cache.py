@@ -39,7 +39,7 @@ from struct import Struct
 from typing import Literal
 
 from kvadmin.fleet.offload import HOST_EVICTS_GPU_RESIDENT, backup_threshold, write_policy_for
-from kvadmin.ingest.events import (
+from kvadmin.index.events import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,

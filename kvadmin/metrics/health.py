@@ -22,8 +22,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from kvadmin.conf import knob
-from kvadmin.ingest.leases import WORKERS_KEY
-from scoring.keys import stream_lease_key, stream_name
+from scoring.keys import WORKERS_KEY, stream_lease_key, stream_name
 
 PROBE_TIMEOUT_SECONDS = 1.0
 

@@ -9,7 +9,7 @@ import pytest
 
 from kvadmin.fleet.cache import CPU, CPU_PINNED, DISK, GPU, CacheModel, lower_tiers_for
 from kvadmin.fleet.pod import PodConfig
-from kvadmin.ingest.events import BlockRemoved, BlockStored
+from kvadmin.index.events import BlockRemoved, BlockStored
 from scoring.hashing import hash_block
 
 
