@@ -3,9 +3,11 @@ Poisson traffic on a simulated fleet, for every router on the same traces and th
 
 A discrete-event simulation (`bench/sim/`): pure Python, deterministic per seed, no sockets.
 Each pod prefills from a FIFO queue with a service time that follows kvadmin's own TTFT model
-(uncached tokens, tier reload fractions, decode slowdown), keeps a tiered LRU prefix cache with
-write-through offload (vLLM's offloading connector CPU tier; SGLang HiCache's pinned host memory
-and disk), and its KV events reach the routers' index after `--index-delay-ms`.
+(uncached tokens, tier reload fractions, decode slowdown), keeps a tiered LRU prefix cache that
+offloads as its engine does (`kvadmin/fleet/offload.py`: vLLM's offloading connector stores every
+computed block to CPU; SGLang's HiCache backs blocks up to pinned host memory and disk under
+`--hicache-write-policy`, default write_through), and its KV events reach the routers' index
+after `--index-delay-ms`.
 
 The grid: the workloads of `bench/sim/workloads.py` x arrival rates of 0.3, 0.6 and 0.8 of the
 fleet's ideal capacity x seeds. The ideal capacity is the rate the fleet sustains if every request
@@ -19,14 +21,18 @@ simulated pods' true timing uses those same values (as if fitted from the engine
 the tier weights are set to the pods' true reload costs.
 
 Printed per workload and load: p50/p90/p99 TTFT pooled over seeds, hit rate by medium, prefill
-tokens computed, load max/mean (busiest pod's requests over the mean) and the p90 ratio to the
-oracle; then the issue's targets with PASS/FAIL.
+tokens computed, load max/mean and the p90 ratio to the oracle; then the issue's targets with
+PASS/FAIL. Load max/mean is the worst seed's busiest pod over the mean, two ways: `busy`, the
+seconds each pod spent prefilling the measured requests (what queues form from: a pod serving a
+hot prefix serves many cheap requests), and `reqs`, requests routed (the previous definition:
+it counts a cached 20 ms request like a cold 300 ms one).
 
 Robustness: `--misfit` makes the pods slower than kvadmin's parameters assume (the oracle still
 knows the truth); `--no-resync` leaves ttft's virtual queue to its own predictions.
 
 Run: .venv/bin/python bench/routing_quality.py [--requests N] [--seeds N] [--jobs N]
-     [--misfit] [--no-resync] [--kappa K] (3-4 minutes on one shared core with the defaults)
+     [--misfit] [--no-resync] [--kappa K] [--hicache-write-policy P] [--quick]
+     (about 5 minutes on one busy core with the defaults; --quick: 600 requests, one seed)
 """
 
 import argparse
@@ -53,6 +59,7 @@ from bench.sim.routers import (
     TtftRouter,
 )
 from bench.sim.workloads import OUTPUT_TOKENS, WORKLOADS, TraceRequest
+from kvadmin.fleet.offload import WRITE_POLICIES, write_policy_for
 from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
 from scoring.weights import TierWeights
 
@@ -61,14 +68,27 @@ ROUTERS = ("random", "round-robin", "least-loaded", "kthena", "llm-d", "kvadmin 
 BASELINES = ROUTERS[:5]
 WEIGHTS = TierWeights.from_config({"cpu": 0.8, "cpu_pinned": 0.85, "disk": 0.5})
 """1 - the simulated pods' true reload fractions (`bench.sim.fleet.RELOAD`)."""
-FLEET = (
-    *(PodSpec(f"vllm-{i}", "vllm", ("GPU", "CPU"), (1024, 4096)) for i in range(3)),
-    *(
-        PodSpec(f"sglang-{i}", "sglang", ("GPU", "CPU_PINNED", "DISK"), (1024, 2048, 8192))
-        for i in range(3)
-    ),
-)
-"""Six pods of 16k GPU tokens each: every workload's prefixes outgrow the fleet's GPUs."""
+
+
+def fleet(sglang_write_policy: str | None = None) -> tuple[PodSpec, ...]:
+    """Six pods of 16k GPU tokens each: every workload's prefixes outgrow the fleet's GPUs. The
+    vLLM pods store every computed block to CPU (their connector's one policy); the SGLang pods
+    run HiCache's `sglang_write_policy` (None: its default, write_through)."""
+    return (
+        *(PodSpec(f"vllm-{i}", "vllm", ("GPU", "CPU"), (1024, 4096)) for i in range(3)),
+        *(
+            PodSpec(
+                f"sglang-{i}",
+                "sglang",
+                ("GPU", "CPU_PINNED", "DISK"),
+                (1024, 2048, 8192),
+                sglang_write_policy,
+            )
+            for i in range(3)
+        ),
+    )
+
+
 MISFIT = TtftParameters(
     first_token_s=0.03, default_prefill_tokens_per_s=7_000, decode_slowdown=0.03
 )
@@ -132,6 +152,7 @@ class Setup:
     truth: TtftParameters
     """The simulated pods' timing."""
     resync: bool
+    pods: tuple[PodSpec, ...]
 
 
 def simulate(cell: Cell, setup: Setup) -> tuple[Cell, Outcome]:
@@ -139,14 +160,14 @@ def simulate(cell: Cell, setup: Setup) -> tuple[Cell, Outcome]:
     if key not in _TRACES:
         _TRACES[key] = WORKLOADS[cell.workload](setup.requests, cell.seed)
     trace = _TRACES[key]
-    rate = cell.load * ideal_rate(trace, len(FLEET), setup.truth)
+    rate = cell.load * ideal_rate(trace, len(setup.pods), setup.truth)
     gaps = random.Random(cell.seed * 7919).expovariate
     arrivals, at = [], 0.0
     for _ in trace:
         at += gaps(1.0) / rate
         arrivals.append(at)
-    sim = Simulation(FLEET, setup.truth, index_delay_s=setup.index_delay_s)
-    router = router_for(cell.router, cell.seed, len(FLEET), setup)
+    sim = Simulation(setup.pods, setup.truth, index_delay_s=setup.index_delay_s)
+    router = router_for(cell.router, cell.seed, len(setup.pods), setup)
     return cell, sim.run(trace, arrivals, router, warmup=setup.requests // 5)
 
 
@@ -199,6 +220,15 @@ def main() -> None:
     )
     parser.add_argument("--misfit", action="store_true", help="pods slower than assumed")
     parser.add_argument(
+        "--hicache-write-policy",
+        choices=WRITE_POLICIES["sglang"],
+        default=None,
+        help="the SGLang pods' (default: SGLang's, write_through)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="600 requests, one seed: for trying things only"
+    )
+    parser.add_argument(
         "--no-resync", action="store_true", help="ttft's virtual queue never hears from pods"
     )
     args = parser.parse_args()
@@ -216,7 +246,17 @@ def main() -> None:
     if args.kappa is not None:
         parameters = replace(parameters, kappa=args.kappa)
     truth = MISFIT if args.misfit else TRUTH
-    setup = Setup(args.requests, args.index_delay_ms / 1000, parameters, truth, not args.no_resync)
+    if args.quick:
+        args.requests, args.seeds = 600, 1
+    pods = fleet(args.hicache_write_policy)
+    setup = Setup(
+        args.requests,
+        args.index_delay_ms / 1000,
+        parameters,
+        truth,
+        not args.no_resync,
+        pods,
+    )
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
             futures = [pool.submit(simulate, cell, setup) for cell in cells]
@@ -232,11 +272,13 @@ def main() -> None:
         for router in ROUTERS
     }
     print(
-        f"{len(FLEET)} pods, {args.requests} requests per workload and seed (first fifth "
+        f"{len(pods)} pods, {args.requests} requests per workload and seed (first fifth "
         f"warm-up), {args.seeds} seeds, index delay {args.index_delay_ms:g} ms; TTFT in ms"
     )
     print(f"kvadmin ttft prices with {parameters}")
     print(f"the pods take {truth}; ttft resyncs its virtual queue: {setup.resync}")
+    policies = sorted({f"{p.kind} {write_policy_for(p.kind, p.write_policy)}" for p in pods})
+    print(f"offload write policies: {', '.join(policies)}")
     media = ("GPU", "CPU", "CPU_PINNED", "DISK")
     for w in workloads:
         for load in LOADS:
