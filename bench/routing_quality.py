@@ -136,7 +136,7 @@ def router_for(name: str, seed: int, pods: int, setup: "Setup"):
         "kthena": lambda: KthenaRouter(seed, WEIGHTS),
         "llm-d": lambda: LlmdRouter(seed),
         "kvadmin ttft": lambda: TtftRouter(WEIGHTS, parameters, pods, resync=resync),
-        "oracle": lambda: OracleRouter(WEIGHTS, replace(setup.truth, kappa=parameters.kappa)),
+        "oracle": lambda: OracleRouter(WEIGHTS, replace(setup.truth, kappa=parameters.kappa), pods),
     }[name]()
 
 

@@ -194,6 +194,7 @@ def score(
             scores=result.scores,
             speculative=speculative_blocks(read.state, read.blocks) if read.state else {},
             loads={pod: reading.load for pod, reading in loads.items()},
+            recent_work={pod: reading.recent_work_s for pod, reading in loads.items()},
         ),
         active.weights,
         chosen_by,
