@@ -234,6 +234,11 @@ _SCHEMAS: dict[str, Any] = {
                 "type": "integer",
                 "description": "The chosen pod's predicted cached tokens.",
             },
+            "ttft_ms": {
+                "type": ["number", "null"],
+                "description": "The chosen pod's predicted time to first token (its wait plus "
+                "prefill estimate); null when the decision kept no estimate for it.",
+            },
         },
     },
     "Outcome": {
