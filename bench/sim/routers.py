@@ -11,7 +11,8 @@ kthena's
   queues, 1 when all are equal); the metrics are the pods' true current ones (llm-d scrapes every
   50 ms: this flatters it slightly).
 - kvadmin ttft: `scoring.policy.choose_pod`, the function `/api/v1/score` uses, fed the delayed
-  index, kvadmin's own speculative entries (blocks it routed in the last `speculative_ttl_s`), its
+  index, kvadmin's own speculative entries (blocks it routed, until `speculative_ttl_s` after their
+  request's predicted prefill end), its
   own virtual queue of predicted prefill times, its requests in flight (recent work, for ties),
   and running counts from the last scrape. With
   `resync`, every scrape trims the virtual queue to the requests the pod reports waiting or
@@ -150,7 +151,7 @@ class TtftRouter:
         weights: TierWeights,
         parameters: TtftParameters,
         pods: int,
-        speculative_ttl_s: float = 5.0,
+        speculative_ttl_s: float = 1.0,
         resync: bool = True,
     ) -> None:
         self.weights, self.parameters = weights, parameters
@@ -193,7 +194,7 @@ class TtftRouter:
         queue = self.queue[chosen]
         queue.append([max(queue[-1][0] if queue else now, now) + predicted, predicted])
         self.recent.routed(chosen, queue[-1][0], predicted)
-        expiry = now + self.ttl
+        expiry = queue[-1][0] + self.ttl  # after the predicted prefill end, as kvadmin keeps it
         entries = self.speculative[chosen]
         for block in blocks:
             entries[block] = expiry
