@@ -24,7 +24,7 @@ past a preamble every pod holds) on pods with the same queue, and where it lands
 next turns will go: rendezvous hashing alone places new prefixes evenly by count, not by work,
 so on a fleet of a dozen prefix groups a pod could end up with four of them and another with
 none (bench/routing_quality.py, the demo workload: the busiest pod's prefill time went from
-1.69x to 1.33x the mean at 30% load, p90 TTFT unchanged). Pods still tied then are broken by
+1.69x to 1.26x the mean at 30% load, p90 TTFT unchanged). Pods still tied then are broken by
 rendezvous hashing of the request's first block that not every candidate holds (the first
 block past the longest match of the tied pods; the first block when nothing matched). With the
 first block as the key, a chat preamble every pod holds would tie every request on one key and
