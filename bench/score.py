@@ -191,9 +191,8 @@ def decide_ttft(client: redis.Redis, tokens: list[int], started_at: dict[str, in
     )
     assert read.state is not None
     cold = estimate_prefill(MODEL, len(tokens), (), 16, 0, WEIGHTS, DEFAULT_PARAMETERS).seconds
-    loads = {
-        pod: load_reading(raw, read.state.now_ms, 3.0, cold).load
-        for pod, raw in read.state.pods.items()
+    readings = {
+        pod: load_reading(raw, read.state.now_ms, 3.0, cold) for pod, raw in read.state.pods.items()
     }
     request = RouteRequest(
         model=MODEL,
@@ -204,7 +203,8 @@ def decide_ttft(client: redis.Redis, tokens: list[int], started_at: dict[str, in
         runs={pod.pod: pod.media_runs for pod in read.result.pods},
         scores=read.result.scores,
         speculative=speculative_blocks(read.state, read.blocks),
-        loads=loads,
+        loads={pod: reading.load for pod, reading in readings.items()},
+        recent_work={pod: reading.recent_work_s for pod, reading in readings.items()},
     )
     return choose_pod(request, WEIGHTS, "ttft", DEFAULT_PARAMETERS).chosen or ""
 

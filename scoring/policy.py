@@ -17,15 +17,23 @@ has not arrived yet. Without them a burst of same-prefix requests scatters, ever
 seeing the prefix nowhere. A speculative block is priced as GPU-resident (the routed request
 computes or reloads it into GPU memory).
 
-Ties are broken by rendezvous hashing of the request's first block that not every candidate
-holds (the first block past the longest match of the tied pods; the first block when nothing
-matched). With the first block as the key, a chat preamble every pod holds would tie every
-request on one key and send all of them to one pod; past it, requests of one conversation keep
-one pod and distinct conversations spread.
+Exact ties go to the tied pod with the least recent work: what kvadmin routed to it lately
+(`RouteRequest.recent_work`, its requests in flight times their mean predicted prefill). A tie
+is a request no pod holds more of than the others (a new conversation, a cold prompt, a prefix
+past a preamble every pod holds) on pods with the same queue, and where it lands is where its
+next turns will go: rendezvous hashing alone places new prefixes evenly by count, not by work,
+so on a fleet of a dozen prefix groups a pod could end up with four of them and another with
+none (bench/routing_quality.py, the demo workload: the busiest pod's prefill time went from
+1.69x to 1.26x the mean at 30% load, p90 TTFT unchanged). Pods still tied then are broken by
+rendezvous hashing of the request's first block that not every candidate holds (the first
+block past the longest match of the tied pods; the first block when nothing matched). With the
+first block as the key, a chat preamble every pod holds would tie every request on one key and
+send all of them to one pod; past it, requests of one conversation keep one pod and distinct
+conversations spread.
 """
 
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
 from scoring.choice import choose, tie_break
@@ -74,6 +82,8 @@ class CandidateCost:
     load_stale: bool
     score: int
     """The kthena score (compatibility.md 2.4), 0 for a pod without the first block."""
+    recent_work_s: float = 0.0
+    """What kvadmin routed to the pod lately, in predicted prefill seconds: breaks ties."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,6 +129,9 @@ class RouteRequest:
     scores: Mapping[str, int]
     speculative: Mapping[str, Set[int]]
     loads: Mapping[str, PodLoad]
+    recent_work: Mapping[str, float] = field(default_factory=dict)
+    """Per pod, the predicted prefill seconds of the requests kvadmin routed there that are
+    still in flight (`scoring.route_state`); absent pods count 0."""
 
 
 def matched_runs(
@@ -198,9 +211,10 @@ def choose_pod(
                 cost_s=max(load.wait_s, 0.0) + prefill.seconds + penalty,
                 load_stale=load.stale,
                 score=request.scores.get(pod, 0),
+                recent_work_s=max(request.recent_work.get(pod, 0.0), 0.0),
             )
         )
-    costs.sort(key=lambda c: (c.cost_s, c.pod))
+    costs.sort(key=lambda c: (c.cost_s, c.recent_work_s, c.pod))
     ranked = tuple(costs)
     if policy == "kthena":
         first = request.blocks[0] if request.blocks else 0
@@ -209,6 +223,16 @@ def choose_pod(
     tied_pods = [c for c in ranked if c.cost_s == ranked[0].cost_s]
     if len(tied_pods) == 1:
         return PolicyChoice(policy, ranked[0].pod, False, _ttft_reason(ranked), ranked)
+    least_work = [c for c in tied_pods if c.recent_work_s == ranked[0].recent_work_s]
+    if len(least_work) == 1:
+        runner = tied_pods[1]
+        reason = (
+            f"{len(tied_pods)} pods tie at an estimated {_ms(ranked[0].cost_s)}; it has the "
+            f"least recent work ({_ms(ranked[0].recent_work_s)}, {runner.pod} "
+            f"{_ms(runner.recent_work_s)})"
+        )
+        return PolicyChoice(policy, ranked[0].pod, False, reason, ranked)
+    tied_pods = least_work
     depth = max(c.matched_blocks for c in tied_pods)
     key = request.blocks[min(depth, len(request.blocks) - 1)] if request.blocks else 0
     chosen = tie_break(key, (c.pod for c in tied_pods))

@@ -7,8 +7,8 @@
 --       the decision id index ZSET and the outcomes HASH (kvadmin.routing.outcomes).
 -- ARGV: 1 the decision entry ("" to leave it out of the log), 2 the stream's MAXLEN (~),
 --       3 the request's predicted prefill on the pod in ms (S_est), 4 the decision id,
---       5 the in-flight window ms, 6 the most in-flight entries kept, 7 the speculative TTL
---       ms, 8 the most speculative entries kept, 9 the weight of a new prefill in the queue's
+--       5 the in-flight window ms, 6 the most in-flight entries kept, 7 how long past the
+--       predicted prefill end speculative entries last, ms (0: none), 8 the most speculative entries kept, 9 the weight of a new prefill in the queue's
 --       moving mean, then the request's block hashes (speculative for the pod).
 -- Reply: {the stream entry id or false, the predicted prefill start and end in unix ms}.
 -- A logged decision's id goes to the id index (its entry's unix ms) so that its outcome can
@@ -36,8 +36,13 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (now - window))
 redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[6]) + 1))
 redis.call('PEXPIRE', KEYS[3], idle_ms)
 
+-- A speculative entry lasts until ttl after the request's predicted prefill end: its blocks are
+-- stored then, and the index hears of them soon after. Counted from the routing instead, an
+-- entry outlived its blocks on a pod whose GPU evicted them meanwhile (a block SGLang's
+-- write_through_selective never backed up is then gone), and the policy priced hits the pod no
+-- longer had.
 if #ARGV > 9 and ttl > 0 then
-  local expiry = now + ttl
+  local expiry = done + ttl
   local CHUNK = 500 -- unpack() is bounded by Lua's C stack
   for first = 10, #ARGV, CHUNK do
     local pairs_ = {}
@@ -49,7 +54,8 @@ if #ARGV > 9 and ttl > 0 then
   end
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
   redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[8]) + 1))
-  redis.call('PEXPIRE', KEYS[4], ttl)
+  local longest = tonumber(redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')[2])
+  redis.call('PEXPIRE', KEYS[4], math.max(math.ceil(longest - now), 1))
 end
 
 local id = false

@@ -45,7 +45,8 @@ class RouteAdvance:
     prefill_s: float
     """The request's predicted prefill on the pod (S_est): how far its queue advances."""
     blocks: Sequence[int]
-    """The request's block hashes: speculative entries of the pod for `speculative_ttl_s`."""
+    """The request's block hashes: speculative entries of the pod until `speculative_ttl_s`
+    after the request's predicted prefill end."""
     speculative_ttl_s: float
     speculative_max: int
     in_flight_window_s: float

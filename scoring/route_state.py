@@ -84,6 +84,9 @@ class LoadReading:
     """The engine's waiting requests when its load was fresh, else None."""
     load_age_s: float | None
     """How old the scrape was (None: no usable scrape)."""
+    recent_work_s: float = 0.0
+    """What kvadmin routed to the pod lately: its requests in flight times the mean predicted
+    prefill (`RouteRequest.recent_work`, which breaks the policy's ties)."""
 
 
 def state_keys(model: str, pod: str) -> list[str]:
@@ -107,15 +110,17 @@ def load_reading(
     prefill is the queue's moving mean, or `fallback_prefill_s` before the pod has one."""
     busy_until = _number(raw.busy_until_ms)
     queue_wait = max(0.0, (busy_until - now_ms) / 1000) if busy_until is not None else 0.0
+    mean_ms = _number(raw.prefill_ms)
+    mean = mean_ms / 1000 if mean_ms is not None and mean_ms >= 0 else fallback_prefill_s
+    recent = max(raw.in_flight, 0) * mean
     scraped = scraped_load(raw)
     age = now_ms / 1000 - scraped.scraped_at if scraped is not None else None
     if scraped is None or age is None or not -fresh_s <= age <= fresh_s:
         load = PodLoad(wait_s=queue_wait, running=raw.in_flight, stale=True)
-        return LoadReading(load, queue_wait, None, age)
-    mean_ms = _number(raw.prefill_ms)
-    mean = mean_ms / 1000 if mean_ms is not None and mean_ms >= 0 else fallback_prefill_s
+        return LoadReading(load, queue_wait, None, age, recent)
     wait = max(queue_wait, scraped.waiting * mean)
-    return LoadReading(PodLoad(wait, scraped.running, False), queue_wait, scraped.waiting, age)
+    load = PodLoad(wait, scraped.running, False)
+    return LoadReading(load, queue_wait, scraped.waiting, age, recent)
 
 
 def speculative_blocks(state: RouteState, blocks: Sequence[int]) -> dict[str, frozenset[int]]:

@@ -40,8 +40,12 @@ MAX_ROUTED_BLOCKS = 128
 @dataclass(frozen=True, slots=True)
 class PodSpec:
     name: str
+    kind: str
+    """The engine, "vllm" or "sglang": which write policies it runs (kvadmin/fleet/offload.py)."""
     media: tuple[str, ...]
     capacities: tuple[int, ...]
+    write_policy: str | None = None
+    """None: the engine's default (write_through)."""
 
 
 @dataclass(slots=True)
@@ -69,9 +73,9 @@ class PodReport:
 
 
 class SimPod:
-    def __init__(self, spec: PodSpec, write_policy: str) -> None:
+    def __init__(self, spec: PodSpec) -> None:
         self.spec = spec
-        self.cache = TieredCache(spec.capacities, BLOCK, write_policy)
+        self.cache = TieredCache(spec.kind, spec.capacities, BLOCK, spec.write_policy)
         self.queue: deque[Job] = deque()
         self.current: Job | None = None
         self.decoding = 0
@@ -157,6 +161,9 @@ class Outcome:
     prompt_tokens: int = 0
     computed_tokens: int = 0
     requests_per_pod: list[int] = field(default_factory=list)
+    """Every request routed to each pod, warm-up included."""
+    busy_s_per_pod: list[float] = field(default_factory=list)
+    """Seconds each pod spent prefilling the measured requests (after warm-up)."""
 
 
 class Simulation:
@@ -164,11 +171,10 @@ class Simulation:
         self,
         specs: Sequence[PodSpec],
         truth: TtftParameters,
-        write_policy: str = "write_through",
         index_delay_s: float = 0.05,
         scrape_interval_s: float = 1.0,
     ) -> None:
-        self.pods = [SimPod(spec, write_policy) for spec in specs]
+        self.pods = [SimPod(spec) for spec in specs]
         self.truth = truth
         self.index = DelayedIndex(len(specs), index_delay_s)
         self.scrape_interval_s = scrape_interval_s
@@ -184,7 +190,7 @@ class Simulation:
     def run(
         self, trace: Sequence[TraceRequest], arrivals: Sequence[float], router: Router, warmup: int
     ) -> Outcome:
-        outcome = Outcome()
+        outcome = Outcome(busy_s_per_pod=[0.0] * len(self.pods))
         events: list[tuple[float, int, int, object]] = []
         order = itertools.count()
         ARRIVE, PREFILLED, DECODED, SCRAPE = 0, 1, 2, 3
@@ -258,6 +264,7 @@ class Simulation:
     @staticmethod
     def _record(outcome: Outcome, pod: SimPod, job: Job, now: float) -> None:
         outcome.ttft_s.append(now - job.arrival)
+        outcome.busy_s_per_pod[job.pod] += job.finish - job.start
         outcome.prompt_tokens += job.request.prompt_tokens
         outcome.computed_tokens += job.computed_tokens
         assert job.hit is not None

@@ -11,14 +11,17 @@ kthena's
   queues, 1 when all are equal); the metrics are the pods' true current ones (llm-d scrapes every
   50 ms: this flatters it slightly).
 - kvadmin ttft: `scoring.policy.choose_pod`, the function `/api/v1/score` uses, fed the delayed
-  index, kvadmin's own speculative entries (blocks it routed in the last `speculative_ttl_s`), its
-  own virtual queue of predicted prefill times, and running counts from the last scrape. With
+  index, kvadmin's own speculative entries (blocks it routed, until `speculative_ttl_s` after their
+  request's predicted prefill end), its
+  own virtual queue of predicted prefill times, its requests in flight (recent work, for ties),
+  and running counts from the last scrape. With
   `resync`, every scrape trims the virtual queue to the requests the pod reports waiting or
   prefilling (the pod serves in kvadmin's routing order, so those are the latest routed) and
   restarts its clock from the scrape.
 - oracle: the same function fed the truth: every pod's true cache, the blocks its queued
   requests will have placed, its true backlog and its running count. It minimises the same
-  estimated TTFT plus work penalty, with perfect information.
+  estimated TTFT plus work penalty, with perfect information, and breaks ties the same way
+  (least recent work, from its own routing record).
 """
 
 import random
@@ -27,6 +30,10 @@ from collections.abc import Iterator, Set
 
 from bench.sim.fleet import MAX_ROUTED_BLOCKS, Job, PodReport, Simulation, runs_of
 from scoring.policy import PodLoad, RouteRequest, choose_pod
+from scoring.route_record import MEAN_WEIGHT
+
+IN_FLIGHT_S = 2.0
+"""kvadmin's ROUTING_IN_FLIGHT_SECONDS default."""
 from scoring.score import PrefixWalk, score_walk
 from scoring.ttft import TtftParameters
 from scoring.weights import TierWeights
@@ -117,6 +124,25 @@ class _Speculative(Set[int]):
         return bool(self.expiries)
 
 
+class RecentWork:
+    """A router's requests in flight per pod, as kvadmin's in-flight ZSET counts them (predicted
+    prefill end after now - `IN_FLIGHT_S`), times the moving mean of their predicted prefill
+    (the queue's `prefill_ms`): `scoring.route_state`'s recent work, which breaks ties."""
+
+    def __init__(self, pods: int) -> None:
+        self.ends: list[list[float]] = [[] for _ in range(pods)]
+        self.mean: list[float] = [0.0] * pods
+
+    def of(self, now: float) -> list[float]:
+        self.ends = [[end for end in ends if end > now - IN_FLIGHT_S] for ends in self.ends]
+        return [len(ends) * mean for ends, mean in zip(self.ends, self.mean, strict=True)]
+
+    def routed(self, pod: int, end: float, prefill_s: float) -> None:
+        self.ends[pod].append(end)
+        mean = self.mean[pod]
+        self.mean[pod] = prefill_s if not mean else mean + MEAN_WEIGHT * (prefill_s - mean)
+
+
 class TtftRouter:
     name = "kvadmin ttft"
 
@@ -125,7 +151,7 @@ class TtftRouter:
         weights: TierWeights,
         parameters: TtftParameters,
         pods: int,
-        speculative_ttl_s: float = 5.0,
+        speculative_ttl_s: float = 1.0,
         resync: bool = True,
     ) -> None:
         self.weights, self.parameters = weights, parameters
@@ -134,6 +160,7 @@ class TtftRouter:
         self.queue: list[deque[list[float]]] = [deque() for _ in range(pods)]
         """Per pod, [predicted finish, predicted prefill seconds] of requests routed there."""
         self.running = [0] * pods
+        self.recent = RecentWork(pods)
         self.scraped_at: float | None = None
         self.stale_decisions = 0
 
@@ -153,8 +180,10 @@ class TtftRouter:
             wait = queue[-1][0] - now if queue else 0.0
             loads[name] = PodLoad(wait, self.running[i], stale)
         speculative = {names[i]: _Speculative(self.speculative[i], now) for i in range(len(names))}
+        recent = dict(zip(names, self.recent.of(now), strict=True))
+        prompt = job.request.prompt_tokens
         request = RouteRequest(
-            "sim", blocks, job.request.prompt_tokens, 16, names, runs, {}, speculative, loads
+            "sim", blocks, prompt, 16, names, runs, {}, speculative, loads, recent
         )
         choice = choose_pod(request, self.weights, "ttft", self.parameters)
         self.stale_decisions += bool(choice.stale_pods)
@@ -164,7 +193,8 @@ class TtftRouter:
         ].prefill_s
         queue = self.queue[chosen]
         queue.append([max(queue[-1][0] if queue else now, now) + predicted, predicted])
-        expiry = now + self.ttl
+        self.recent.routed(chosen, queue[-1][0], predicted)
+        expiry = queue[-1][0] + self.ttl  # after the predicted prefill end, as kvadmin keeps it
         entries = self.speculative[chosen]
         for block in blocks:
             entries[block] = expiry
@@ -191,8 +221,9 @@ class TtftRouter:
 class OracleRouter:
     name = "oracle"
 
-    def __init__(self, weights: TierWeights, parameters: TtftParameters) -> None:
+    def __init__(self, weights: TierWeights, parameters: TtftParameters, pods: int) -> None:
         self.weights, self.parameters = weights, parameters
+        self.recent = RecentWork(pods)
 
     def choose(self, sim: Simulation, job: Job, now: float) -> int:
         blocks = job.request.blocks
@@ -212,11 +243,15 @@ class OracleRouter:
             runs[name] = tuple(media)
             pending[name] = pod.pending.keys()
             loads[name] = PodLoad(pod.backlog_s(now), pod.decoding)
+        recent = dict(zip(names, self.recent.of(now), strict=True))
         request = RouteRequest(
-            "sim", blocks, job.request.prompt_tokens, 16, names, runs, {}, pending, loads
+            "sim", blocks, job.request.prompt_tokens, 16, names, runs, {}, pending, loads, recent
         )
         choice = choose_pod(request, self.weights, "ttft", self.parameters)
-        return names.index(choice.chosen)  # type: ignore[arg-type]
+        chosen = names.index(choice.chosen)  # type: ignore[arg-type]
+        cost = next(c for c in choice.candidates if c.pod == choice.chosen)
+        self.recent.routed(chosen, now + cost.wait_s + cost.prefill_s, cost.prefill_s)
+        return chosen
 
     def scraped(self, sim: Simulation, now: float, reports: list[PodReport]) -> None:
         pass

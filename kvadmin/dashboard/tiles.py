@@ -83,6 +83,19 @@ class DeliveredHits:
     available: int
     achieved: int
     delivered: int
+    ttft_ms: float = 0.0
+    """Sum of the reported times to first token, over the `timed` outcomes that had one."""
+    predicted_ttft_ms: float = 0.0
+    """Sum of their chosen pods' predicted times to first token."""
+    timed: int = 0
+
+    @property
+    def mean_ttft_ms(self) -> float | None:
+        return self.ttft_ms / self.timed if self.timed else None
+
+    @property
+    def mean_predicted_ttft_ms(self) -> float | None:
+        return self.predicted_ttft_ms / self.timed if self.timed else None
 
     @property
     def routing_loss(self) -> int:
@@ -298,21 +311,30 @@ def _hits(minutes: list[int], per_minute: list[dict]) -> dict:
 
 def _delivered(per_minute: list[dict[str, str]]) -> dict:
     """The hour's outcome tallies, fleet-wide and per model and pod (most outcomes first)."""
-    by_pod: dict[tuple[str, str], dict[str, int]] = {}
+    by_pod: dict[tuple[str, str], dict[str, float]] = {}
     for row in per_minute:
         for name, amount in row.items():
             labels, _, tally = name.rpartition(BUCKET_SEPARATOR)
             model, pod = [*label_values(labels), "", ""][:2]
             tallies = by_pod.setdefault((model, pod), {})
-            tallies[tally] = tallies.get(tally, 0) + int(amount)
+            tallies[tally] = tallies.get(tally, 0) + float(amount)
     rows = [_delivered_row(model, pod, t) for (model, pod), t in by_pod.items()]
     rows.sort(key=lambda r: (-r.outcomes, r.model, r.pod))
-    total = {name: sum(getattr(r, name) for r in rows) for name in _TALLIES}
+    total = {name: sum(getattr(r, name) for r in rows) for name in _TALLIES + _TIMINGS}
     return {"delivered": DeliveredHits("", "", **total), "delivered_by_pod": rows}
 
 
 _TALLIES = ("outcomes", "prompt", "available", "achieved", "delivered")
+_TIMINGS = ("ttft_ms", "predicted_ttft_ms", "timed")
 
 
-def _delivered_row(model: str, pod: str, tallies: dict[str, int]) -> DeliveredHits:
-    return DeliveredHits(model, pod, **{name: tallies.get(name, 0) for name in _TALLIES})
+def _delivered_row(model: str, pod: str, tallies: dict[str, float]) -> DeliveredHits:
+    """One pod's tallies; the timed outcomes are counted with each timing (`ttft_ms_n`)."""
+    return DeliveredHits(
+        model,
+        pod,
+        **{name: int(tallies.get(name, 0)) for name in _TALLIES},
+        ttft_ms=tallies.get("ttft_ms", 0.0),
+        predicted_ttft_ms=tallies.get("predicted_ttft_ms", 0.0),
+        timed=int(tallies.get("ttft_ms_n", 0)),
+    )

@@ -17,11 +17,15 @@ Behaviour, chosen to match real engines where they agree:
   contiguous run, SGLang one event per page.
 - GPU is LRU. A request's blocks are touched last-to-first, so a prefix outlives its tail, as in
   vLLM's free queue. Evictions happen before the new blocks are stored (allocation precedes
-  compute). An evicted GPU block is first offloaded to the next tier if it is not already there
-  (write-back): vLLM announces it with a placeholder store (`token_ids=[]`, `block_size=0`,
-  `medium="CPU"`, engine hash only), SGLang with a full store in that medium. Then
-  `BlockRemoved(medium="GPU")`. Lower tiers evict the same way into the tier below, and the last
-  tier's evictions are plain removals. One removal event per evicted block.
+  compute); an evicted GPU block emits `BlockRemoved(medium="GPU")`, one event per block.
+- Copies to the lower tiers follow the engine's write policy (`fleet.offload`, default the
+  engine's own: write_through for both). Written through, the request's blocks are copied to the
+  first lower tier after its GPU stores; written back, a GPU block is copied down just before its
+  removal. vLLM announces a copy with a placeholder store (`token_ids=[]`, `block_size=0`,
+  `medium="CPU"`, engine hashes only, one event per store) and an eviction with one removal of
+  the batch; SGLang with a full store in that medium, and one removal per page. SGLang's host
+  tier evicts only blocks the GPU no longer holds, and everything copied to host memory goes on
+  to DISK; vLLM's CPU tier is an LRU of its own. The last tier's evictions are plain removals.
 - A request's own blocks are never evicted to make room for it; a prompt longer than the GPU
   caches only its first `capacity` blocks.
 - Generated tokens are not cached (a simplification: only prompt blocks).
@@ -34,6 +38,7 @@ from hashlib import sha256
 from struct import Struct
 from typing import Literal
 
+from kvadmin.fleet.offload import HOST_EVICTS_GPU_RESIDENT, backup_threshold, write_policy_for
 from kvadmin.index.events import (
     AllBlocksCleared,
     BlockRemoved,
@@ -116,6 +121,7 @@ class CacheModel:
         block_size: int = DEFAULT_BLOCK_SIZE,
         bytes_hashes: bool = False,
         hash_seed: bytes = b"",
+        write_policy: str | None = None,
     ) -> None:
         if kind not in ENGINE_KINDS:
             raise ValueError(f"unknown engine kind {kind!r}")
@@ -128,6 +134,10 @@ class CacheModel:
         self.block_size = block_size
         self.bytes_hashes = bytes_hashes
         self.tiers = tiers
+        self.write_policy = write_policy_for(kind, write_policy)
+        self._threshold = backup_threshold(self.write_policy)
+        self._uses: dict[str, int] = {}
+        """Per GPU block, the requests that used it since it was placed (SGLang's hit count)."""
         # The parent of a prompt's first block, vLLM's NONE_HASH: fixed by the seed.
         self._root = sha256(b"kvadmin-sim-root" + hash_seed).digest()
         self._lru: dict[str, OrderedDict[str, None]] = {t.medium: OrderedDict() for t in tiers}
@@ -154,26 +164,34 @@ class CacheModel:
         return self._hit(self._chain(token_ids), len(token_ids))
 
     def serve(self, token_ids: Sequence[int]) -> ServeResult:
-        """Serve one prompt: measure its hit, then make its blocks resident in GPU."""
+        """Serve one prompt: measure its hit, make its blocks resident in GPU, then copy them
+        down as the write policy says."""
         chain = self._chain(token_ids)
         hit = self._hit(chain, len(token_ids))
         result = ServeResult(len(token_ids), sum(hit.values()), hit)
         pinned = {b.key for b in chain}
-        for block in chain:
-            for medium in self.media[1:]:
-                if block.key in self._lru[medium]:
-                    self._lru[medium].move_to_end(block.key)
         gpu = self._lru[GPU]
         missing = [i for i, b in enumerate(chain) if b.key not in gpu]
         while len(gpu) + len(missing) > self.tiers[0].capacity:
             victim = next(k for k in gpu if k not in pinned)
-            self._evict(0, victim, pinned, result.events)
+            if self._threshold is None and len(self.tiers) > 1:
+                self._copy_down(1, [victim], pinned, result.events)  # written back
+            self._drop(0, victim)
+            result.events.append(BlockRemoved((victim,), GPU))
         for i in missing:
             self._blocks[chain[i].key] = chain[i]
             gpu[chain[i].key] = None
         for block in reversed(chain):
             gpu.move_to_end(block.key)
+            self._uses[block.key] = self._uses.get(block.key, 0) + 1
         result.events += self._gpu_stores(chain, missing)
+        if self._threshold is not None and len(self.tiers) > 1:
+            due = [b.key for b in chain if self._uses[b.key] >= self._threshold]
+            self._copy_down(1, due, pinned, result.events)
+        for block in reversed(chain):  # the lower-tier copies, refreshed like the GPU's
+            for medium in self.media[1:]:
+                if block.key in self._lru[medium]:
+                    self._lru[medium].move_to_end(block.key)
         return result
 
     def clear(self) -> list[Event]:
@@ -181,6 +199,7 @@ class CacheModel:
         for lru in self._lru.values():
             lru.clear()
         self._blocks.clear()
+        self._uses.clear()
         return [AllBlocksCleared()]
 
     def _chain(self, token_ids: Sequence[int]) -> list[_Block]:
@@ -206,34 +225,61 @@ class CacheModel:
             hit[medium] = hit.get(medium, 0) + self.block_size
         return hit
 
-    def _evict(self, level: int, key: str, pinned: set[str], events: list[Event]) -> None:
-        """Remove `key` from tier `level`, first offloading it to the tier below if it has room
-        (made by evicting that tier's least recently used unpinned block)."""
-        medium = self.media[level]
+    def _copy_down(
+        self, level: int, keys: list[str], pinned: set[str], events: list[Event]
+    ) -> None:
+        """Copy the blocks of `keys` tier `level` lacks into it, as many as it has room for
+        after evicting what it may; what reached host memory goes on to the tier below it (an
+        SGLang storage backend writes every completed host backup)."""
+        tier = self.tiers[level]
+        lru = self._lru[tier.medium]
+        new = [key for key in dict.fromkeys(keys) if key not in lru]
+        if not new:
+            return
+        self._make_room(level, len(lru) + len(new) - tier.capacity, pinned, events)
+        stored = new[: max(tier.capacity - len(lru), 0)]
+        for key in stored:
+            lru[key] = None
+        if not stored:
+            return
+        if self.kind == "vllm":
+            events.append(BlockStored(tuple(stored), medium=tier.medium))
+        else:
+            for key in stored:
+                block = self._blocks[key]
+                events.append(
+                    BlockStored((key,), block.tokens, self.block_size, tier.medium, block.parent)
+                )
         if level + 1 < len(self.tiers):
-            below = self.tiers[level + 1]
-            lru = self._lru[below.medium]
-            if key in lru:
-                lru.move_to_end(key)
-            else:
-                while len(lru) >= below.capacity:
-                    victim = next((k for k in lru if k not in pinned), None)
-                    if victim is None:
-                        break
-                    self._evict(level + 1, victim, pinned, events)
-                if len(lru) < below.capacity:
-                    lru[key] = None
-                    events.append(self._offload_store(key, below.medium))
-        del self._lru[medium][key]
-        events.append(BlockRemoved((key,), medium))
+            self._copy_down(level + 1, stored, pinned, events)
+
+    def _make_room(self, level: int, needed: int, pinned: set[str], events: list[Event]) -> None:
+        """Evict up to `needed` of tier `level`'s least recently used blocks that may go: never
+        the request's own, and for SGLang's host tier never one the GPU still holds."""
+        if needed <= 0:
+            return
+        medium = self.media[level]
+        spare_gpu = level == 1 and not HOST_EVICTS_GPU_RESIDENT[self.kind]
+        gpu = self._lru[GPU]
+        victims = []
+        for key in self._lru[medium]:
+            if len(victims) == needed:
+                break
+            if key not in pinned and not (spare_gpu and key in gpu):
+                victims.append(key)
+        for key in victims:
+            self._drop(level, key)
+        if victims and self.kind == "vllm":
+            events.append(BlockRemoved(tuple(victims), medium))
+        elif victims:
+            events.extend(BlockRemoved((key,), medium) for key in victims)
+
+    def _drop(self, level: int, key: str) -> None:
+        del self._lru[self.media[level]][key]
+        if level == 0:
+            del self._uses[key]
         if not any(key in lru for lru in self._lru.values()):
             del self._blocks[key]
-
-    def _offload_store(self, key: str, medium: str) -> BlockStored:
-        if self.kind == "vllm":
-            return BlockStored((key,), medium=medium)
-        block = self._blocks[key]
-        return BlockStored((key,), block.tokens, self.block_size, medium, block.parent)
 
     def _gpu_stores(self, chain: list[_Block], placed: list[int]) -> list[Event]:
         runs: list[list[int]] = []

@@ -43,11 +43,13 @@ def plan_fleet(
     replay: bool = True,
     cpu_blocks: int = 0,
     disk_blocks: int = 0,
+    sglang_write_policy: str | None = None,
     **options: Any,
 ) -> list[PodConfig]:
     """Configs for `pods` pods. A sequence of kinds is cycled (`["vllm", "sglang"]` alternates);
-    pods are named `{kind}-{n}.{namespace}`, n counting per kind. `disk_blocks` applies to SGLang
-    pods only. Other `options` are `PodConfig` fields shared by every pod (model, host,
+    pods are named `{kind}-{n}.{namespace}`, n counting per kind. `disk_blocks` and
+    `sglang_write_policy` (HiCache's, `fleet.offload`; None: its default) apply to SGLang pods
+    only. Other `options` are `PodConfig` fields shared by every pod (model, host,
     gpu_blocks, topic, encoding...)."""
     kinds = [kind] if isinstance(kind, str) else list(kind)
     if pods < 1 or not kinds:
@@ -71,6 +73,7 @@ def plan_fleet(
                 dp_size=dp_size,
                 cpu_blocks=cpu_blocks,
                 disk_blocks=disk_blocks if pod_kind == "sglang" else 0,
+                write_policy=sglang_write_policy if pod_kind == "sglang" else None,
                 **options,
             )
         )

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvadmin.fleet.cache import CacheModel, EngineKind, ServeResult, lower_tiers_for
+from kvadmin.fleet.offload import write_policy_for
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.traffic import PodEndpoint
 from kvadmin.fleet.wire import Encoding
@@ -50,6 +51,9 @@ class PodConfig:
     gpu_blocks: int = 1024
     cpu_blocks: int = 0
     disk_blocks: int = 0
+    write_policy: str | None = None
+    """When blocks are copied to the lower tiers (`fleet.offload`): None is the engine's
+    default (write_through); SGLang also runs write_through_selective and write_back."""
     bytes_hashes: bool = False
     max_model_len: int = 32_768
     replay_buffer: int = 10_000
@@ -70,6 +74,7 @@ class PodConfig:
     def __post_init__(self) -> None:
         if self.wire_encoding.engine != self.kind:
             raise ValueError(f"{self.name}: encoding {self.wire_encoding} is not a {self.kind}'s")
+        write_policy_for(self.kind, self.write_policy)  # raises for a policy the kind lacks
         if self.dp_size < 1:
             raise ValueError(f"{self.name}: dp_size must be at least 1")
         if not (0 <= self.time_scale <= 1000 and 0 <= self.decode_seconds <= 3600):
@@ -157,7 +162,12 @@ class SimPod:
         tiers = lower_tiers_for(config.kind, config.cpu_blocks, config.disk_blocks)
         self.caches = [
             CacheModel(
-                config.kind, config.gpu_blocks, tiers, config.block_size, config.bytes_hashes
+                config.kind,
+                config.gpu_blocks,
+                tiers,
+                config.block_size,
+                config.bytes_hashes,
+                write_policy=config.write_policy,
             )
             for _ in range(config.dp_size)
         ]

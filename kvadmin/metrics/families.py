@@ -29,6 +29,9 @@ BUCKET_SEPARATOR = "\x1e"
 MATCH_RATIO_BUCKETS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
 """kthena's `kvcache_aware_match_ratio` buckets: le="0.0" counts the misses."""
 
+TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Time to first token, in seconds: from a cached short prompt to a long prefill behind a queue."""
+
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 """kthena's `kvcache_aware_redis_duration_seconds` / `tokenize_duration_seconds` buckets."""
 
@@ -204,6 +207,24 @@ HIT_TOKENS_DELIVERED = Family(
     "Cached tokens the chosen pod's engine reported (usage.prompt_tokens_details.cached_tokens)",
     ("model", "pod"),
 )
+OUTCOME_TTFT = Family(
+    "kvadmin_outcome_ttft_seconds",
+    "histogram",
+    "Time to first token the gateway reported with an outcome (its ttft_ms)",
+    ("model", "pod"),
+    TTFT_BUCKETS,
+)
+PREDICTED_TTFT = Family(
+    "kvadmin_outcome_predicted_ttft_seconds",
+    "histogram",
+    "Time to first token predicted for the chosen pod at decision time (its wait plus prefill "
+    "estimate), for the outcomes that reported one",
+    ("model", "pod"),
+    TTFT_BUCKETS,
+)
+OUTCOME_TIMINGS = {"ttft_ms": OUTCOME_TTFT, "predicted_ttft_ms": PREDICTED_TTFT}
+"""An outcome with a `ttft_ms` observes both, in seconds; the per-minute buckets keep their
+sums in ms (field suffix: the name) and their count (the name + "_n")."""
 OUTCOME_TALLIES = {
     "outcomes": OUTCOMES,
     "prompt": OUTCOME_PROMPT_TOKENS,
@@ -230,6 +251,7 @@ RECORDED = (
     LOAD_SCRAPES,
     LOAD_SCRAPE_DURATION,
     *OUTCOME_TALLIES.values(),
+    *OUTCOME_TIMINGS.values(),
 )
 """Every family with its own Redis hash, in exposition order."""
 

@@ -70,10 +70,15 @@ def outcome_minute_key(minute: int) -> str:
     return f"{keys.OUTCOME_MINUTES_KEY_PREFIX}{minute}"
 
 
+def bucket_of(family: Family, value: float) -> int:
+    """The index of the histogram bucket `value` falls in (len(buckets): +Inf)."""
+    return bisect.bisect_left(family.buckets, value)
+
+
 def observe(pipe: Pipeline, family: Family, labels: tuple[str, ...], value: float) -> None:
     """One observation of a histogram family: its bucket and its sum."""
     field = label_field(labels)
-    bucket = bisect.bisect_left(family.buckets, value)
+    bucket = bucket_of(family, value)
     pipe.hincrby(family.key, f"{field}{BUCKET_SEPARATOR}{bucket}", 1)
     pipe.hincrbyfloat(family.key, f"{field}{BUCKET_SEPARATOR}sum", value)
 

@@ -28,6 +28,13 @@ class PredictedHits(msgspec.Struct):
         int, Meta(description="The best candidate's predicted cached tokens.")
     ]
     achieved_tokens: Annotated[int, Meta(description="The chosen pod's predicted cached tokens.")]
+    ttft_ms: Annotated[
+        float | None,
+        Meta(
+            description="The chosen pod's predicted time to first token (its wait plus prefill "
+            "estimate), ms; null under a policy that does not estimate it."
+        ),
+    ] = None
 
 
 class Delivered(msgspec.Struct):

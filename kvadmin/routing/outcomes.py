@@ -10,6 +10,12 @@ three tallies per model and chosen pod, so that an operator can tell the gaps ap
 - achieved: the chosen pod's predicted cached tokens;
 - delivered: the cached tokens the engine reported.
 
+An outcome with a `ttft_ms` also puts the delivered time to first token beside the predicted one
+(the chosen pod's wait plus prefill estimate), in two histograms per model and pod
+(families.OUTCOME_TIMINGS) and in the per-minute buckets: delivered above predicted is a fleet
+slower than kvadmin's TTFT parameters say (refit them on /weights/), or a queue kvadmin did not
+see.
+
 available - achieved is routing loss (the policy traded hits for load), achieved - delivered
 is index staleness (the index promised blocks the engine no longer had), and a low available
 over prompt tokens is a workload without reuse.
@@ -34,7 +40,7 @@ import redis.asyncio
 from kvadmin.conf import knob
 from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
-from kvadmin.metrics.recorder import HITS_TTL_SECONDS, outcome_minute_key
+from kvadmin.metrics.recorder import HITS_TTL_SECONDS, bucket_of, outcome_minute_key
 from kvadmin.routing import answer, decisions
 from kvadmin.routing.decisions import Decision
 from scoring import keys
@@ -69,10 +75,14 @@ class Outcome(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 @dataclass(frozen=True, slots=True)
 class Predicted:
-    """The decision's predicted cached tokens: the best candidate's and the chosen pod's."""
+    """The decision's predicted cached tokens, the best candidate's and the chosen pod's, and
+    the chosen pod's predicted time to first token."""
 
     available: int
     achieved: int
+    ttft_ms: float | None = None
+    """The chosen pod's predicted wait plus prefill estimate (its cost without the work
+    penalty, which prices later requests, not this one); None without an estimate."""
 
 
 _encoder = msgspec.json.Encoder()
@@ -121,10 +131,15 @@ def predicted(decision: Decision, block_size: int) -> Predicted:
     beyond the recorded estimates their matched blocks, capped the same way."""
     cap = max(decision.n_tokens - 1, 0)
     hits = {scored.pod: min(scored.matched_blocks * block_size, cap) for scored in decision.scores}
+    chosen = None
     for estimate in decision.estimates:
         hits[estimate.pod] = estimate.cached_tokens
+        if estimate.pod == decision.chosen:
+            chosen = estimate
     return Predicted(
-        available=max(hits.values(), default=0), achieved=hits.get(decision.chosen or "", 0)
+        available=max(hits.values(), default=0),
+        achieved=hits.get(decision.chosen or "", 0),
+        ttft_ms=None if chosen is None else (chosen.wait_s + chosen.prefill_s) * 1000,
     )
 
 
@@ -191,14 +206,22 @@ def _record_input(
         _encoder.encode(outcome),
         label_field((decision.model, decision.chosen or "")),
         HITS_TTL_SECONDS,
+        len(tallies),
     ]
     for name in tallies:
         args += [name, amounts[name]]
+    timings = {}
+    if outcome.ttft_ms is not None and hits.ttft_ms is not None:
+        timings = {"ttft_ms": outcome.ttft_ms, "predicted_ttft_ms": hits.ttft_ms}
+    for name, ms in timings.items():
+        family = families.OUTCOME_TIMINGS[name]
+        args += [name, bucket_of(family, ms / 1000), repr(ms / 1000), repr(ms)]
     script_keys = [
         keys.DECISION_IDS_KEY,
         keys.OUTCOMES_KEY,
         outcome_minute_key(int(outcome.at // 60)),
         *(family.key for family in tallies.values()),
+        *(families.OUTCOME_TIMINGS[name].key for name in timings),
     ]
     return script_keys, args
 
@@ -245,4 +268,4 @@ def to_api(
             ttft_ms=outcome.ttft_ms,
             at=outcome.at,
         )
-    return answer.PredictedHits(hits.available, hits.achieved), delivered
+    return answer.PredictedHits(hits.available, hits.achieved, hits.ttft_ms), delivered

@@ -356,6 +356,7 @@ def _decided(prepared: _Prepared, read: RoutingRead) -> tuple[Decision, RouteAdv
         scores=result.scores,
         speculative=speculative_blocks(read.state, read.blocks) if read.state else {},
         loads={pod: reading.load for pod, reading in loads.items()},
+        recent_work={pod: reading.recent_work_s for pod, reading in loads.items()},
     )
     choice = choose_pod(route, active.weights, request.policy, parameters)
     assert result.timings is not None

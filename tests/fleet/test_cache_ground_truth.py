@@ -21,14 +21,23 @@ def _traffic(seed: int, requests: int) -> list[list[int]]:
 
 
 @pytest.mark.parametrize(
-    ("kind", "cpu_blocks", "disk_blocks"),
-    [("vllm", 0, 0), ("vllm", 12, 0), ("sglang", 0, 0), ("sglang", 6, 10)],
+    ("kind", "cpu_blocks", "disk_blocks", "policy"),
+    [
+        ("vllm", 0, 0, None),
+        ("vllm", 12, 0, None),
+        ("vllm", 6, 0, None),
+        ("sglang", 0, 0, None),
+        ("sglang", 6, 10, "write_through"),
+        ("sglang", 6, 10, "write_through_selective"),
+        ("sglang", 6, 10, "write_back"),
+        ("sglang", 12, 0, "write_back"),
+    ],
 )
 def test_folding_the_events_rebuilds_the_ground_truth(
-    kind: str, cpu_blocks: int, disk_blocks: int
+    kind: str, cpu_blocks: int, disk_blocks: int, policy: str | None
 ) -> None:
     tiers = lower_tiers_for(kind, cpu_blocks, disk_blocks)  # type: ignore[arg-type]
-    cache = CacheModel(kind, gpu_blocks=8, lower_tiers=tiers)  # type: ignore[arg-type]
+    cache = CacheModel(kind, gpu_blocks=8, lower_tiers=tiers, write_policy=policy)  # type: ignore[arg-type]
     index = FoldedIndex()
     for n, prompt in enumerate(_traffic(seed=11, requests=300)):
         events = cache.clear() if n == 150 else cache.serve(prompt).events

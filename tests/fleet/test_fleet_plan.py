@@ -6,6 +6,7 @@ import pytest
 
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet, plan_fleet
+from kvadmin.fleet.pod import SimPod
 from kvadmin.fleet.wire import Encoding
 from tests.conftest import http_json
 from tests.fleet.conftest import StartFleet, local_config
@@ -23,6 +24,18 @@ def test_data_parallel_pods_leave_room_for_their_ranks() -> None:
     configs = plan_fleet(3, "sglang", base_port=5557, http_port=8100, dp_size=2)
     assert [c.events_port for c in configs] == [5557, 5559, 5561]
     assert [c.replay_port for c in configs] == [6557, 6559, 6561]
+
+
+def test_the_hicache_write_policy_applies_to_the_sglang_pods_only() -> None:
+    configs = plan_fleet(2, ["vllm", "sglang"], cpu_blocks=8, sglang_write_policy="write_back")
+    assert [c.write_policy for c in configs] == [None, "write_back"]
+    pod = SimPod(
+        local_config("sglang-0.default", "sglang", cpu_blocks=8, write_policy="write_back")
+    )
+    try:
+        assert pod.caches[0].write_policy == "write_back"
+    finally:
+        pod.close()
 
 
 def test_mixed_kinds_alternate_and_count_per_kind() -> None:

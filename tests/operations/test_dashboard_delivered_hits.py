@@ -13,16 +13,21 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def reported(redis_client) -> None:
+def reported(redis_client) -> float:
     """Two decisions with outcomes: vllm-0 held 2 of the first prompt's 3 blocks and its
-    engine delivered 1; the second prompt had no hit anywhere, and none was delivered."""
+    engine delivered 1, its first token after 30 ms; the second prompt had no hit anywhere,
+    none was delivered, and no time was reported. Returns the first one's predicted TTFT."""
+    predicted = []
     for i, pod in enumerate(PODS[:2]):
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint=f"tcp://127.0.0.1:{5557 + i}")
     hold(redis_client, PODS[0], tokens(3), ["GPU", "GPU"])
-    for token_ids, cached in ((tokens(3), 16), (tokens(3, start=999), 0)):
+    for token_ids, cached, ttft in ((tokens(3), 16, 30.0), (tokens(3, start=999), 0, None)):
         decision = service.score(MODEL, token_ids=token_ids)
-        outcome = Outcome(cached_tokens=cached, prompt_tokens=48)
+        outcome = Outcome(cached_tokens=cached, prompt_tokens=48, ttft_ms=ttft)
         assert outcomes.record(redis_client, decision, outcome, 16) == "recorded"
+        if ttft is not None:
+            predicted.append(outcomes.predicted(decision, 16).ttft_ms)
+    return predicted[0]
 
 
 def test_the_tile_adds_up_the_hours_outcomes(reported, redis_client) -> None:
@@ -30,6 +35,8 @@ def test_the_tile_adds_up_the_hours_outcomes(reported, redis_client) -> None:
     assert (hits.outcomes, hits.prompt) == (2, 96)
     assert (hits.available, hits.achieved, hits.delivered) == (32, 32, 16)
     assert (hits.routing_loss, hits.index_staleness) == (0, 16)
+    assert (hits.timed, hits.mean_ttft_ms) == (1, 30.0)
+    assert hits.mean_predicted_ttft_ms == pytest.approx(reported)
 
 
 def test_the_page_names_both_gaps(reported, client, django_user_model) -> None:
@@ -38,3 +45,4 @@ def test_the_page_names_both_gaps(reported, client, django_user_model) -> None:
     assert 'id="tile-delivered"' in page and "Delivered hits" in page
     assert 'data-routing-loss="0"' in page and 'data-index-staleness="16"' in page
     assert f'data-pod="{PODS[0]}"' in page
+    assert 'data-delivered-ttft="30.0"' in page and "TTFT predicted" in page

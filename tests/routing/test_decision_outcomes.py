@@ -43,9 +43,32 @@ def test_an_outcome_is_recorded_with_what_was_predicted(decided, post_outcome) -
         decided["decision_id"], {"cached_tokens": 16, "prompt_tokens": 48, "ttft_ms": 12.5}
     )
     assert status == 201, answer
-    assert answer["predicted"] == {"available_tokens": 32, "achieved_tokens": 32}
+    chosen = next(e for e in decided["estimates"] if e["pod"] == decided["chosen"])
+    assert answer["predicted"] == {
+        "available_tokens": 32,
+        "achieved_tokens": 32,
+        "ttft_ms": pytest.approx((chosen["wait_s"] + chosen["prefill_s"]) * 1000),
+    }
     assert answer["delivered"]["cached_tokens"] == 16
     assert answer["delivered"]["ttft_ms"] == 12.5
+
+
+def test_a_timed_outcome_puts_delivered_beside_predicted_ttft_on_metrics(
+    decided, post_outcome, client
+) -> None:
+    post_outcome(decided["decision_id"], {"cached_tokens": 16, "prompt_tokens": 48, "ttft_ms": 40})
+    predicted = decided["predicted"]["ttft_ms"] / 1000
+    _, scrape = ApiToken.issue("prometheus", "metrics")
+    text = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {scrape}").content.decode()
+    labels = f'model="{MODEL}",pod="{PODS[0]}"'
+    assert f"kvadmin_outcome_ttft_seconds_count{{{labels}}} 1.0" in text
+    assert f"kvadmin_outcome_ttft_seconds_sum{{{labels}}} 0.04" in text
+    assert f'kvadmin_outcome_ttft_seconds_bucket{{le="0.025",{labels}}} 0.0' in text
+    assert f'kvadmin_outcome_ttft_seconds_bucket{{le="0.05",{labels}}} 1.0' in text
+    assert f"kvadmin_outcome_predicted_ttft_seconds_count{{{labels}}} 1.0" in text
+    summed = f"kvadmin_outcome_predicted_ttft_seconds_sum{{{labels}}} "
+    line = next(line for line in text.splitlines() if line.startswith(summed))
+    assert float(line.removeprefix(summed)) == pytest.approx(predicted)
 
 
 def test_the_decisions_api_shows_predicted_vs_delivered_once_it_arrived(
@@ -58,7 +81,8 @@ def test_the_decisions_api_shows_predicted_vs_delivered_once_it_arrived(
     assert decided["delivered"] is None and listed()["delivered"] is None
     post_outcome(decided["decision_id"], {"cached_tokens": 32, "prompt_tokens": 48})
     shown = listed()
-    assert shown["predicted"] == {"available_tokens": 32, "achieved_tokens": 32}
+    assert shown["predicted"] == decided["predicted"]
+    assert shown["predicted"]["achieved_tokens"] == shown["predicted"]["available_tokens"] == 32
     assert shown["delivered"]["cached_tokens"] == 32
     assert shown["delivered"]["prompt_tokens"] == 48
     assert shown["delivered"]["ttft_ms"] is None
@@ -152,3 +176,5 @@ def test_the_feed_explains_predicted_vs_delivered_once_it_arrived(
     post_outcome(decided["decision_id"], {"cached_tokens": 16, "prompt_tokens": 48, "ttft_ms": 9})
     page = client.get(f"/feed/decisions/{decision.log_id}/").content.decode()
     assert "Delivered: 16 of 48 prompt tokens" in page and "after 9.0 ms" in page
+    predicted = f"{decided['predicted']['ttft_ms']:.1f} ms"
+    assert f"first token in {predicted}" in page and f"(predicted {predicted})" in page

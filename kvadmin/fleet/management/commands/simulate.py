@@ -15,6 +15,7 @@ from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
 from kvadmin.engines.removal import remove_engine
 from kvadmin.fleet.fleet import READY_LINE, Fleet, plan_fleet
+from kvadmin.fleet.offload import WRITE_POLICIES
 from kvadmin.fleet.scoring_router import ScoringApiRouter
 from kvadmin.fleet.traffic import RandomRouter, Router, TrafficGenerator
 from kvadmin.fleet.workload import Workload
@@ -41,6 +42,13 @@ class Command(BaseCommand):
         parser.add_argument("--gpu-blocks", type=int, default=512)
         parser.add_argument("--cpu-blocks", type=int, default=1024)
         parser.add_argument("--disk-blocks", type=int, default=2048)
+        parser.add_argument(
+            "--hicache-write-policy",
+            choices=WRITE_POLICIES["sglang"],
+            default=None,
+            help="when SGLang pods copy blocks to host memory (default: SGLang's, "
+            "write_through); vLLM pods store every computed block, as its connector does",
+        )
         parser.add_argument(
             "--time-scale",
             type=float,
@@ -84,6 +92,7 @@ class Command(BaseCommand):
                 gpu_blocks=options["gpu_blocks"],
                 cpu_blocks=options["cpu_blocks"],
                 disk_blocks=options["disk_blocks"],
+                sglang_write_policy=options["hicache_write_policy"],
                 tokenizer=tokenizer,
                 time_scale=options["time_scale"],
                 decode_seconds=options["decode_seconds"],
