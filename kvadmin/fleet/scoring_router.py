@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kvadmin.fleet.traffic import PodEndpoint, RandomRouter, RequestRecord
+from kvadmin.log_once import OncePerKind
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ class ScoringApiRouter:
         self.timeout = timeout
         self.fallback = RandomRouter()
         self._failing = False
-        self._reporting_fails = False
+        self._reporting = OncePerKind(logger)
         self._decision_id: str | None = None
         self.outcomes_reported = 0
 
@@ -77,11 +78,11 @@ class ScoringApiRouter:
         try:
             self._post(f"{self.api_url}/api/v1/decisions/{decision_id}/outcome", body)
         except (OSError, ValueError) as error:
-            if not self._reporting_fails:
-                logger.warning("outcome of decision %s not reported: %s", decision_id, error)
-                self._reporting_fails = True
+            self._reporting.failed(
+                "outcome", "outcome of decision %s not reported: %s", decision_id, error
+            )
             return
-        self._reporting_fails = False
+        self._reporting.recovered("outcome")
         self.outcomes_reported += 1
 
     def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from kvadmin.ingest.decode import (
 from kvadmin.ingest.leases import LeaseKeeper, Leases
 from kvadmin.ingest.replay import Replayed, ReplayFailed, request_replay
 from kvadmin.ingest.streams import SeqAction, StreamSpec, classify_seq
+from kvadmin.log_once import OncePerKind
 from kvadmin.metrics import recorder
 from scoring.values import ValueFormat
 from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
@@ -81,22 +82,6 @@ def payload_digest(payload: bytes) -> str:
     return blake2b(payload, digest_size=8).hexdigest()
 
 
-class _OncePerKind:
-    """Log a failure the first time it happens, then again only after things went well."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-
-    def failed(self, kind: str, message: str, *args: object) -> None:
-        if kind not in self.seen:
-            self.seen.add(kind)
-            if message:
-                log.warning(message, *args)
-
-    def recovered(self, kind: str) -> None:
-        self.seen.discard(kind)
-
-
 class IngestLoop:
     def __init__(
         self,
@@ -126,7 +111,7 @@ class IngestLoop:
         self.seen_version: int | None = None
         self.stop_event = threading.Event()
         self.lease_keeper = LeaseKeeper(self.leases, self.stop_event)
-        self.failures = _OncePerKind()
+        self.failures = OncePerKind(log)
 
     # Lifecycle -------------------------------------------------------------------------------
 
@@ -156,7 +141,7 @@ class IngestLoop:
                 # A bug or a database outage must not end ingestion in this worker for good.
                 if "bug" not in self.failures.seen:
                     log.exception("ingest: unexpected failure; dropping streams and retrying")
-                self.failures.failed("bug", "")
+                self.failures.failed("bug")
                 self.recover(backoff)
                 backoff = min(backoff * 2, 10.0)
                 next_housekeeping = 0.0

@@ -28,6 +28,7 @@ from redis.client import Pipeline
 from kvadmin.index import status
 from kvadmin.index.events import EventBatch
 from kvadmin.index.streams import StreamId
+from kvadmin.log_once import OncePerKind
 from kvadmin.metrics import families as f
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_field
 from scoring import keys
@@ -144,14 +145,13 @@ def record_scoring_error(target: Target, model: str, stage: str) -> None:
         inc(pipe, f.SCORING_ERRORS, (model, stage))
 
 
-_failing = False
+_failures = OncePerKind(log)
 
 
 @contextmanager
 def _pipeline(target: Target) -> Iterator[Pipeline]:
     """The caller's pipeline as is, or a new one executed on exit (a failure logged once until
     recording works again)."""
-    global _failing
     if isinstance(target, Pipeline | AsyncPipeline):  # the caller's, async ones included
         yield target
         return
@@ -160,8 +160,6 @@ def _pipeline(target: Target) -> Iterator[Pipeline]:
     try:
         pipe.execute()
     except redis.RedisError as error:
-        if not _failing:
-            log.warning("metrics: could not record in Redis (%s)", error)
-        _failing = True
+        _failures.failed("redis", "metrics: could not record in Redis (%s)", error)
         return
-    _failing = False
+    _failures.recovered("redis")

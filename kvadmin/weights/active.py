@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.conf import knob
+from kvadmin.log_once import OncePerKind
 from kvadmin.redis_clients import index_client
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from scoring import keys
@@ -70,10 +71,10 @@ class _State:
     active: ActiveWeights | None = None
     checked_at: float = float("-inf")
     preference: tuple[int, MediaPreference] | None = None
-    failures: set[str] | None = None
 
 
 _state = _State()
+_failures = OncePerKind(log)
 _refreshing = threading.Lock()
 
 
@@ -160,14 +161,14 @@ def _checked(current: ActiveWeights | None) -> ActiveWeights:
     try:
         client = index_client()
         version = client.get(VERSION_KEY)
-        _recovered("redis")
+        _failures.recovered("redis")
         if version is None:
             return _bootstrapped(current)
         if current is not None and int(version) == current.version:
             return current
         return _parsed(client.get(CONFIG_KEY)) or current or _DEFAULTS
     except (redis.RedisError, ValueError) as error:
-        _log_once("redis", "tier weights: cannot read the published version (%s)", error)
+        _failures.failed("redis", "tier weights: cannot read the published version (%s)", error)
         return current or _DEFAULTS
 
 
@@ -178,7 +179,7 @@ def _parsed(payload: str | None) -> ActiveWeights | None:
         data = json.loads(payload)
         return ActiveWeights.of(int(data["version"]), WeightConfig.from_json(data))
     except (ValueError, KeyError, TypeError, InvalidTierWeights) as error:
-        _log_once("config", "tier weights: the published config is unusable (%s)", error)
+        _failures.failed("config", "tier weights: the published config is unusable (%s)", error)
         return None
 
 
@@ -190,7 +191,7 @@ def _bootstrapped(current: ActiveWeights | None) -> ActiveWeights:
     reader.join(timeout=5)
     if not found or isinstance(found[0], Exception):
         error = found[0] if found else TimeoutError("no answer within 5 s")
-        _log_once("database", "tier weights: cannot read the saved versions (%s)", error)
+        _failures.failed("database", "tier weights: cannot read the saved versions (%s)", error)
         return current or _DEFAULTS
     version, config = found[0]
     publish(version, config)
@@ -211,16 +212,3 @@ def _read_latest_saved(found: list[tuple[int, WeightConfig] | Exception]) -> Non
         found.append(error)
     finally:
         connections.close_all()
-
-
-def _recovered(kind: str) -> None:
-    if _state.failures:
-        _state.failures.discard(kind)
-
-
-def _log_once(kind: str, message: str, error: Exception) -> None:
-    if _state.failures is None:
-        _state.failures = set()
-    if kind not in _state.failures:
-        _state.failures.add(kind)
-        log.warning(message, error)

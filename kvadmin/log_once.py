@@ -1,0 +1,31 @@
+"""Log a failure the first time it happens, then again only once things went well in between.
+
+Loops that retry every second (the ingest reader, the weights refresh, metrics recording, the
+demo traffic's outcome reports) would otherwise repeat one cause thousands of times a minute.
+"""
+
+import logging
+import threading
+
+
+class OncePerKind:
+    """The kinds of failure currently going on, each logged when it starts (thread-safe)."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+        self._failing: set[str] = set()
+        self._lock = threading.Lock()
+
+    def failed(self, kind: str, message: str = "", *args: object) -> None:
+        """`kind` failed: log `message % args` (if any) unless it was failing already."""
+        with self._lock:
+            if kind in self._failing:
+                return
+            self._failing.add(kind)
+        if message:
+            self.logger.warning(message, *args)
+
+    def recovered(self, kind: str) -> None:
+        """`kind` went well: its next failure is logged again."""
+        with self._lock:
+            self._failing.discard(kind)
