@@ -12,4 +12,5 @@ urlpatterns = [
     path("", include("kvadmin.residency.urls")),
     path("", include("kvadmin.dashboard.urls")),
     path("", include("kvadmin.metrics.urls")),
+    path("", include("kvadmin.search.urls")),
 ]

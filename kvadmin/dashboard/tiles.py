@@ -15,6 +15,8 @@ import redis
 from django.urls import NoReverseMatch, reverse
 
 from kvadmin.conf import knob
+from kvadmin.engines.evidence import SEVERITY, EngineHealth, EngineState
+from kvadmin.engines.health import EngineFacts, engine_healths
 from kvadmin.ingest import gc
 from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, label_values
@@ -52,6 +54,12 @@ class EngineStatus:
     streams: list[tuple[int, str]]
     """(rank, health) per consumed stream."""
     blocks: int
+    evidence: EngineHealth
+    """The engine's own state, from evidence of life (engines.evidence), not socket state."""
+
+    @property
+    def state(self) -> str:
+        return self.evidence.state.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +107,10 @@ class Tiles:
     engines: list[EngineStatus]
     more_engines: int
     health_counts: dict[str, int]
+    state_counts: dict[str, int]
+    """Enabled engines per evidence state (engines.evidence.EngineState)."""
+    healthy_engines: int
+    enabled_engines: int
     media: list[tuple[str, int, float]]
     """(medium, blocks, percent of the largest) across the fleet, largest first."""
     total_blocks: int
@@ -147,7 +159,7 @@ def dashboard_tiles(client: redis.Redis, record_sample: bool = False) -> Tiles:
     recent_faults = _fault_growth(current, samples)
     tiles = Tiles(
         taken_at=now,
-        **_engines(fleet, recent_faults, now),
+        **_engines(client, fleet, recent_faults, now),
         **_media(fleet),
         streams=sum(1 for s in fleet.streams if s.consumed),
         connected=sum(1 for s in fleet.streams if s.consumed and s.connected),
@@ -214,8 +226,17 @@ def _fault_growth(current: dict, samples: list[dict]) -> dict[str, int]:
     return {sid: n - before.get(sid, n) for sid, n in current["faults"].items()}
 
 
-def _engines(fleet: FleetState, recent_faults: dict[str, int], now: float) -> dict:
+def _engines(
+    client: redis.Redis, fleet: FleetState, recent_faults: dict[str, int], now: float
+) -> dict:
     lag = knob("STREAM_LAG_SECONDS")
+    statuses: dict[str, list] = {}
+    for stream in fleet.streams:
+        statuses.setdefault(stream.id.pod, []).append((stream.id, stream.status))
+    facts = [
+        EngineFacts(e.pod, e.enabled, e.dp_size, statuses.get(e.pod, [])) for e in fleet.engines
+    ]
+    evidence = engine_healths(client, facts, now)
     by_pod: dict[str, list[tuple[int, str]]] = {}
     for stream in fleet.streams:
         if stream.consumed:
@@ -241,17 +262,30 @@ def _engines(fleet: FleetState, recent_faults: dict[str, int], now: float) -> di
                 health,
                 streams,
                 blocks.get(engine.pod, 0),
+                evidence[engine.pod],
             )
         )
     counts = {h.value: 0 for h in Health}
+    states = {s.value: 0 for s in EngineState if s is not EngineState.DISABLED}
     for engine in engines:
         if engine.enabled:
             counts[engine.health] += 1
-    engines.sort(key=lambda e: (_SEVERITY.get(Health(e.health), 9) if e.enabled else 9, e.pod))
+            states[engine.state] += 1
+    engines.sort(
+        key=lambda e: (
+            SEVERITY[e.evidence.state],
+            _SEVERITY.get(Health(e.health), 9) if e.enabled else 9,
+            e.pod,
+        )
+    )
+    enabled = [e for e in engines if e.enabled]
     return {
         "engines": engines[:ENGINE_ROWS],
         "more_engines": max(0, len(engines) - ENGINE_ROWS),
         "health_counts": counts,
+        "state_counts": states,
+        "healthy_engines": sum(1 for e in enabled if e.evidence.healthy),
+        "enabled_engines": len(enabled),
     }
 
 

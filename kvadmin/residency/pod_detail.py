@@ -1,5 +1,5 @@
 """The /pods/<pod>/ page: one pod's counts, streams, chart, most recent blocks, its model's
-local tokenizer, and its engine's load as last scraped."""
+local tokenizer, its engine's load as last scraped, and its health from evidence."""
 
 import time
 from dataclasses import dataclass
@@ -7,6 +7,9 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.conf import knob
+from kvadmin.engines.evidence import EngineHealth
+from kvadmin.engines.health import EngineFacts, engine_healths
+from kvadmin.engines.models import Engine
 from kvadmin.load.status import LoadStatus, load_status
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import BlockPage, newest_blocks
@@ -26,6 +29,12 @@ class PodPage:
     now: int
     tokenizer: TokenizerStatus | None
     load: LoadStatus
+    health: EngineHealth | None
+    """None for a pod that is only in the index (no engine registered)."""
+
+    @property
+    def stale_after(self) -> float:
+        return knob("HEALTH_STALE_SECONDS")
 
 
 def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
@@ -34,6 +43,12 @@ def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
     summary = pod_summary(pod, client)
     zsets = [keys.residency_key(pod, medium) for medium in summary.counts]
     recent = newest_blocks(client, summary.model, zsets, limit=RECENT_BLOCKS)
+    dp_size = Engine.objects.filter(pod=pod).values_list("dp_size", flat=True).first()
+    health = None
+    if summary.registered and dp_size is not None:
+        streams = [(stream.id, stream.status) for stream in summary.streams]
+        facts = EngineFacts(pod, summary.enabled, dp_size, streams)
+        health = engine_healths(client, [facts])[pod]
     return PodPage(
         summary,
         read_chart(client, pod),
@@ -41,4 +56,5 @@ def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
         int(time.time()),
         tokenizer_status(summary.model, client),
         load_status(client, pod, knob("LOAD_STALE_SECONDS")),
+        health,
     )

@@ -9,4 +9,5 @@ urlpatterns = [
         views.decision_explanation,
         name="feed-decision",
     ),
+    re_path(r"^decisions/(?P<log_id>[0-9]+-[0-9]+)/$", views.decision_page, name="decision"),
 ]

@@ -36,9 +36,18 @@ def feed(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def decision_explanation(request: HttpRequest, log_id: str) -> HttpResponse:
+    return render(request, "routing/feed.html#explanation", {"row": _row(log_id)})
+
+
+@require_GET
+def decision_page(request: HttpRequest, log_id: str) -> HttpResponse:
+    """One recorded decision on a page of its own (where the header search jumps)."""
+    return render(request, "routing/decision.html", {"row": _row(log_id)})
+
+
+def _row(log_id: str) -> DecisionRow:
     decision = decisions.get(log_id)
     if decision is None:
         raise Http404("this decision is no longer in the decision log")
     outcome = outcomes.outcomes_of(index_client(), [decision.id]).get(decision.id)
-    row = DecisionRow(decision, outcome)
-    return render(request, "routing/feed.html#explanation", {"row": row})
+    return DecisionRow(decision, outcome)

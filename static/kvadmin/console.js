@@ -1,0 +1,109 @@
+// Freshness of live pages, and sortable tables.
+//
+// Freshness: every live page has one marker, <p data-freshness data-period="S">, rendered
+// by templates/_freshness.html with the time its data was read (<time>). The server replaces
+// the marker with each update (a websocket frame, or a poll that htmx swaps in). A marker that
+// is not replaced for three periods, or whose page's socket closed or whose poll failed, turns
+// visibly stale: "stale: <why>; last good update at <time>" (role=alert). A paused feed renders
+// its marker with data-state="paused" itself; a paused marker never turns stale.
+//
+// Sorting: <table data-sortable> sorts client-side by the clicked <th> (numbers by
+// data-sort-value when a cell has one), and remembers the column and direction in the URL
+// (?sort=<column key>&dir=asc|desc), so a sorted view can be shared and reloaded.
+(function () {
+  const seen = new WeakMap();
+
+  function markers() {
+    return document.querySelectorAll("[data-freshness]");
+  }
+
+  function stale(marker, reason) {
+    if (marker.dataset.state === "stale" || marker.dataset.state === "paused") return;
+    const time = marker.querySelector("time");
+    marker.dataset.state = "stale";
+    marker.setAttribute("role", "alert");
+    const prefix = `stale: ${reason}; last good update at `;
+    marker.replaceChildren(prefix, ...(time ? [time] : ["never"]));
+  }
+
+  function check() {
+    const now = Date.now();
+    for (const marker of markers()) {
+      if (!seen.has(marker)) seen.set(marker, now);
+      const period = Number(marker.dataset.period || 2) * 1000;
+      if (now - seen.get(marker) > 3 * period) stale(marker, "no update for a while");
+    }
+  }
+
+  function staleWithin(root, reason) {
+    for (const marker of markers()) {
+      const scope = marker.dataset.liveRoot ? document.querySelector(marker.dataset.liveRoot) : null;
+      if (!scope || scope === root || scope.contains(root) || root.contains(scope)) stale(marker, reason);
+    }
+  }
+
+  document.addEventListener("htmx:wsClose", (event) =>
+    staleWithin(event.target, "the connection to the server was lost"),
+  );
+  document.addEventListener("htmx:responseError", (event) =>
+    staleWithin(event.target, "the refresh failed"),
+  );
+  document.addEventListener("htmx:sendError", (event) =>
+    staleWithin(event.target, "the server did not answer"),
+  );
+  document.addEventListener("DOMContentLoaded", check);
+  setInterval(check, 1000);
+
+  // Sorting.
+  function cellValue(row, index) {
+    const cell = row.cells[index];
+    if (!cell) return "";
+    const value = cell.dataset.sortValue ?? cell.textContent.trim();
+    const number = Number(value);
+    return value !== "" && !Number.isNaN(number) ? number : value.toLowerCase();
+  }
+
+  function sortTable(table, key, dir) {
+    const headers = Array.from(table.tHead.rows[0].cells);
+    const index = headers.findIndex((th) => th.dataset.sortKey === key);
+    if (index < 0) return;
+    const body = table.tBodies[0];
+    const rows = Array.from(body.rows).filter((row) => !row.dataset.noSort);
+    const sign = dir === "desc" ? -1 : 1;
+    rows.sort((a, b) => {
+      const x = cellValue(a, index);
+      const y = cellValue(b, index);
+      if (typeof x === typeof y) return (x < y ? -1 : x > y ? 1 : 0) * sign;
+      return (typeof x === "number" ? -1 : 1) * sign;
+    });
+    body.append(...rows);
+    headers.forEach((th) => th.removeAttribute("aria-sort"));
+    headers[index].setAttribute("aria-sort", dir === "desc" ? "descending" : "ascending");
+  }
+
+  function sortFromUrl() {
+    const params = new URLSearchParams(location.search);
+    const key = params.get("sort");
+    if (!key) return;
+    for (const table of document.querySelectorAll("table[data-sortable]")) {
+      sortTable(table, key, params.get("dir") === "desc" ? "desc" : "asc");
+    }
+  }
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("table[data-sortable] th[data-sort-key] button");
+    if (!button) return;
+    const th = button.closest("th");
+    const table = th.closest("table");
+    const dir = th.getAttribute("aria-sort") === "ascending" ? "desc" : "asc";
+    sortTable(table, th.dataset.sortKey, dir);
+    const url = new URL(location.href);
+    url.searchParams.set("sort", th.dataset.sortKey);
+    url.searchParams.set("dir", dir);
+    history.replaceState(null, "", url);
+  });
+  document.addEventListener("DOMContentLoaded", sortFromUrl);
+  // Live tables are replaced by the server: keep the chosen order.
+  document.addEventListener("htmx:oobAfterSwap", sortFromUrl);
+  document.addEventListener("htmx:afterSwap", sortFromUrl);
+})();
