@@ -66,7 +66,7 @@ def plan(n_blocks: int, rng: random.Random) -> dict[int, list[tuple[int, int]]]:
 
 def pod_events(pod_index: int, runs: list[tuple[int, int]], rng: random.Random) -> list:
     """(second, event) in time order: stores spread over the window, then tier moves."""
-    from kvadmin.ingest.events import BlockRemoved, BlockStored
+    from kvadmin.index.events import BlockRemoved, BlockStored
 
     sglang = PODS[pod_index].startswith("sglang")
     chunks = [
@@ -94,9 +94,10 @@ def pod_events(pod_index: int, runs: list[tuple[int, int]], rng: random.Random) 
 
 def build_index(client, n_blocks: int, rng: random.Random) -> int:
     """Feed every pod's events through the Applier; returns the number of block events."""
-    from kvadmin.ingest.apply import Applier
-    from kvadmin.ingest.events import EventBatch
-    from kvadmin.ingest.streams import StreamId, StreamSpec
+    from kvadmin.index.events import EventBatch
+    from kvadmin.index.streams import StreamId
+    from kvadmin.index.writer import Applier
+    from kvadmin.ingest.streams import StreamSpec
     from scoring.keys import stream_status_key
 
     applier = Applier(client, blocks_per_call=2048)

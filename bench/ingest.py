@@ -31,14 +31,15 @@ sys.path.insert(0, str(ROOT))
 
 import redis
 
+from bench.baseline import KthenaBaseline
 from kvadmin.fleet.cache import CacheModel, lower_tiers_for
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.wire import Encoding, encode_batch
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.baseline import KthenaBaseline
+from kvadmin.index.events import BlockStored, Event
+from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.decode import decode_batch
-from kvadmin.ingest.events import BlockStored, Event
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.ingest.streams import StreamSpec
 from kvadmin.redis_server import RedisServer
 from scoring.keys import stream_status_key
 

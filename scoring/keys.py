@@ -91,7 +91,7 @@ RESIDENCY_TICKS_PER_SECOND = 1_000_000
 
 
 def residency_score(unix_seconds: float) -> int:
-    """A residency score: unix microseconds (see kvadmin.ingest.apply)."""
+    """A residency score: unix microseconds (see kvadmin.index.writer)."""
     return round(unix_seconds * RESIDENCY_TICKS_PER_SECOND)
 
 
@@ -239,7 +239,7 @@ def load_key(pod: str) -> str:
 
 UNKNOWN_TAG_FIELD_PREFIX = "unknown_tag:"
 """Stream status fields "unknown_tag:{tag}": events of that unknown tag the stream sent (the
-first few distinct tags only, see `kvadmin.ingest.apply`)."""
+first few distinct tags only, see `kvadmin.index.writer`)."""
 
 
 # Delivered hits: what the engines reported for the requests routed by decisions

@@ -229,3 +229,45 @@ def _checked_weight(value: object) -> tuple[float, str | None]:
     if not 0.0 <= weight <= 1.0:
         return 0.0, f"must be between 0 and 1, got {value!r}"
     return weight + 0.0, None  # + 0.0 turns -0.0 into 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPreference:
+    """Which medium the matrix value names when a pod holds a block in several (compatibility.md
+    5.4).
+
+    `best_first` lists media best first, compared case-insensitively after trimming
+    (compatibility.md 2.5). Every other medium, and no medium, ranks at `fallback_position` (an
+    index into `best_first`: 0 = before all of them, len = after all). Equal ranks are ordered by
+    name, so the choice never depends on arrival order.
+    """
+
+    best_first: tuple[str, ...]
+    fallback_position: int
+
+    def __post_init__(self) -> None:
+        names = tuple(normalize_name(m) for m in self.best_first)
+        if len(set(names)) != len(names):
+            raise ValueError(f"media listed twice: {self.best_first}")
+        if not 0 <= self.fallback_position <= len(names):
+            raise ValueError(f"fallback_position must be within 0..{len(names)}")
+        object.__setattr__(self, "best_first", names)
+
+    @classmethod
+    def from_tier_weights(cls, weights: TierWeights) -> "MediaPreference":
+        """The order of `TierWeights.medium_rank`: the heaviest medium first, ties by the fixed
+        tier order. Media that rank like an unknown one (the fallback weight and no fixed
+        order) are left out of the list: the script orders those by name, as medium_rank does.
+        """
+        unknown = weights.medium_rank("?")[:2]
+        named = {m.name.lower() for m in MEDIA if m.tier_order is not None} | set(weights.weights)
+        listed = sorted(
+            (m for m in named if weights.medium_rank(m)[:2] != unknown), key=weights.medium_rank
+        )
+        position = sum(1 for m in listed if weights.medium_rank(m)[:2] < unknown)
+        return cls(tuple(listed), position)
+
+
+DEFAULT_PREFERENCE = MediaPreference.from_tier_weights(TierWeights())
+"""With kthena's default weights: GPU, then DISK and any other medium at the 1.0 fallback, then
+CPU_PINNED and CPU at 0.8."""

@@ -9,6 +9,7 @@ from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
+from kvadmin.index.streams import push_stream
 from kvadmin.ingest import pushed
 from kvadmin.ingest.decode import UndecodableBatch, decode_batch
 from kvadmin.ingest.tasks import apply_pushed
@@ -48,7 +49,7 @@ def push_events(request: HttpRequest, pod: str) -> JsonResponse:
         return _error(400, f"undecodable batch: {error}")
     if (rank_error := pushed.rank_error(batch.rank, engine.dp_size)) is not None:
         return _error(400, rank_error)
-    stream = pushed.push_stream(pod, batch.rank)
+    stream = push_stream(pod, batch.rank)
     enqueued = pushed.enqueue(index_bytes_client(), stream, engine.pk, body)
     apply_pushed.delay(pod)
     return JsonResponse(

@@ -17,7 +17,7 @@ from django.urls import NoReverseMatch, reverse
 from kvadmin.conf import knob
 from kvadmin.engines.evidence import SEVERITY, EngineHealth, EngineState
 from kvadmin.engines.health import EngineFacts, engine_healths
-from kvadmin.ingest import gc
+from kvadmin.index import gc
 from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, label_values
 from kvadmin.metrics.fleet import FleetState, Health, read_fleet, registered_engines

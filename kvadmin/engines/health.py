@@ -16,7 +16,7 @@ from kvadmin.engines.evidence import (
     engine_health,
     number,
 )
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.streams import StreamId
 from kvadmin.residency.streams import stream_label
 from scoring import keys
 

@@ -3,7 +3,7 @@
 from django.db import transaction
 
 from kvadmin.engines.models import Engine
-from kvadmin.ingest.index import forget_pod
+from kvadmin.index.purge import forget_pod
 
 
 def remove_engine(pod: str) -> int:

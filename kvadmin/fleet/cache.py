@@ -34,7 +34,7 @@ from hashlib import sha256
 from struct import Struct
 from typing import Literal
 
-from kvadmin.ingest.events import (
+from kvadmin.index.events import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,

@@ -22,7 +22,7 @@ from kvadmin.fleet.cache import CacheModel, EngineKind, ServeResult, lower_tiers
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.traffic import PodEndpoint
 from kvadmin.fleet.wire import Encoding
-from kvadmin.ingest.events import Event
+from kvadmin.index.events import Event
 from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
 from scoring.weights import TierWeights
 

@@ -13,8 +13,8 @@ from typing import Any
 import zmq
 
 from kvadmin.fleet.wire import Encoding, WireEvent, encode_batch
+from kvadmin.index.events import Event
 from kvadmin.ingest.decode import END_OF_REPLAY, SEQ_BYTES
-from kvadmin.ingest.events import Event
 
 
 def offset_endpoint(endpoint: str, rank: int) -> str:

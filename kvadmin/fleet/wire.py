@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from kvadmin.ingest.events import (
+from kvadmin.index.events import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,

@@ -52,7 +52,7 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from kvadmin.conf import knob
-from kvadmin.ingest.events import (
+from kvadmin.index.events import (
     UNKNOWN_TAGS_MAX,
     AllBlocksCleared,
     BlockRemoved,

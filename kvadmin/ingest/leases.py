@@ -10,11 +10,9 @@ import threading
 
 import redis
 
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.streams import StreamId
 from scoring import keys
 from scoring.keys import stream_lease_key
-
-WORKERS_KEY = keys.WORKERS_KEY
 
 # Renew or release only what this worker still holds: another may own it by now.
 _RENEW = """
@@ -45,13 +43,13 @@ class Leases:
     def heartbeat(self, now: float) -> int:
         """Announce this worker; returns how many workers are alive."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.zadd(WORKERS_KEY, {self.worker_id: now})
-        pipe.zremrangebyscore(WORKERS_KEY, "-inf", now - self.lease_ms / 1000)
-        pipe.zcard(WORKERS_KEY)
+        pipe.zadd(keys.WORKERS_KEY, {self.worker_id: now})
+        pipe.zremrangebyscore(keys.WORKERS_KEY, "-inf", now - self.lease_ms / 1000)
+        pipe.zcard(keys.WORKERS_KEY)
         return max(1, int(pipe.execute()[-1]))
 
     def leave(self) -> None:
-        self.client.zrem(WORKERS_KEY, self.worker_id)
+        self.client.zrem(keys.WORKERS_KEY, self.worker_id)
 
     @staticmethod
     def fair_share(streams: int, workers: int) -> int:

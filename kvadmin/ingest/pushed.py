@@ -17,17 +17,14 @@ queued when their engine is removed must not reach an engine registered again un
 pod name.
 """
 
-import secrets
-import time
 from typing import NamedTuple
 
 import redis
 
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.streams import StreamId
 from scoring import keys
 
 DRAIN_CHUNK = 100
-LOCK_SECONDS = 60
 
 # KEYS: the pod's seq, its queue, the push stream's status; returns {seq, 1 when that stream had
 # no state before this push}.
@@ -47,29 +44,9 @@ while true do
 end
 """
 
-# KEYS: the lock; ARGV: the holder's token, then "renew" and the seconds, or "release".
-_HOLDER = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
-end
-if ARGV[2] == 'renew' then
-  return redis.call('EXPIRE', KEYS[1], ARGV[3])
-end
-return redis.call('DEL', KEYS[1])
-"""
 
 queue_key = keys.push_queue_key
 seq_key = keys.push_seq_key
-lock_key = keys.push_lock_key
-
-
-def push_stream(pod: str, rank: int | None) -> StreamId:
-    """The stream of rank r's pushed batches (rank 0 for a batch that names none)."""
-    return StreamId(pod, rank or 0, pushed=True)
-
-
-def push_streams(pod: str, dp_size: int) -> list[StreamId]:
-    return [push_stream(pod, rank) for rank in range(dp_size)]
 
 
 def rank_error(rank: int | None, dp_size: int) -> str | None:
@@ -115,33 +92,3 @@ def done(client: redis.Redis, pod: str, through_seq: int) -> None:
     """Take the entries up to `through_seq` off the queue. By seq, not by count: a holder
     whose lock lapsed mid-chunk must not trim entries that the next holder has not read."""
     client.register_script(_DONE)(keys=[queue_key(pod)], args=[through_seq])
-
-
-class DrainLock:
-    """A pod's drain lock: only its holder applies the pod's pushed batches or forgets the pod.
-
-    Taken with a token of its own and renewed before each chunk, so a holder whose lock lapsed
-    (a stalled worker) neither releases nor outlives the next holder's.
-    """
-
-    def __init__(self, client: redis.Redis, pod: str) -> None:
-        self.client = client
-        self.key = lock_key(pod)
-        self.token = secrets.token_hex(16)
-        self.script = client.register_script(_HOLDER)
-
-    def acquire(self, wait: float = 0.0) -> bool:
-        """Take the lock, waiting up to `wait` seconds for its holder; False if still held."""
-        deadline = time.monotonic() + wait
-        while not self.client.set(self.key, self.token, nx=True, ex=LOCK_SECONDS):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def renew(self) -> bool:
-        """Keep the lock for another LOCK_SECONDS; False when it lapsed to someone else."""
-        return bool(self.script(keys=[self.key], args=[self.token, "renew", LOCK_SECONDS]))
-
-    def release(self) -> None:
-        self.script(keys=[self.key], args=[self.token, "release"])

@@ -31,8 +31,10 @@ from hashlib import blake2b
 import redis
 import zmq
 
-from kvadmin.ingest import status
-from kvadmin.ingest.apply import DEFAULT_PREFERENCE, Applier, ApplySession, MediaPreference
+from kvadmin.index import status
+from kvadmin.index.events import EventBatch
+from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import Applier, ApplySession
 from kvadmin.ingest.decode import (
     BadFrames,
     UndecodableBatch,
@@ -40,11 +42,11 @@ from kvadmin.ingest.decode import (
     split_frames,
     undecodable_batch,
 )
-from kvadmin.ingest.events import EventBatch
 from kvadmin.ingest.leases import LeaseKeeper, Leases
 from kvadmin.ingest.replay import Replayed, ReplayFailed, request_replay
-from kvadmin.ingest.streams import SeqAction, StreamId, StreamSpec, classify_seq
+from kvadmin.ingest.streams import SeqAction, StreamSpec, classify_seq
 from kvadmin.metrics import recorder
+from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
 log = logging.getLogger(__name__)
 

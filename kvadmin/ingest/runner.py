@@ -13,7 +13,8 @@ log = logging.getLogger(__name__)
 
 
 def build_loop(worker_id: str | None = None) -> IngestLoop:
-    from kvadmin.engines.registry import load_streams, registry_version
+    from kvadmin.engines.registry import registry_version
+    from kvadmin.ingest.registered import load_streams
     from kvadmin.weights.active import active_media_preference
 
     return IngestLoop(

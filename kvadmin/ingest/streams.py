@@ -1,46 +1,16 @@
-"""Streams: one (engine pod, data-parallel rank) publisher of KV events, and what to do
-with each sequence number it sends (compatibility.md 4.1)."""
+"""What a reader consumes of a stream, and what to do with each sequence number it sends
+(compatibility.md 4.1)."""
 
 import enum
 from dataclasses import dataclass
 
-from scoring.keys import parse_stream_name, stream_name
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class StreamId:
-    """A rank's ZMQ stream, or with `pushed` its batches pushed over HTTP: a stream of its
-    own, in a key space of its own (`scoring.keys.stream_name`)."""
-
-    pod: str
-    rank: int
-    pushed: bool = False
-
-    def __post_init__(self) -> None:
-        stream_name(self.rank, pushed=self.pushed)  # refuse a rank no stream can have
-
-    @property
-    def name(self) -> str:
-        """The `{stream}` part of the stream's Redis keys."""
-        return stream_name(self.rank, pushed=self.pushed)
-
-    @classmethod
-    def from_name(cls, pod: str, name: str) -> "StreamId | None":
-        """The stream a `{stream}` key part names; None for names of no current stream."""
-        parsed = parse_stream_name(name)
-        return None if parsed is None else cls(pod, *parsed)
-
-    def __str__(self) -> str:
-        return f"{self.pod}|{self.name}"
+from kvadmin.index.streams import IndexedStream
 
 
 @dataclass(frozen=True, slots=True)
-class StreamSpec:
+class StreamSpec(IndexedStream):
     """Everything a reader needs to consume one stream, taken from the engine registry."""
 
-    id: StreamId
-    model: str
-    kind: str
     events_endpoint: str
     replay_endpoint: str | None
     topic: bytes

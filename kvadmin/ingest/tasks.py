@@ -5,8 +5,11 @@ from celery import shared_task
 
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
-from kvadmin.ingest import gc, pushed, status
-from kvadmin.ingest.apply import Applier
+from kvadmin.index import gc, status
+from kvadmin.index.pod_lock import DrainLock
+from kvadmin.index.streams import push_stream
+from kvadmin.index.writer import Applier
+from kvadmin.ingest import pushed
 from kvadmin.ingest.decode import UndecodableBatch, decode_batch, undecodable_batch
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.metrics import recorder
@@ -18,7 +21,7 @@ log = logging.getLogger(__name__)
 
 def _spec(engine: Engine, rank: int | None) -> StreamSpec:
     return StreamSpec(
-        id=pushed.push_stream(engine.pod, rank),
+        id=push_stream(engine.pod, rank),
         model=engine.model,
         kind=engine.kind,
         events_endpoint="",
@@ -35,7 +38,7 @@ def apply_pushed(pod: str) -> int:
     applier = Applier(client)
     applied = 0
     while True:
-        lock = pushed.DrainLock(client, pod)
+        lock = DrainLock(client, pod)
         if not lock.acquire():
             return applied  # another task is draining this pod and will see our batches
         try:
@@ -73,7 +76,7 @@ def _apply_chunk(applier: Applier, pod: str, entries: list[pushed.Pushed]) -> No
     for why, count in refused.items():
         log.warning("%s: dropped %d pushed batches (%s)", pod, count, why)
         if engine is not None:  # the pod's engine shows how many it shed
-            status.count(applier.client, pushed.push_stream(pod, 0), why, count)
+            status.count(applier.client, push_stream(pod, 0), why, count)
 
 
 def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> bool:

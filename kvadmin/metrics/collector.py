@@ -27,8 +27,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from kvadmin.conf import knob
-from kvadmin.ingest import gc
-from kvadmin.ingest.events import UNKNOWN_TAGS_MAX
+from kvadmin.index import gc
+from kvadmin.index.events import UNKNOWN_TAGS_MAX
 from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_values
 from kvadmin.metrics.fleet import FleetState, read_fleet, registered_engines

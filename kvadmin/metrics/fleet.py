@@ -13,9 +13,9 @@ from typing import Any
 
 import redis
 
-from kvadmin.ingest.leases import WORKERS_KEY
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.streams import StreamId
 from scoring import keys
+from scoring.keys import WORKERS_KEY
 
 FAULTS = ("batches_lost", "bad_frames", "skipped_undecodable", "skipped_malformed")
 """Status counters that mean the index missed part of a stream: lost batches (not repairable

@@ -27,9 +27,8 @@ from redis.retry import Retry
 
 from kvadmin.conf import knob
 from kvadmin.engines.health import EngineFacts, engine_healths
-from kvadmin.ingest.leases import WORKERS_KEY
 from kvadmin.metrics.fleet import read_fleet, registered_engines
-from scoring.keys import stream_lease_key, stream_name
+from scoring.keys import WORKERS_KEY, stream_lease_key, stream_name
 
 PROBE_TIMEOUT_SECONDS = 1.0
 

@@ -24,8 +24,8 @@ from typing import Protocol
 import redis
 from redis.client import Pipeline
 
-from kvadmin.ingest.events import EventBatch
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.events import EventBatch
+from kvadmin.index.streams import StreamId
 from kvadmin.metrics import families as f
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_field
 from scoring import keys

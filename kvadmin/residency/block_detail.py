@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.engines.models import Engine
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.streams import StreamId
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.streams import (
     StreamHealth,
@@ -132,7 +132,7 @@ def _residency(
         score, shared = replies[2 * i], replies[2 * i + 1]
         if score is not None or shared is not None:
             stored_at = keys.residency_seconds(score) if score is not None else None
-            # The refcount field exists only for more than one holder (see ingest.apply).
+            # The refcount field exists only for more than one holder (see index.writer).
             holders = int(shared) if shared is not None else 1
             held[pod].append(Residency(medium, stored_at, holders))
     return held

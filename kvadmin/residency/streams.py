@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import redis
 
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.streams import StreamId
 from scoring import keys
 from scoring.values import parse_seconds
 
@@ -89,7 +89,7 @@ class StreamHealth:
     @property
     def unknown_tags(self) -> list[tuple[str, int]]:
         """(tag, events) of the event tags the stream sent that kvadmin skipped as unknown
-        (the first few distinct ones, see `kvadmin.ingest.apply`), by tag."""
+        (the first few distinct ones, see `kvadmin.index.writer`), by tag."""
         prefix = keys.UNKNOWN_TAG_FIELD_PREFIX
         return sorted(
             (name.removeprefix(prefix), self.counter(name))

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from kvadmin.ingest.index import purge_pod
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.purge import purge_pod
+from kvadmin.index.streams import StreamId
 from kvadmin.residency.block_detail import UnknownBlock, block_detail, scan_engine_hashes
 from kvadmin.residency.blocks import (
     NO_MEDIUM,

@@ -27,11 +27,10 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.conf import knob
-from kvadmin.ingest.apply import MediaPreference
 from kvadmin.redis_clients import index_client
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from scoring import keys
-from scoring.weights import InvalidTierWeights, TierWeights
+from scoring.weights import InvalidTierWeights, MediaPreference, TierWeights
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,9 @@ from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.engines.removal import remove_engine
 from kvadmin.fleet.wire import Encoding, encode_batch
-from kvadmin.ingest import pushed, status
+from kvadmin.index import status
+from kvadmin.index.streams import push_stream
+from kvadmin.ingest import pushed
 from tests.ingest.blocks import key, removed, stored
 from tests.waiting import wait_until
 
@@ -84,7 +86,7 @@ def test_batches_queued_for_a_removed_engine_never_reach_the_next_one(
 ):
     """Removed with a pushed batch still queued, then registered again under the same pod:
     the old registration's batch is dropped and counted, the new one's applies."""
-    stream = pushed.push_stream(POD, 0)
+    stream = push_stream(POD, 0)
     pushed.enqueue(redis_client, stream, Engine.objects.get(pod=POD).pk, _batch(stored(1)))
     remove_engine(POD)
     Engine.objects.create(pod=POD, model="Qwen/Qwen3-8B", events_endpoint="tcp://127.0.0.1:1")
@@ -97,7 +99,7 @@ def test_batches_queued_for_a_removed_engine_never_reach_the_next_one(
 
 def test_queue_entries_keep_payloads_whole_and_read_older_builds_entries(redis_client, redis_url):
     payload = b"\x93|:\x01|"  # msgpack may hold the separators
-    pushed.enqueue(redis_client, pushed.push_stream(POD, 0), 7, payload)
+    pushed.enqueue(redis_client, push_stream(POD, 0), 7, payload)
     redis_client.rpush(pushed.queue_key(POD), b"9|" + payload)  # queued by an older build
     entries = pushed.pending(redis.Redis.from_url(redis_url), POD)
     assert entries == [pushed.Pushed(1, 7, payload), pushed.Pushed(9, None, payload)]
@@ -107,7 +109,7 @@ def test_taking_entries_off_twice_takes_no_more(redis_client) -> None:
     """A holder whose lock lapsed mid-chunk finishes after the next holder took the same
     entries off: the entries behind them stay."""
     for n in range(4):
-        pushed.enqueue(redis_client, pushed.push_stream(POD, 0), 7, b"%d" % n)
+        pushed.enqueue(redis_client, push_stream(POD, 0), 7, b"%d" % n)
     pushed.done(redis_client, POD, 2)
     pushed.done(redis_client, POD, 2)
     assert redis_client.lrange(pushed.queue_key(POD), 0, -1) == ["3:7|2", "4:7|3"]

@@ -9,10 +9,12 @@ from django.test import Client
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.wire import Encoding, encode_batch
-from kvadmin.ingest import pushed, status
-from kvadmin.ingest.apply import Applier
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId, push_stream
+from kvadmin.index.writer import Applier
+from kvadmin.ingest import pushed
 from kvadmin.ingest.decode import decode_batch
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.ingest.streams import StreamSpec
 from kvadmin.ingest.tasks import apply_pushed
 from scoring import keys
 from tests.ingest.blocks import key, stored
@@ -73,7 +75,7 @@ def test_a_pushed_rank_0_batch_leaves_the_zmq_rank_0_stream_alone(
     assert status.read(redis_client, ZMQ_RANK_0) == zmq_before
     assert redis_client.hgetall(keys.engine_blocks_key(POD, "0")) == engine_blocks
     assert redis_client.hget(key(1), POD)  # the ZMQ stream's block survived the pushed clear
-    assert status.last_seq(redis_client, pushed.push_stream(POD, 0)) == 2
+    assert status.last_seq(redis_client, push_stream(POD, 0)) == 2
 
 
 def test_the_task_refuses_a_queued_rank_the_engine_does_not_have(
@@ -84,7 +86,7 @@ def test_the_task_refuses_a_queued_rank_the_engine_does_not_have(
     redis_client.rpush(pushed.queue_key(POD), b"1|" + _clear(-1))
     assert _post(_batch(stored(2)), token).status_code == 202
     wait_until(lambda: redis_client.hget(key(2), POD), what="the next push applied")
-    refused = status.read(redis_client, pushed.push_stream(POD, 0)).get("bad_rank_pushes")
+    refused = status.read(redis_client, push_stream(POD, 0)).get("bad_rank_pushes")
     assert refused == "1"
     assert redis_client.hget(key(1), POD)
     assert status.read(redis_client, ZMQ_RANK_0) == zmq_state[keys.stream_status_key(POD, "0")]
@@ -102,11 +104,11 @@ def test_batches_queued_before_the_disable_are_not_applied(
     token, redis_client, celery_worker
 ) -> None:
     engine = Engine.objects.get(pod=POD)
-    pushed.enqueue(redis_client, pushed.push_stream(POD, 0), engine.pk, _batch(stored(1)))
+    pushed.enqueue(redis_client, push_stream(POD, 0), engine.pk, _batch(stored(1)))
     Engine.objects.filter(pod=POD).update(enabled=False)
     apply_pushed.delay(POD)
     wait_until(lambda: not redis_client.exists(pushed.queue_key(POD)), what="queue drained")
-    assert status.read(redis_client, pushed.push_stream(POD, 0)).get("disabled_pushes") == "1"
+    assert status.read(redis_client, push_stream(POD, 0)).get("disabled_pushes") == "1"
     assert redis_client.hget(key(1), POD) is None
 
 
@@ -123,7 +125,7 @@ def test_a_pushed_stream_kept_by_an_older_build_is_purged_before_the_next_push_a
 ) -> None:
     """Older builds kept rank r's pushes as stream "-(r + 1)"; left beside the new stream, its
     blocks would stay in the index for good (the new stream's removals cannot reach them)."""
-    spec = StreamSpec(pushed.push_stream(POD, 0), MODEL, "vllm", "", None, b"", 16)
+    spec = StreamSpec(push_stream(POD, 0), MODEL, "vllm", "", None, b"", 16)
     Applier(redis_client).apply_batches(spec, [(3, decode_batch(_batch(stored(1))))])
     for make in (keys.engine_blocks_key, keys.stream_status_key):
         redis_client.rename(make(POD, "push:0"), make(POD, "-1"))

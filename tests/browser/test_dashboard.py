@@ -14,9 +14,10 @@ from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.traffic import FunctionRouter, PodEndpoint, TrafficGenerator
 from kvadmin.fleet.workload import Workload
-from kvadmin.ingest import status
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId
 from kvadmin.ingest.reader import IngestLoop
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.ingest.streams import StreamSpec
 from kvadmin.metrics import recorder
 from kvadmin.routing.service import score
 from tests.browser.conftest import log_in

@@ -25,8 +25,8 @@ from celery import Celery
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
-from kvadmin.ingest import gc, status
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index import gc, status
+from kvadmin.index.streams import StreamId
 from kvadmin.redis_server import RedisServer
 from kvadmin.settings import redis_db_url
 from scoring.keys import stream_lease_key

@@ -7,11 +7,12 @@ from django.core.management import call_command
 from django.db import connection
 
 from kvadmin.engines.models import Engine
-from kvadmin.ingest import status
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, EventBatch
-from kvadmin.ingest.pushed import DrainLock, push_stream
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.index import status
+from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.pod_lock import DrainLock
+from kvadmin.index.streams import StreamId, push_stream
+from kvadmin.index.writer import Applier
+from kvadmin.ingest.streams import StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import block_key, stream_status_key
 from tests.waiting import wait_until

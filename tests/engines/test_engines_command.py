@@ -7,7 +7,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from kvadmin.engines.models import Engine
-from kvadmin.engines.registry import load_streams, registry_version
+from kvadmin.engines.registry import registry_version
+from kvadmin.ingest.registered import load_streams
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

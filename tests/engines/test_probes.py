@@ -13,8 +13,9 @@ from kvadmin.dashboard.tiles import dashboard_tiles
 from kvadmin.engines import probes
 from kvadmin.engines.models import Engine
 from kvadmin.engines.tasks import probe_engines
-from kvadmin.ingest import status
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId
+from kvadmin.ingest.streams import StreamSpec
 from kvadmin.residency.pod_detail import pod_page
 from scoring import keys
 from tests.conftest import local_config

@@ -2,7 +2,7 @@
 hash -> standardized hash from stores with tokens, placeholders resolved through that mapping,
 removals per medium, a clear or a restart drops everything)."""
 
-from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
+from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
 from scoring.hashing import hash_block
 
 

@@ -2,7 +2,7 @@
 before the stores that needed the room."""
 
 from kvadmin.fleet.cache import GPU, CacheModel
-from kvadmin.ingest.events import BlockRemoved, BlockStored
+from kvadmin.index.events import BlockRemoved, BlockStored
 
 
 def _prompt(first: int, blocks: int) -> list[int]:

@@ -2,7 +2,7 @@
 tiers evict downwards, and a lower-tier hit is loaded back into GPU keeping its copy."""
 
 from kvadmin.fleet.cache import CPU, CPU_PINNED, DISK, GPU, CacheModel, lower_tiers_for
-from kvadmin.ingest.events import BlockRemoved, BlockStored
+from kvadmin.index.events import BlockRemoved, BlockStored
 from scoring.hashing import hash_block
 
 

@@ -1,7 +1,7 @@
 """Serving a prompt: full blocks only are stored, and the hit is the leading cached run."""
 
 from kvadmin.fleet.cache import GPU, CacheModel
-from kvadmin.ingest.events import BlockStored
+from kvadmin.index.events import BlockStored
 from scoring.hashing import hash_block
 
 

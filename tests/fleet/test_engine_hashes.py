@@ -4,7 +4,7 @@ differs, while the standardized hash of that content is the same."""
 import random
 
 from kvadmin.fleet.cache import GPU, CacheModel
-from kvadmin.ingest.events import engine_hash_value
+from kvadmin.index.events import engine_hash_value
 from scoring.hashing import hash_block
 
 

@@ -8,8 +8,8 @@ import zmq
 
 from kvadmin.fleet.pod import PodConfig, SimPod
 from kvadmin.fleet.wire import Encoding
+from kvadmin.index.events import AllBlocksCleared
 from kvadmin.ingest.decode import PublishedBatch, decode_frames
-from kvadmin.ingest.events import AllBlocksCleared
 from tests.fleet.conftest import local_config
 
 PROMPTS = [list(range(i * 7, i * 7 + 16 * (1 + i % 4) + 5)) for i in range(12)]

@@ -9,8 +9,8 @@ import zmq
 
 from kvadmin.fleet.publisher import Publisher, offset_endpoint, open_ranks
 from kvadmin.fleet.wire import Encoding, block_removed
+from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored
 from kvadmin.ingest.decode import END_OF_REPLAY, decode_frames, decode_replay_frames
-from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored
 from tests.fleet.conftest import free_base_port
 
 TIMEOUT_MS = 5000

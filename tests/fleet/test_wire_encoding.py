@@ -8,8 +8,7 @@ import pytest
 
 from kvadmin.fleet import wire
 from kvadmin.fleet.wire import Encoding
-from kvadmin.ingest.decode import decode_batch
-from kvadmin.ingest.events import (
+from kvadmin.index.events import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
@@ -17,6 +16,7 @@ from kvadmin.ingest.events import (
     engine_hash_text,
     engine_hash_value,
 )
+from kvadmin.ingest.decode import decode_batch
 
 TS = 1789095808.8378847
 TOKENS = list(range(151000, 151032))

@@ -8,9 +8,10 @@ import redis
 
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.wire import Encoding
-from kvadmin.ingest.apply import Applier
+from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.reader import IngestLoop
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.ingest.streams import StreamSpec
 
 MODEL = "Qwen/Qwen3-8B"
 

@@ -3,8 +3,8 @@ defects: placeholders dropped, any removal drops the pod's ownership."""
 
 import redis
 
-from kvadmin.ingest.baseline import KthenaBaseline
-from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
+from bench.baseline import KthenaBaseline
+from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
 from scoring.hashing import hash_block
 from scoring.keys import block_key, engine_hash_key
 

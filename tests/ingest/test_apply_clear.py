@@ -4,8 +4,8 @@ engine blocks only, released in bounded chunks, with no keyspace scan."""
 import pytest
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import AllBlocksCleared, BlockStored, Event, EventBatch
+from kvadmin.index.events import AllBlocksCleared, BlockStored, Event, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import block_key, engine_blocks_key, engine_hash_key, retired_set_key
 

@@ -7,8 +7,8 @@ import json
 import pytest
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch, engine_hash_text
+from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch, engine_hash_text
+from kvadmin.index.writer import Applier
 from scoring.hashing import block_hashes
 from scoring.keys import block_key, engine_hash_key, residency_key, residency_score
 from tests.conftest import CONFORMANCE

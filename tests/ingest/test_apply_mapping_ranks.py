@@ -5,8 +5,8 @@ lets it go (removal, clear, publisher restart, garbage collection), and goes wit
 import pytest
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, EventBatch
+from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import ENGINE_HASH_TTL_SECONDS, engine_blocks_key, engine_hash_key
 

@@ -5,8 +5,8 @@ if the two events came in separate batches, whatever the block's holders."""
 import pytest
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockRemoved, BlockStored, Event, EventBatch
+from kvadmin.index.events import BlockRemoved, BlockStored, Event, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from tests.ingest.conftest import snapshot
 

@@ -3,8 +3,8 @@ stored earlier; they add the new medium to the blocks they name."""
 
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import (
     block_key,

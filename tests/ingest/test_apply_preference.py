@@ -2,8 +2,7 @@
 
 import pytest
 
-from kvadmin.ingest.apply import DEFAULT_PREFERENCE, MediaPreference
-from scoring.weights import TierWeights
+from scoring.weights import DEFAULT_PREFERENCE, MediaPreference, TierWeights
 
 
 def test_the_default_follows_kthenas_default_weights() -> None:

@@ -11,8 +11,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, EventBatch
+from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import (
     POD_KINDS_KEY,

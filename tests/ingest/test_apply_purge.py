@@ -4,9 +4,10 @@ in bounded steps and without scanning the keyspace; a stream purge removes one r
 import pytest
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, Event, EventBatch
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.index.events import BlockStored, Event, EventBatch
+from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import Applier
+from kvadmin.ingest.streams import StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import (
     POD_MODELS_KEY,

@@ -4,8 +4,8 @@ holds it, whether two engine hashes share content or two DP ranks hold the same 
 import pytest
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockRemoved, BlockStored, Event, EventBatch
+from kvadmin.index.events import BlockRemoved, BlockStored, Event, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import block_key, engine_hash_key, refcount_key, residency_key, residency_score
 

@@ -4,11 +4,11 @@ medium keeps the other, and the matrix value names the best medium still held.""
 import pytest
 import redis
 
-from kvadmin.ingest.apply import Applier, MediaPreference
-from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import block_key, pod_media_key, residency_key, residency_score
-from scoring.weights import TierWeights
+from scoring.weights import MediaPreference, TierWeights
 
 POD = "vllm-0.default"
 TOKENS = tuple(range(16))

@@ -3,9 +3,10 @@ nothing, and a run of batches is applied in one round trip with its counters."""
 
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import Applier
+from kvadmin.ingest.streams import StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import block_key, refcount_key, residency_key, residency_score, stream_status_key
 
@@ -77,7 +78,7 @@ def test_a_long_run_is_split_between_calls(redis_client: redis.Redis) -> None:
 def test_a_reset_last_seq_accepts_seq_zero_again(
     applier: Applier, redis_client: redis.Redis
 ) -> None:
-    """The ingest loop writes -1 after a publisher restart (kvadmin.ingest.status)."""
+    """The ingest loop writes -1 after a publisher restart (kvadmin.index.status)."""
     applier.apply_batch("p.ns", "M", "vllm", 0, 7, _stored("1"), now=100)
     redis_client.hset(stream_status_key("p.ns", 0), "last_seq", -1)
 

@@ -6,9 +6,10 @@ call never applies after its failed predecessor."""
 import pytest
 import redis
 
-from kvadmin.ingest.apply import SCRIPT, Applier, ApplyResult
-from kvadmin.ingest.events import BlockStored, EventBatch
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import SCRIPT, Applier, ApplyResult
+from kvadmin.ingest.streams import StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import POD_MODELS_KEY, block_key, stream_status_key
 from tests.waiting import wait_until

@@ -3,8 +3,8 @@ no crash, counted, and only hashes the index already knows are updated."""
 
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, EventBatch
+from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import block_key, stream_status_key
 

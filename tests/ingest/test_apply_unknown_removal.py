@@ -3,8 +3,8 @@ hash can be stored and removed again and again (vLLM, compatibility.md 4.2)."""
 
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import block_key, engine_hash_key
 

@@ -11,14 +11,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from kvadmin.ingest.decode import decode_batch
-from kvadmin.ingest.events import (
+from kvadmin.index.events import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
     EventBatch,
     engine_hash_text,
 )
+from kvadmin.ingest.decode import decode_batch
 from tests.conftest import CONFORMANCE
 
 TOKENS = list(range(100, 132))  # two blocks of 16

@@ -3,6 +3,7 @@
 import msgspec
 import pytest
 
+from kvadmin.index.events import AllBlocksCleared, EventBatch
 from kvadmin.ingest.decode import (
     END_OF_REPLAY,
     BadFrames,
@@ -12,7 +13,6 @@ from kvadmin.ingest.decode import (
     decode_replay_frames,
     split_frames,
 )
-from kvadmin.ingest.events import AllBlocksCleared, EventBatch
 
 PAYLOAD = msgspec.msgpack.encode([1.5, [["AllBlocksCleared"]], 0])
 BATCH = EventBatch(ts=1.5, events=[AllBlocksCleared()], rank=0)

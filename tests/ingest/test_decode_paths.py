@@ -7,8 +7,8 @@ import msgspec
 import pytest
 
 from kvadmin.fleet import wire
+from kvadmin.index.events import BlockStored
 from kvadmin.ingest import decode
-from kvadmin.ingest.events import BlockStored
 
 TOKENS = list(range(500, 564))
 

@@ -6,8 +6,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored
 from kvadmin.ingest.decode import BAD_HASH, MALFORMED, UNKNOWN_TAG, decode_batch
-from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored
 
 TS = 1700000000.5
 GOOD_STORE = ["BlockStored", [11], None, list(range(16)), 16, None, "GPU"]

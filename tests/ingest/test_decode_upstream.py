@@ -5,9 +5,9 @@ not know yet. Payloads are built as the engines' msgspec structs encode them."""
 import msgspec
 import redis
 
-from kvadmin.ingest.apply import Applier
+from kvadmin.index.events import UNKNOWN_TAGS_MAX, BlockRemoved, BlockStored
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.decode import decode_batch
-from kvadmin.ingest.events import UNKNOWN_TAGS_MAX, BlockRemoved, BlockStored
 from scoring.keys import residency_key
 from scoring.weights import TierWeights
 

@@ -5,6 +5,7 @@ bug escaping crash-looped the ingest loop)."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvadmin.index.events import BlockRemoved, BlockStored
 from kvadmin.ingest.decode import (
     LORA_NAME_MAX_LENGTH,
     MEDIUM_MAX_LENGTH,
@@ -12,7 +13,6 @@ from kvadmin.ingest.decode import (
     UndecodableBatch,
     decode_batch,
 )
-from kvadmin.ingest.events import BlockRemoved, BlockStored
 from tests.ingest.malicious import any_payloads, rejected_payloads
 
 

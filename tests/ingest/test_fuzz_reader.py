@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.wire import Encoding
-from kvadmin.ingest import status
+from kvadmin.index import status
 from kvadmin.ingest.reader import IngestLoop
 from tests.ingest.blocks import key, stored
 from tests.ingest.conftest import snapshot, spec_for

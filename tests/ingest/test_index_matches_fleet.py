@@ -18,8 +18,8 @@ import pytest
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
-from kvadmin.ingest import status
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId
 from scoring.keys import (
     POD_MODELS_KEY,
     engine_hash_key,

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import redis
 
-from kvadmin.ingest import status
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId
 from kvadmin.redis_server import RedisServer
 from tests.ingest.blocks import key, stored
 from tests.ingest.conftest import spec_for

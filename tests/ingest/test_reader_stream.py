@@ -6,8 +6,9 @@ import zmq
 
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.wire import Encoding, all_blocks_cleared
-from kvadmin.ingest import status
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId
+from kvadmin.ingest.streams import StreamSpec
 from tests.ingest.blocks import key, removed, stored
 from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until

@@ -11,9 +11,9 @@ import pytest
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.wire import Encoding
-from kvadmin.ingest import status
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId
 from kvadmin.ingest.leases import Leases
-from kvadmin.ingest.streams import StreamId
 from scoring.keys import stream_lease_key
 from tests.conftest import start_worker, stop_process
 from tests.ingest.blocks import key, stored

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, EventBatch
+from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.keys import residency_score, residency_seconds
 from scoring.weights import TierWeights
 

@@ -10,12 +10,11 @@ import pytest
 
 from kvadmin.dashboard.tiles import SAMPLES_KEY, dashboard_tiles
 from kvadmin.engines.models import Engine
-from kvadmin.ingest import gc
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, EventBatch
-from kvadmin.ingest.leases import WORKERS_KEY
+from kvadmin.index import gc
+from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from kvadmin.metrics import recorder
-from scoring.keys import stream_lease_key, stream_status_key
+from scoring.keys import WORKERS_KEY, stream_lease_key, stream_status_key
 from tests.ingest.blocks import tokens
 
 pytestmark = pytest.mark.django_db

@@ -5,9 +5,9 @@ refreshed stays."""
 
 import redis
 
-from kvadmin.ingest import gc
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
+from kvadmin.index import gc
+from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.keys import (
     block_key,
     engine_blocks_key,

@@ -5,9 +5,9 @@ import time
 
 import redis
 
-from kvadmin.ingest import gc
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, EventBatch
+from kvadmin.index import gc
+from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from scoring.keys import POD_MODELS_KEY, block_key, residency_key, stream_status_key
 from tests.ingest.blocks import std, tokens
 

@@ -6,8 +6,8 @@ import time
 import pytest
 import redis
 
-from kvadmin.ingest import gc
-from kvadmin.ingest.apply import Applier
+from kvadmin.index import gc
+from kvadmin.index.writer import Applier
 from tests.operations.synthetic import (
     PODS,
     build_index,

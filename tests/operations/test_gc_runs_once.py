@@ -1,7 +1,7 @@
 """Two workers handed the garbage-collection task at once run it once: whether a run is due is
 decided once the run's lock is held, so the second one sees the first one's run."""
 
-from kvadmin.ingest import gc
+from kvadmin.index import gc
 
 MAX_AGE = 86400
 

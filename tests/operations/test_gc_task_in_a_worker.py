@@ -6,9 +6,9 @@ import time
 import pytest
 
 from kvadmin.engines.models import Engine
-from kvadmin.ingest import gc
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, EventBatch
+from kvadmin.index import gc
+from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.tasks import collect_garbage
 from scoring.keys import POD_MODELS_KEY, block_key
 from tests.ingest.blocks import std, tokens

@@ -10,8 +10,8 @@ from django.test import Client
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.engines.probes import probe_engines
-from kvadmin.ingest import status
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId
 from tests.ingest.conftest import MODEL, spec_for
 from tests.waiting import wait_until
 

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from kvadmin.ingest import status
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId
 from tests.ingest.blocks import removed, stored
 from tests.ingest.conftest import spec_for
 from tests.operations.conftest import POD, STREAM, value

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from kvadmin.engines.models import Engine
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, EventBatch
+from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from kvadmin.metrics import recorder
 from kvadmin.routing.service import score
 from tests.ingest.blocks import tokens

@@ -5,9 +5,9 @@ are bounded: they are engine-chosen text."""
 import msgspec
 import pytest
 
-from kvadmin.ingest import status
-from kvadmin.ingest.events import UNKNOWN_TAGS_MAX
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index import status
+from kvadmin.index.events import UNKNOWN_TAGS_MAX
+from kvadmin.index.streams import StreamId
 from tests.ingest.conftest import spec_for
 from tests.operations.conftest import POD, STREAM, value
 from tests.waiting import wait_until

@@ -1,7 +1,7 @@
 """A stream's health on the dashboard: disconnected, degraded, lagging or ok, from its status
 counters, its lease and what changed recently."""
 
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.streams import StreamId
 from kvadmin.metrics.fleet import Health, StreamState
 
 NOW = 1_800_000_000.0

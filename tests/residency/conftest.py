@@ -10,8 +10,8 @@ from django.contrib.auth.models import Permission
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 from kvadmin.redis_server import free_port
 from kvadmin.routing.tokenize import CACHE
 from scoring.hashing import hash_block

@@ -4,7 +4,7 @@ operator sees a new engine version coming; nothing is shown while every type is 
 import msgspec
 import pytest
 
-from kvadmin.ingest.apply import Applier
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.decode import decode_batch
 from tests.residency.conftest import MODEL, NOW, register
 

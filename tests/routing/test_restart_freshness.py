@@ -6,8 +6,8 @@ import time
 import pytest
 
 from kvadmin.engines.models import Engine
-from kvadmin.ingest import status
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index import status
+from kvadmin.index.streams import StreamId
 from kvadmin.routing import service
 from tests.ingest.blocks import stored, tokens
 from tests.ingest.conftest import spec_for

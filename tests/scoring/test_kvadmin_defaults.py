@@ -1,9 +1,8 @@
 """kvadmin's own default weights weigh every medium of the media table by where it sits; kthena's
 defaults (the 1.0 fallback for unconfigured media) stay what `TierWeights()` means."""
 
-from kvadmin.ingest.apply import MediaPreference
 from kvadmin.weights.config import KTHENA_DEFAULTS, KVADMIN_DEFAULTS
-from scoring.weights import DEFAULT_FALLBACK, KVADMIN_WEIGHTS, MEDIA, TierWeights
+from scoring.weights import DEFAULT_FALLBACK, KVADMIN_WEIGHTS, MEDIA, MediaPreference, TierWeights
 
 PHYSICAL_ORDER = [
     {"gpu"},

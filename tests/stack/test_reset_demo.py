@@ -11,9 +11,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from kvadmin.engines.models import Engine
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, EventBatch
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import Applier
+from kvadmin.ingest.streams import StreamSpec
 from kvadmin.stack import state_file
 from scoring.keys import DEMO_PODS_KEY
 

@@ -2,8 +2,8 @@
 
 import redis
 
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.events import BlockStored, EventBatch
+from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.writer import Applier
 
 MODEL = "Qwen/Qwen3-8B"
 

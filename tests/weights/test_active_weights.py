@@ -6,7 +6,6 @@ import json
 import pytest
 from django.test import override_settings
 
-from kvadmin.ingest.apply import MediaPreference
 from kvadmin.weights.active import (
     CONFIG_KEY,
     VERSION_KEY,
@@ -17,7 +16,7 @@ from kvadmin.weights.active import (
 )
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
-from scoring.weights import TierWeights
+from scoring.weights import MediaPreference, TierWeights
 
 DISK_HALF = WeightConfig.validated({"gpu": 1.0, "cpu": 0.8, "cpu_pinned": 0.8, "disk": 0.5})
 ALWAYS_CHECK = override_settings(KVADMIN={"WEIGHTS_REFRESH_SECONDS": 0})

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from kvadmin.engines.models import Engine
 from kvadmin.engines.removal import remove_engine
-from kvadmin.ingest.index import forget_pod
+from kvadmin.index.purge import forget_pod
 from kvadmin.redis_clients import index_client
 from kvadmin.stack import running_supervisor, web_url
 from scoring.keys import DEMO_PODS_KEY

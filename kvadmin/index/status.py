@@ -9,7 +9,7 @@ import time
 import redis
 from redis.client import Pipeline
 
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.streams import StreamId
 from scoring.keys import stream_status_key
 
 

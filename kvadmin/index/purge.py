@@ -2,9 +2,9 @@
 
 import logging
 
-from kvadmin.ingest import pushed
-from kvadmin.ingest.apply import Applier
-from kvadmin.ingest.streams import StreamId
+from kvadmin.index.pod_lock import LOCK_SECONDS, DrainLock
+from kvadmin.index.streams import StreamId, push_streams
+from kvadmin.index.writer import Applier
 from kvadmin.redis_clients import index_client
 
 log = logging.getLogger(__name__)
@@ -23,9 +23,9 @@ def forget_pod(pod: str, dp_size: int) -> int:
     the engine gone and drop theirs): otherwise that chunk could land after the purge.
     """
     client = index_client()
-    streams = [StreamId(pod, rank) for rank in range(dp_size)] + pushed.push_streams(pod, dp_size)
-    lock = pushed.DrainLock(client, pod)
-    held = lock.acquire(wait=pushed.LOCK_SECONDS)
+    streams = [StreamId(pod, rank) for rank in range(dp_size)] + push_streams(pod, dp_size)
+    lock = DrainLock(client, pod)
+    held = lock.acquire(wait=LOCK_SECONDS)
     if not held:  # a stalled holder: its chunk may land later; GC purges unregistered pods
         log.warning("%s: forgetting the pod while pushed batches may still be applied", pod)
     try:

@@ -8,7 +8,7 @@ kvadmin's index writer, one script with six commands (ARGV[1]):
           whose residency is older than a cutoff (an HSCAN step)
   sweep   garbage collection: release up to N residency entries older than a cutoff that no
           engine block holds any more
-apply.py builds the arguments and documents the data layout. Standardized hashes stay strings
+writer.py builds the arguments and documents the data layout. Standardized hashes stay strings
 here: Lua numbers are doubles and would round 63-bit hashes.
 
 Each operation calls Redis directly: 6.4 commands per stored block on the benchmark's mix.
@@ -108,7 +108,7 @@ local function index_of(list, m)
 end
 
 -- The entry of a media list that a removal in `m` takes: `m` itself; a removal without a
--- medium takes the medium-less entry, or else the primary tier (apply.py, decision 2).
+-- medium takes the medium-less entry, or else the primary tier (writer.py, decision 2).
 local function removal_at(list, m)
   return index_of(list, m) or (m == '' and 1 or nil)
 end

@@ -79,17 +79,17 @@ import redis
 from hiredis import pack_command
 from redis.exceptions import NoScriptError
 
-from kvadmin.ingest.events import (
+from kvadmin.index.events import (
     UNKNOWN_TAGS_MAX,
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
     EventBatch,
 )
-from kvadmin.ingest.streams import StreamId, StreamSpec
+from kvadmin.index.streams import IndexedStream, StreamId
 from scoring import keys
 from scoring.hashing import block_hashes
-from scoring.weights import MEDIA, TierWeights
+from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
 SCRIPT = Path(__file__).with_name("apply.lua").read_text()
 SCRIPT_COUNTERS = (
@@ -104,55 +104,6 @@ SCRIPT_COUNTERS = (
 
 MAX_CHUNK = 5000
 """Lua's unpack() takes about 8,000 values; chunks stay well below."""
-
-
-def _normalize(medium: str) -> str:
-    return medium.strip().lower()
-
-
-@dataclass(frozen=True, slots=True)
-class MediaPreference:
-    """Which medium the matrix value names when a pod holds a block in several (compatibility.md
-    5.4).
-
-    `best_first` lists media best first, compared case-insensitively after trimming
-    (compatibility.md 2.5). Every other medium, and no medium, ranks at `fallback_position` (an
-    index into `best_first`: 0 = before all of them, len = after all). Equal ranks are ordered by
-    name, so the choice never depends on arrival order.
-    """
-
-    best_first: tuple[str, ...]
-    fallback_position: int
-
-    def __post_init__(self) -> None:
-        names = tuple(_normalize(m) for m in self.best_first)
-        if len(set(names)) != len(names):
-            raise ValueError(f"media listed twice: {self.best_first}")
-        if not 0 <= self.fallback_position <= len(names):
-            raise ValueError(f"fallback_position must be within 0..{len(names)}")
-        object.__setattr__(self, "best_first", names)
-
-    @classmethod
-    def from_tier_weights(cls, weights: TierWeights) -> "MediaPreference":
-        """The order of `TierWeights.medium_rank`: the heaviest medium first, ties by the fixed
-        tier order. Media that rank like an unknown one (the fallback weight and no fixed
-        order) are left out of the list: the script orders those by name, as medium_rank does.
-        """
-        unknown = weights.medium_rank("?")[:2]
-        named = {m.name.lower() for m in MEDIA if m.tier_order is not None} | set(weights.weights)
-        listed = sorted(
-            (m for m in named if weights.medium_rank(m)[:2] != unknown), key=weights.medium_rank
-        )
-        position = sum(1 for m in listed if weights.medium_rank(m)[:2] < unknown)
-        return cls(tuple(listed), position)
-
-    def script_args(self) -> list[str]:
-        return [str(self.fallback_position), str(len(self.best_first)), *self.best_first]
-
-
-DEFAULT_PREFERENCE = MediaPreference.from_tier_weights(TierWeights())
-"""With kthena's default weights: GPU, then DISK and any other medium at the 1.0 fallback, then
-CPU_PINNED and CPU at 0.8."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +163,15 @@ def _pod_keys(pod: str, model: str, kind: str) -> tuple[tuple[str, ...], tuple[s
         kind,
     )
     return script_keys, args
+
+
+def _preference_args(preference: MediaPreference) -> list[str]:
+    """The media preference in the script's ARGV: fallback position, count, names."""
+    return [
+        str(preference.fallback_position),
+        str(len(preference.best_first)),
+        *preference.best_first,
+    ]
 
 
 def _medium(medium: str | None) -> str:
@@ -405,12 +365,12 @@ class Applier:
         now: float | None = None,
         preference: MediaPreference | None = None,
     ) -> ApplyResult:
-        stream = StreamSpec(StreamId(pod, rank), model, kind, "", None, b"", 0)
+        stream = IndexedStream(StreamId(pod, rank), model, kind)
         return self.apply_batches(stream, [(seq, batch)], now, preference)[0]
 
     def apply_batches(
         self,
-        stream: StreamSpec,
+        stream: IndexedStream,
         batches: Sequence[tuple[int, EventBatch]],
         now: float | None = None,
         preference: MediaPreference | None = None,
@@ -536,7 +496,7 @@ class Applier:
         more: Sequence[str] = (),
     ) -> Any:
         script_keys, pod_args = _pod_keys(pod, model, kind)
-        args = [command, *pod_args, *(preference or self.preference).script_args(), arg]
+        args = [command, *pod_args, *_preference_args(preference or self.preference), arg]
         args += more
         return self.script(keys=script_keys, args=args)
 
@@ -579,7 +539,7 @@ class ApplySession:
 
     def submit(
         self,
-        stream: StreamSpec,
+        stream: IndexedStream,
         batches: Sequence[tuple[int, EventBatch]],
         now: float | None = None,
         preference: MediaPreference | None = None,
@@ -596,7 +556,7 @@ class ApplySession:
         head = [
             "apply",
             *pod_args,
-            *preference.script_args(),
+            *_preference_args(preference),
             stream.id.name,
             str(keys.residency_score(time.time() if now is None else now)),
             str(keys.ENGINE_HASH_TTL_SECONDS),

@@ -11,7 +11,7 @@ same shape as kvadmin's.
 
 import redis
 
-from kvadmin.ingest.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
 from scoring import keys
 from scoring.hashing import hash_block
 

@@ -28,8 +28,9 @@ from typing import Any
 
 import redis
 
-from kvadmin.ingest.apply import DEFAULT_PREFERENCE, Applier, ExpireStep, MediaPreference
+from kvadmin.index.writer import Applier, ExpireStep
 from scoring import keys
+from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
 LAST_RUN_KEY = keys.GC_LAST_RUN_KEY
 TOTALS_KEY = keys.GC_TOTALS_KEY
