@@ -1,5 +1,6 @@
 """The /pods/<pod>/ page: one pod's counts, streams, chart, most recent blocks, its model's
-local tokenizer, its engine's load as last scraped, and its health from evidence."""
+local tokenizer, its engine's load as last scraped, and (in its summary) its health from
+evidence."""
 
 import time
 from dataclasses import dataclass
@@ -7,9 +8,6 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.conf import knob
-from kvadmin.engines.evidence import EngineHealth
-from kvadmin.engines.health import EngineFacts, engine_healths
-from kvadmin.engines.models import Engine
 from kvadmin.load.status import LoadStatus, load_status
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import BlockPage, newest_blocks
@@ -29,8 +27,6 @@ class PodPage:
     now: int
     tokenizer: TokenizerStatus | None
     load: LoadStatus
-    health: EngineHealth | None
-    """None for a pod that is only in the index (no engine registered)."""
 
     @property
     def stale_after(self) -> float:
@@ -43,12 +39,6 @@ def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
     summary = pod_summary(pod, client)
     zsets = [keys.residency_key(pod, medium) for medium in summary.counts]
     recent = newest_blocks(client, summary.model, zsets, limit=RECENT_BLOCKS)
-    dp_size = Engine.objects.filter(pod=pod).values_list("dp_size", flat=True).first()
-    health = None
-    if summary.registered and dp_size is not None:
-        streams = [(stream.id, stream.status) for stream in summary.streams]
-        facts = EngineFacts(pod, summary.enabled, dp_size, streams)
-        health = engine_healths(client, [facts])[pod]
     return PodPage(
         summary,
         read_chart(client, pod),
@@ -56,5 +46,4 @@ def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
         int(time.time()),
         tokenizer_status(summary.model, client),
         load_status(client, pod, knob("LOAD_STALE_SECONDS")),
-        health,
     )

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import redis
 
+from kvadmin.engines.evidence import SEVERITY, EngineHealth
+from kvadmin.engines.health import EngineFacts, engine_healths
 from kvadmin.engines.models import Engine
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.media import medium_order
@@ -42,7 +44,14 @@ class PodSummary:
     streams: list[StreamHealth]
     last_store_at: int | None
     """The newest residency score of the pod: when ingestion last stored a block for it."""
+    health: EngineHealth | None
+    """Its engine's health from evidence (engines.evidence); None when no engine is registered."""
     segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def severity(self) -> int:
+        """For sorting, worst first; pods without an engine last."""
+        return SEVERITY[self.health.state] if self.health else len(SEVERITY)
 
     @property
     def total(self) -> int:
@@ -71,6 +80,15 @@ class PodSummary:
 class PodsOverview:
     pods: list[PodSummary]
     now: int
+
+    @property
+    def models(self) -> list[str]:
+        return sorted({pod.model for pod in self.pods})
+
+    @property
+    def states(self) -> list[str]:
+        """The engine states to filter by (engines.evidence), and "unregistered"."""
+        return [state.value for state in SEVERITY] + ["unregistered"]
 
 
 def pods_overview(client: redis.Redis | None = None) -> PodsOverview:
@@ -119,6 +137,11 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
             pipe.zrange(keys.residency_key(pod, medium), 0, 0, desc=True, withscores=True)
     replies = iter(pipe.execute())
     streams = read_streams(client, streams_of)
+    facts = [
+        EngineFacts(pod, e.enabled, e.dp_size, [(s.id, s.status) for s in streams[pod]])
+        for pod, e in registered.items()
+    ]
+    healths = engine_healths(client, facts)
     summaries = []
     for pod in pods:
         counts, newest = {}, []
@@ -136,6 +159,7 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
                 counts=counts,
                 streams=streams[pod],
                 last_store_at=max(newest, default=None),
+                health=healths.get(pod),
             )
         )
     _scale(summaries)

@@ -1,4 +1,4 @@
-// Freshness of live pages, and sortable tables.
+// Freshness of live pages, sortable and filterable tables.
 //
 // Freshness: every live page has one marker, <p data-freshness data-period="S">, rendered
 // by templates/_freshness.html with the time its data was read (<time>). The server replaces
@@ -102,8 +102,56 @@
     url.searchParams.set("dir", dir);
     history.replaceState(null, "", url);
   });
-  document.addEventListener("DOMContentLoaded", sortFromUrl);
-  // Live tables are replaced by the server: keep the chosen order.
-  document.addEventListener("htmx:oobAfterSwap", sortFromUrl);
-  document.addEventListener("htmx:afterSwap", sortFromUrl);
+  // Filtering: <form data-filters-for="ID"> holds selects named after the rows' data
+  // attributes (<tr data-model=...>); rows of <table id="ID" data-filterable> that differ from
+  // a chosen value are hidden, the form's <output data-match-count-for="ID"> says how many
+  // match, and the choices live in the URL (?model=...&state=...).
+  function filterTable(form) {
+    const table = document.getElementById(form.dataset.filtersFor);
+    if (!table) return;
+    const chosen = Array.from(form.elements).filter((el) => el.name && el.value);
+    const rows = Array.from(table.tBodies[0].rows).filter((row) => !row.dataset.noSort);
+    let shown = 0;
+    for (const row of rows) {
+      const match = chosen.every((el) => row.dataset[el.name] === el.value);
+      row.hidden = !match;
+      shown += match;
+    }
+    const count = form.querySelector(`[data-match-count-for="${form.dataset.filtersFor}"]`);
+    if (count) count.textContent = `${shown} of ${rows.length} shown`;
+    table.dataset.shown = String(shown);
+  }
+
+  function filtersFromUrl() {
+    const params = new URLSearchParams(location.search);
+    for (const form of document.querySelectorAll("form[data-filters-for]")) {
+      for (const el of form.elements) if (el.name && params.has(el.name)) el.value = params.get(el.name);
+      filterTable(form);
+    }
+  }
+
+  document.addEventListener("change", (event) => {
+    const form = event.target.closest("form[data-filters-for]");
+    if (!form) return;
+    filterTable(form);
+    const url = new URL(location.href);
+    for (const el of form.elements) {
+      if (!el.name) continue;
+      if (el.value) url.searchParams.set(el.name, el.value);
+      else url.searchParams.delete(el.name);
+    }
+    history.replaceState(null, "", url);
+  });
+  document.addEventListener("submit", (event) => {
+    if (event.target.matches("form[data-filters-for]")) event.preventDefault();
+  });
+
+  function restore() {
+    sortFromUrl();
+    filtersFromUrl();
+  }
+  document.addEventListener("DOMContentLoaded", restore);
+  // Live tables are replaced by the server: keep the chosen order and filters.
+  document.addEventListener("htmx:oobAfterSwap", restore);
+  document.addEventListener("htmx:afterSwap", restore);
 })();

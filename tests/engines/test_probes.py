@@ -61,7 +61,7 @@ def test_a_live_engine_answers_both_probes(engine, redis_client: redis.Redis) ->
 
     probe = redis_client.hgetall(keys.engine_probe_key(POD))
     assert probe["replay_ok"] == "1" and probe["http_ok"] == "1", probe
-    health = pod_page(POD, redis_client).health
+    health = pod_page(POD, redis_client).summary.health
     assert health is not None and health.state == "idle"
     assert health.healthy
 
@@ -76,7 +76,7 @@ def test_a_dead_engine_is_unreachable_everywhere(
 
     probe = redis_client.hgetall(keys.engine_probe_key(POD))
     assert probe["replay_ok"] == "0" and probe["http_ok"] == "0", probe
-    assert pod_page(POD, redis_client).health.state == "unreachable"
+    assert pod_page(POD, redis_client).summary.health.state == "unreachable"
     tiles = dashboard_tiles(redis_client)
     assert [e.state for e in tiles.engines] == ["unreachable"]
     assert tiles.healthy_engines == 0 and tiles.state_counts["unreachable"] == 1
@@ -86,5 +86,5 @@ def test_a_dead_engine_is_unreachable_everywhere(
 
 
 def test_an_engine_nobody_probes_is_stale(engine, redis_client: redis.Redis) -> None:
-    health = pod_page(POD, redis_client).health
+    health = pod_page(POD, redis_client).summary.health
     assert health.state == "stale" and not health.healthy
