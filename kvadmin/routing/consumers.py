@@ -72,6 +72,7 @@ class FeedConsumer(LiveConsumer):
         self.arrived = 0
         self.rate_since = (time.monotonic(), 0)
         self.rate_shown: str | None = None
+        self.read_shown: int | None = None
         self.wake = asyncio.Event()
         self.frames: asyncio.Task[None] | None = None
         self.tail: DecisionTail | None = tail()
@@ -96,7 +97,8 @@ class FeedConsumer(LiveConsumer):
                 self.not_shown = 0
             self.pending = deque(kept)
         rows = [row_html(decision) for decision in newest]
-        await self.send(text_data=render_to_string("routing/feed.html#opened", {"rows": rows}))
+        context = {"rows": rows, "read_at": self._read_at() or time.time()}
+        await self.send(text_data=render_to_string("routing/feed.html#opened", context))
         self.frames = asyncio.create_task(self._send_frames(), name="feed-frames")
 
     async def disconnect(self, code: int) -> None:
@@ -155,16 +157,24 @@ class FeedConsumer(LiveConsumer):
             context["not_shown_total"] = self.not_shown_total
             self.pending.clear()
             self.not_shown = 0
+        read_at = self._read_at()
         if self.toggled or (self.paused and self.paused_count != self.paused_shown):
             context["paused"] = self.paused
             context["paused_count"] = self.paused_shown = self.paused_count
+            context["read_at"] = read_at or time.time()
             self.toggled = False
+        elif not self.paused and read_at is not None and int(read_at) != self.read_shown:
+            context["read_at"] = read_at  # the log answered: the feed is live, if quiet
+            self.read_shown = int(read_at)
         rate = self._rate()
         if rate is not None:
             context["rate"] = rate
         if not context:
             return ""
         return render_to_string("routing/feed.html#frame", context)
+
+    def _read_at(self) -> float | None:
+        return self.tail.read_at if self.tail is not None else None
 
     def _rate(self) -> str | None:
         """Matching decisions per second over the last RATE_SECONDS, when its text changed."""
