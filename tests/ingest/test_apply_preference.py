@@ -30,7 +30,6 @@ def test_names_are_compared_trimmed_and_lower_case() -> None:
     preference = MediaPreference(("GPU ", " Cpu"), fallback_position=2)
 
     assert preference.best_first == ("gpu", "cpu")
-    assert preference.script_args() == ["2", "2", "gpu", "cpu"]
 
 
 def test_it_rejects_a_medium_listed_twice() -> None:
