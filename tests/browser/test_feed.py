@@ -73,7 +73,12 @@ def test_pausing_holds_new_rows_until_resumed(
     assert http_json(f"{asgi_server}/api/v1/score", body, token)[0] == 200
     page.locator("#feed-paused", has_text="1 new while paused").wait_for()
     assert page.locator("details.decision").count() == 0
+    # A paused feed says paused, not live.
+    assert page.locator("#feed-status").get_attribute("data-state") == "paused"
+    assert page.locator("#feed-updated").get_attribute("data-state") == "paused"
+    assert page.locator("#feed-updated").inner_text().startswith("paused")
 
     page.get_by_role("button", name="Resume").click()
     page.locator('details.decision[data-request-id="held"]').wait_for()
     assert page.locator("#feed-paused").inner_text() == ""
+    page.locator('#feed-updated[data-state="live"]').wait_for()
