@@ -15,6 +15,7 @@ import redis
 from django.urls import NoReverseMatch, reverse
 
 from kvadmin.conf import knob
+from kvadmin.dashboard.history import HitChart, ratios
 from kvadmin.engines.evidence import SEVERITY, EngineHealth, EngineState
 from kvadmin.engines.health import EngineFacts, engine_healths
 from kvadmin.index import gc
@@ -60,22 +61,6 @@ class EngineStatus:
     @property
     def state(self) -> str:
         return self.evidence.state.value
-
-
-@dataclass(frozen=True, slots=True)
-class HitChart:
-    """uPlot's layout: minute timestamps, then the share of requested blocks the chosen pod
-    held, overall and per medium (None for minutes without decisions)."""
-
-    times: list[int]
-    total: list[float | None]
-    media: dict[str, list[float | None]]
-
-    def as_json(self) -> str:
-        return json.dumps(
-            {"times": self.times, "total": self.total, "media": list(self.media.items())},
-            separators=(",", ":"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,33 +285,16 @@ def _media(fleet: FleetState) -> dict:
 
 
 def _hits(minutes: list[int], per_minute: list[dict]) -> dict:
-    """The chart, and the last hour's totals: decisions, and the share of requested blocks
-    the chosen pods already held, overall and per medium."""
-    media = sorted(
-        {f.removeprefix("m:") for row in per_minute for f in row if f.startswith("m:")},
-        key=lambda m: _MEDIUM_ORDER.medium_rank(m or None),
-    )
-    total: list[float | None] = []
-    series: dict[str, list[float | None]] = {m: [] for m in media}
-    blocks_hour = matched_hour = decisions_hour = 0
-    matched_by_medium = dict.fromkeys(media, 0)
-    for row in per_minute:
-        blocks = int(row.get("blocks", 0))
-        decisions_hour += int(row.get("decisions", 0))
-        matched = {m: int(row.get(f"m:{m}", 0)) for m in media}
-        blocks_hour += blocks
-        matched_hour += sum(matched.values())
-        for m, count in matched.items():
-            matched_by_medium[m] += count
-            series[m].append(count / blocks if blocks else None)
-        total.append(sum(matched.values()) / blocks if blocks else None)
+    """The last hour's chart, minute by minute, and its totals: decisions, and the share of
+    requested blocks the chosen pods already held, overall and per medium."""
+    chart = ratios(minutes, per_minute, step=1)
+    blocks_hour = sum(int(row.get("blocks", 0)) for row in per_minute)
+    matched = {m: sum(int(row.get(f"m:{m}", 0)) for row in per_minute) for m in chart.media}
     return {
-        "decisions_hour": decisions_hour,
-        "hit_ratio_hour": matched_hour / blocks_hour if blocks_hour else None,
-        "hit_ratio_by_medium": [
-            (m, matched_by_medium[m] / blocks_hour) for m in media if blocks_hour
-        ],
-        "chart": HitChart([m * 60 for m in minutes], total, series),
+        "decisions_hour": sum(int(row.get("decisions", 0)) for row in per_minute),
+        "hit_ratio_hour": sum(matched.values()) / blocks_hour if blocks_hour else None,
+        "hit_ratio_by_medium": [(m, n / blocks_hour) for m, n in matched.items() if blocks_hour],
+        "chart": chart,
     }
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.conf import knob
+from kvadmin.dashboard.history import HitChart, hit_chart
+from kvadmin.dashboard.timerange import TimeRange, parse_range
 from kvadmin.load.status import LoadStatus, load_status
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import BlockPage, newest_blocks
@@ -27,23 +29,30 @@ class PodPage:
     now: int
     tokenizer: TokenizerStatus | None
     load: LoadStatus
+    span: TimeRange
+    hits: HitChart
+    """The pod's share of decisions and hit ratio by medium over `span`."""
 
     @property
     def stale_after(self) -> float:
         return knob("HEALTH_STALE_SECONDS")
 
 
-def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
-    """Raises pods.UnknownPod for a pod neither registered nor in the index."""
+def pod_page(pod: str, client: redis.Redis | None = None, span: TimeRange | None = None) -> PodPage:
+    """Raises pods.UnknownPod for a pod neither registered nor in the index. The charts cover
+    `span` (the last hour by default)."""
     client = client or index_client()
+    span = span or parse_range({}, time.time())
     summary = pod_summary(pod, client)
     zsets = [keys.residency_key(pod, medium) for medium in summary.counts]
     recent = newest_blocks(client, summary.model, zsets, limit=RECENT_BLOCKS)
     return PodPage(
         summary,
-        read_chart(client, pod),
+        read_chart(client, pod, span.start, span.end),
         recent,
         int(time.time()),
         tokenizer_status(summary.model, client),
         load_status(client, pod, knob("LOAD_STALE_SECONDS")),
+        span,
+        hit_chart(client, span, pod),
     )

@@ -4,6 +4,7 @@ Every view reads through one service function; the pages never scan the keyspace
 service modules for what each reads).
 """
 
+import time
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
@@ -15,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.middleware import HtmxDetails
 
 from kvadmin.csv_export import EXPORT_MAX_ROWS, csv_response
+from kvadmin.dashboard.timerange import parse_range
 from kvadmin.index.purge import purge_pod
 from kvadmin.index.streams import StreamId
 from kvadmin.redis_clients import index_client
@@ -143,7 +145,7 @@ def pods(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def pod(request: HtmxHttpRequest, pod: str) -> HttpResponse:
     try:
-        page = pod_page(pod)
+        page = pod_page(pod, span=parse_range(request.GET.dict(), time.time()))
     except UnknownPod:
         raise Http404(f"no pod {pod} in the registry or the index") from None
     purged = request.GET.get("purged", "")

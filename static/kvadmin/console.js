@@ -146,6 +146,31 @@
     if (event.target.matches("form[data-filters-for]")) event.preventDefault();
   });
 
+  // Time range: the dashboard and the pod pages share one. The last range chosen is kept in
+  // this browser and applied to a page with a range control whose URL names none.
+  const RANGE_KEY = "kvadmin-time-range";
+  document.addEventListener("submit", (event) => {
+    const form = event.target.closest("form[data-time-range]");
+    if (!form) return;
+    const custom = form.elements.range.value === "custom";
+    // A preset needs no bounds: leave them out of the URL.
+    form.elements.from.disabled = form.elements.to.disabled = !custom;
+    localStorage.setItem(RANGE_KEY, new URLSearchParams(new FormData(form)).toString());
+  });
+  document.addEventListener("change", (event) => {
+    const select = event.target.closest("form[data-time-range] select[name=range]");
+    if (select && select.value !== "custom") select.form.requestSubmit();
+  });
+  function rangeFromStorage() {
+    if (!document.querySelector("form[data-time-range]")) return;
+    const url = new URL(location.href);
+    const stored = localStorage.getItem(RANGE_KEY);
+    if (url.searchParams.has("range") || !stored) return;
+    for (const [name, value] of new URLSearchParams(stored)) url.searchParams.set(name, value);
+    if (url.searchParams.get("range") !== "1h" || url.searchParams.has("from")) location.replace(url);
+  }
+  rangeFromStorage();
+
   function restore() {
     sortFromUrl();
     filtersFromUrl();

@@ -21,7 +21,8 @@
   }
 
   function draw() {
-    const summary = document.getElementById("hit-summary");
+    const summary =
+      document.getElementById("hit-summary") || document.getElementById("hit-summary-range");
     const box = document.getElementById("hit-chart");
     if (!summary || !summary.dataset.chart || !box || typeof uPlot === "undefined") return;
     const d = JSON.parse(summary.dataset.chart);
@@ -60,6 +61,7 @@
   document.addEventListener("htmx:wsOpen", () => live("connected"));
   document.addEventListener("htmx:wsClose", () => live("disconnected"));
   document.addEventListener("htmx:wsAfterMessage", draw);
+  document.addEventListener("htmx:afterSwap", draw);
   window.addEventListener("resize", () => {
     const box = document.getElementById("hit-chart");
     if (chart && box) chart.setSize({ width: box.clientWidth, height: HEIGHT });
