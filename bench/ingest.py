@@ -13,13 +13,23 @@
    seq every millisecond and takes, per batch, the time from publishing to visible.
 
 Run: .venv/bin/python bench/ingest.py [--requests N]
+
+With `--against REF` (a git revision) it measures instead the applier in process, this checkout's
+against REF's (exported with `git archive`), each in a process of its own and in alternating
+rounds on one Redis, and prints the ratios: the check that a change of the writer costs no
+throughput (issue 21's Lua split against the one script before it). Besides blocks/s it takes
+the CPU time per block of Redis's script calls (commandstats) and of the applier's process,
+which a busy machine disturbs less than the wall clock.
 """
 
 import argparse
 import multiprocessing
 import os
+import pickle
 import random
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -226,6 +236,66 @@ def in_process(url: str, streams: list[list[list[Event]]], baseline: bool) -> fl
     return time.perf_counter() - started
 
 
+# Run by `against` in a process whose sys.path starts with one checkout: that checkout's writer
+# applies the payloads of argv[3] on an empty index at argv[2]; prints the seconds.
+_APPLIER_RUN = """
+import pickle, sys, time
+sys.path.insert(0, sys.argv[1])
+import redis
+from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import Applier
+from kvadmin.ingest.decode import decode_batch
+from kvadmin.ingest.streams import StreamSpec
+payloads = pickle.loads(open(sys.argv[3], "rb").read())
+client = redis.Redis.from_url(sys.argv[2])
+client.flushdb()
+applier = Applier(client)
+client.config_resetstat()
+started, cpu = time.perf_counter(), time.process_time()
+for n, batches in enumerate(payloads):
+    stream = StreamSpec(StreamId(f"vllm-{n}.bench", 0), "M", "vllm", "", None, b"", 16)
+    for at in range(0, len(batches), 200):
+        chunk = [(at + i, decode_batch(p)) for i, p in enumerate(batches[at : at + 200])]
+        applier.apply_batches(stream, chunk)
+wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+scripts = client.info("commandstats")["cmdstat_evalsha"]["usec"] / 1e6
+print(wall, cpu, scripts)
+"""
+
+
+def against(url: str, streams: list[list[list[Event]]], ref: str, rounds: int) -> None:
+    """This checkout's applier against REF's, in alternating rounds; prints blocks/s and ratio."""
+    payloads = [[encode_batch(ENCODING, events, ts=1.0) for events in s] for s in streams]
+    blocks = stored_blocks(streams)
+    with tempfile.TemporaryDirectory() as workdir:
+        before = Path(workdir) / "before"
+        before.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
+        recorded = Path(workdir) / "payloads.pickle"
+        recorded.write_bytes(pickle.dumps(payloads))
+        runs: dict[str, list[tuple[float, ...]]] = {"before": [], "after": []}
+        for _ in range(rounds):
+            for side, tree in (("before", before), ("after", ROOT)):
+                run = [sys.executable, "-c", _APPLIER_RUN, str(tree), url, str(recorded)]
+                out = subprocess.run(run, check=True, stdout=subprocess.PIPE, text=True).stdout
+                runs[side].append(tuple(float(x) for x in out.split()))
+    # Per side, the best run of each figure: wall seconds, applier CPU, Redis script CPU.
+    best = {side: [min(f) for f in zip(*times, strict=True)] for side, times in runs.items()}
+    for side, label in (("before", ref), ("after", "this checkout")):
+        wall, cpu, scripts = best[side]
+        print(f"applier in process, {label}: best {blocks / wall:,.0f} blocks/s "
+              f"({', '.join(f'{blocks / t[0]:,.0f}' for t in runs[side])}); per block "
+              f"Redis scripts {scripts / blocks * 1e6:.2f} us, "
+              f"applier {cpu / blocks * 1e6:.2f} us")  # fmt: skip
+    ratios = [b / a for b, a in zip(best["before"], best["after"], strict=True)]
+    print(f"ratio this checkout / {ref} (best of {rounds}; above 1 is faster): blocks/s "
+          f"{ratios[0]:.3f}x, Redis script CPU {ratios[2]:.3f}x, "
+          f"applier CPU {ratios[1]:.3f}x")  # fmt: skip
+
+
 def lag(url: str, streams: list[list[list[Event]]]) -> list[float]:
     """Publish at a steady LAG_BLOCKS_PER_SECOND; per batch, seconds from publish to visible."""
     client = redis.Redis.from_url(url, decode_responses=True)
@@ -282,6 +352,8 @@ def lag(url: str, streams: list[list[list[Event]]]) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=6000, help="prompts served per engine")
+    parser.add_argument("--against", metavar="REF", help="compare the applier with REF's")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --against")
     args = parser.parse_args()
     streams = record(args.requests)
     blocks = stored_blocks(streams)
@@ -289,6 +361,10 @@ def main() -> None:
     batches = sum(len(s) for s in streams)
     print(f"recorded: {ENGINES} engines, {batches:,} batches, {events:,} events, "
           f"{blocks:,} stored blocks (with tokens or offload placeholders)")  # fmt: skip
+    if args.against:
+        with RedisServer() as server:
+            against(server.url, streams, args.against, args.rounds)
+        return
     with RedisServer() as server:
         e2e, cpu = end_to_end(server.url, streams)
         kvadmin_local = in_process(server.url, streams, baseline=False)

@@ -11,9 +11,9 @@ leftovers by scanning 100 matrix keys an hour; here every run covers every pod:
 2. For each remaining pod: retired engine blocks a dead worker left undrained are released;
    then every rank's engine blocks are scanned in HSCAN steps and each medium whose residency
    (the pod's last store of the block in that medium) is older than the cutoff is dropped
-   exactly as a removal event drops it (`apply.lua` "expire": refcounts, residency, engine
+   exactly as a removal event drops it (`lua/expire-6.lua`: refcounts, residency, engine
    blocks, mapping keys, the matrix value's best medium); finally residency entries older
-   than the cutoff that no engine block holds are released ("sweep", normally nothing).
+   than the cutoff that no engine block holds are released (`lua/sweep-6.lua`, normally nothing).
 3. The report (last run, running totals) goes to Redis for the dashboard and /metrics.
 
 Every step is one script call bounded by the applier's `chunk_size` entries, so other

@@ -2,8 +2,9 @@
 5.4-5.7).
 
 The index must equal the engines' true cache contents. This module turns events into script
-arguments (standardized hashing happens here, in Python) and `apply.lua` changes Redis: one
-atomic EVALSHA per run of batches, so a batch is applied exactly once even when two workers
+arguments (standardized hashing happens here, in Python) and the scripts of `lua/` change
+Redis (one per command, see `kvadmin.index.scripts`): one atomic EVALSHA of `apply-6.lua` per
+run of batches, so a batch is applied exactly once even when two workers
 race (the script refuses a seq at or below the stream's `last_seq`). Runs are short (see
 `Applier`) and pipelined: Python encodes the next run while Redis applies this one. No sockets,
 no Django.
@@ -72,7 +73,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -86,12 +86,12 @@ from kvadmin.index.events import (
     BlockStored,
     EventBatch,
 )
+from kvadmin.index.scripts import load
 from kvadmin.index.streams import IndexedStream, StreamId
 from scoring import keys
 from scoring.hashing import block_hashes
 from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
-SCRIPT = Path(__file__).with_name("apply.lua").read_text()
 SCRIPT_COUNTERS = (
     "blocks_stored",
     "blocks_removed",
@@ -100,7 +100,7 @@ SCRIPT_COUNTERS = (
     "unknown_removals",
     "std_conflicts",
 )
-"""Per-batch counts the script returns, in its order."""
+"""Per-batch counts the apply script returns, in its order."""
 
 MAX_CHUNK = 5000
 """Lua's unpack() takes about 8,000 values; chunks stay well below."""
@@ -142,7 +142,8 @@ def _prefix(key: str, suffix: str) -> str:
 
 @lru_cache(maxsize=4096)
 def _pod_keys(pod: str, model: str, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The script's KEYS and the pod part of its ARGV (see the header of apply.lua)."""
+    """The KEYS of every index script and the pod part of their ARGV (lua/includes/pod_args.lua),
+    less the media preference (`_script_args`)."""
     script_keys = (
         keys.refcount_key(pod),
         keys.pod_media_key(pod),
@@ -352,7 +353,10 @@ class Applier:
         self.preference = preference
         self.chunk_size = chunk_size
         self.blocks_per_call = blocks_per_call
-        self.script = client.register_script(SCRIPT)
+        self.scripts = {
+            command: client.register_script(load(command).text)
+            for command in ("apply", "retire", "drain", "purge", "expire", "sweep")
+        }
 
     def apply_batch(
         self,
@@ -396,7 +400,7 @@ class Applier:
         the pod's other streams keep theirs. `stream` is its key name (`StreamId.name`).
         Leaves `last_seq` to the caller."""
         model, kind = self._pod_identity(pod)
-        self._call("retire", pod, model, kind, stream)
+        self._run("retire", pod, model, kind, [stream])
         self._drain(pod, model, kind)
 
     def forget_legacy_streams(self, pod: str) -> int:
@@ -417,7 +421,7 @@ class Applier:
         model, kind = self._pod_identity(pod)
         removed = 0
         while True:
-            more, count = self._call("purge", pod, model, kind, str(self.chunk_size))
+            more, count = self._run("purge", pod, model, kind, [str(self.chunk_size)])
             removed += count
             if not more:
                 return removed
@@ -448,9 +452,8 @@ class Applier:
         cursor is "0" again when the scan is complete."""
         model, kind = self._pod_identity(pod)
         before = str(keys.residency_score(cutoff))
-        reply = self._call(
-            "expire", pod, model, kind, stream, more=[cursor, before, str(self.chunk_size)]
-        )
+        own = [stream, cursor, before, str(self.chunk_size)]
+        reply = self._run("expire", pod, model, kind, own)
         return ExpireStep(_text(reply[0]) or "0", int(reply[1]), int(reply[2]), int(reply[3]))
 
     def sweep_step(self, pod: str, medium: str, cutoff: int) -> ExpireStep:
@@ -460,7 +463,7 @@ class Applier:
         when done and "-1" when retired engine blocks must be drained first."""
         model, kind = self._pod_identity(pod)
         before = str(keys.residency_score(cutoff))
-        reply = self._call("sweep", pod, model, kind, medium, more=[before, str(self.chunk_size)])
+        reply = self._run("sweep", pod, model, kind, [medium, before, str(self.chunk_size)])
         return ExpireStep(str(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]))
 
     def _calls(
@@ -482,23 +485,28 @@ class Applier:
     def _drain(
         self, pod: str, model: str, kind: str, preference: MediaPreference | None = None
     ) -> None:
-        while self._call("drain", pod, model, kind, str(self.chunk_size), preference):
+        while self._run("drain", pod, model, kind, [str(self.chunk_size)], preference):
             pass
 
-    def _call(
+    def _script_args(
+        self, pod: str, model: str, kind: str, preference: MediaPreference | None
+    ) -> tuple[tuple[str, ...], list[str]]:
+        """The KEYS of every index script and the part of ARGV they share; each command's
+        own arguments follow (see its script's Input header)."""
+        script_keys, pod_args = _pod_keys(pod, model, kind)
+        return script_keys, [*pod_args, *_preference_args(preference or self.preference)]
+
+    def _run(
         self,
         command: str,
         pod: str,
         model: str,
         kind: str,
-        arg: str,
+        own: Sequence[str],
         preference: MediaPreference | None = None,
-        more: Sequence[str] = (),
     ) -> Any:
-        script_keys, pod_args = _pod_keys(pod, model, kind)
-        args = [command, *pod_args, *_preference_args(preference or self.preference), arg]
-        args += more
-        return self.script(keys=script_keys, args=args)
+        script_keys, args = self._script_args(pod, model, kind, preference)
+        return self.scripts[command](keys=script_keys, args=[*args, *own])
 
     def _pod_identity(self, pod: str) -> tuple[str, str]:
         """The pod's model and engine kind as the index knows them ("" when it does not)."""
@@ -552,11 +560,8 @@ class ApplySession:
         model, kind = stream.model, stream.kind
         preference = preference or applier.preference
         submission = _Submission(stream.id, model, kind, preference, done)
-        script_keys, pod_args = _pod_keys(stream.id.pod, model, kind)
-        head = [
-            "apply",
-            *pod_args,
-            *_preference_args(preference),
+        script_keys, head = applier._script_args(stream.id.pod, model, kind, preference)
+        head += [
             stream.id.name,
             str(keys.residency_score(time.time() if now is None else now)),
             str(keys.ENGINE_HASH_TTL_SECONDS),
@@ -564,7 +569,8 @@ class ApplySession:
             "",  # after: set per call
         ]
         with self._spending():
-            command = ("EVALSHA", applier.script.sha, str(len(script_keys)), *script_keys)
+            script = applier.scripts["apply"]
+            command = ("EVALSHA", script.sha, str(len(script_keys)), *script_keys)
             for call in applier._calls(submission, head, batches):
                 # A call must not apply when the stream's call before it failed (see
                 # `_again`): the script checks that one's last seq is applied.
@@ -668,7 +674,7 @@ class ApplySession:
             elif not (isinstance(error, NoScriptError) or str(error).startswith("OUT_OF_ORDER")):
                 raise error
             script_keys = _pod_keys(pod, call.submission.model, call.submission.kind)[0]
-            self._finish(call, self.applier.script(keys=script_keys, args=call.args))
+            self._finish(call, self.applier.scripts["apply"](keys=script_keys, args=call.args))
 
     def _finish(self, call: _Call, reply: list[int]) -> None:
         submission = call.submission

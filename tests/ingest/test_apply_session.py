@@ -7,8 +7,9 @@ import pytest
 import redis
 
 from kvadmin.index.events import BlockStored, EventBatch
+from kvadmin.index.scripts import load
 from kvadmin.index.streams import StreamId
-from kvadmin.index.writer import SCRIPT, Applier, ApplyResult
+from kvadmin.index.writer import Applier, ApplyResult
 from kvadmin.ingest.streams import StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import POD_MODELS_KEY, block_key, stream_status_key
@@ -119,7 +120,7 @@ def test_a_call_whose_predecessor_failed_does_not_apply(redis_client: redis.Redi
             lambda: redis_client.info("errorstats")["errorstat_NOSCRIPT"]["count"] > missing,
             what="the first call to fail for want of the script",
         )
-        redis_client.script_load(SCRIPT)
+        redis_client.script_load(load("apply").text)
         session.submit(_stream("a.ns"), _batches(1, 1), 100, done=results.append)
         session.wait()
     finally:

@@ -1,0 +1,28 @@
+--[[
+The arguments every index command starts with (writer.py `_pod_args`), and the globals the
+scripts use, read once: in the loops, a local costs one VM step where a global costs a lookup.
+KEYS: refcounts, pod media, pod ranks, retired set, pod models, pod kinds.
+ARGV: pod, key prefixes (matrix, mapping, engine blocks, residency, stream status, retired
+blocks), model, kind, the media preference (fallback position, count, names); `p` is the
+index of the command's own first argument.
+]]
+
+local ARGV, tonumber, pairs, ipairs, unpack = ARGV, tonumber, pairs, ipairs, unpack
+local find, sub, lower, match = string.find, string.sub, string.lower, string.match
+local call = redis.call
+local RC, MEDIA, RANKS, RETIRED, PODS, KINDS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local pod = ARGV[1]
+local MATRIX, MAPPING, EB, RES, STATUS, RETIRED_EB =
+  ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local model, kind = ARGV[8], ARGV[9]
+
+-- Media preference: listed media rank 0, 1, ...; every other medium (and none) ranks just
+-- before the listed one at the fallback position. Equal ranks are ordered by name.
+local fallback = tonumber(ARGV[10]) - 0.5
+local top_listed = fallback > 0 -- the first listed medium beats every other one
+local n_pref = tonumber(ARGV[11])
+local pref = {}
+for i = 1, n_pref do
+  pref[ARGV[11 + i]] = i - 1
+end
+local p = 12 + n_pref
