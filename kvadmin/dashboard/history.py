@@ -6,7 +6,7 @@ blocks over its requested blocks (sums, not an average of ratios), None without 
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import redis
@@ -75,10 +75,22 @@ def ratios(
     return HitChart(times, total, series, share)
 
 
-def hit_chart(client: redis.Redis, span: TimeRange, pod: str | None = None) -> HitChart:
-    """One pipelined HGETALL per minute of the range (1,440 for a day)."""
+def hit_chart(
+    client: redis.Redis, span: TimeRange, media: Iterable[str], pod: str | None = None
+) -> HitChart:
+    """One pipelined HMGET per minute of the range (1,441 for a day) of just the fields the
+    chart needs: a bucket holds every pod's fields, and reading them all would cost a day's
+    chart hundreds of milliseconds. `media`: those the chart shows (the index's)."""
+    if pod:
+        names = ["decisions", f"p:{pod}", f"pb:{pod}", *(f"pm:{pod}|{m}" for m in media)]
+    else:
+        names = ["blocks", *(f"m:{m}" for m in media)]
     minutes = span.minutes()
     pipe = client.pipeline(transaction=False)
     for minute in minutes:
-        pipe.hgetall(hits_key(minute))
-    return ratios(minutes, pipe.execute(), span.step_minutes, pod)
+        pipe.hmget(hits_key(minute), names)
+    rows = [
+        {name: value for name, value in zip(names, values, strict=True) if value is not None}
+        for values in pipe.execute()
+    ]
+    return ratios(minutes, rows, span.step_minutes, pod)

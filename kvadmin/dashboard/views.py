@@ -17,6 +17,7 @@ def home(request: HttpRequest) -> HttpResponse:
     client = index_client()
     tiles = dashboard_tiles(client)
     span = parse_range(request.GET.dict(), time.time())
-    range_chart = None if span.default else hit_chart(client, span)
+    media = [medium for medium, _, _ in tiles.media]
+    range_chart = None if span.default else hit_chart(client, span, media)
     context = {"tiles": tiles, "span": span, "range_chart": range_chart}
     return render(request, "dashboard/home.html", context)

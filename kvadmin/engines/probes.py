@@ -25,7 +25,8 @@ from kvadmin.load.fetch import FetchFailed, MetricsFetch
 from scoring import keys
 
 PROBE_TIMEOUT_SECONDS = 1.0
-PROBE_THREADS = 16
+PROBE_THREADS = 64
+"""Probes run in parallel: 64 dead engines cost one timeout, not 64."""
 PROBE_TTL_SECONDS = 86400
 HEALTH_MAX_BYTES = 65_536
 FAR_SEQ = 2**63 - 1

@@ -54,5 +54,5 @@ def pod_page(pod: str, client: redis.Redis | None = None, span: TimeRange | None
         tokenizer_status(summary.model, client),
         load_status(client, pod, knob("LOAD_STALE_SECONDS")),
         span,
-        hit_chart(client, span, pod),
+        hit_chart(client, span, summary.counts, pod),
     )

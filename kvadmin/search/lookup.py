@@ -9,7 +9,8 @@ never a keyspace scan:
 - a pod or a model: the registry and the index's pod table, exact or as a part of the name;
 - a decision id: its first 11 hex digits are the decision's millisecond, so one XRANGE of the
   decision log around that moment finds it;
-- a request id: the decision log, newest first, matched on the raw entry before decoding it.
+- a request id: the decision log, newest first, matched on the raw entry before decoding it
+  (the one lookup that reads the whole capped log: only when no other kind matched exactly).
 
 One match: the page jumps there. More: they are listed. None: the page says what was tried.
 """
@@ -32,7 +33,10 @@ DECISION_ID_LENGTH = 19
 DECISION_WINDOW_MS = 60_000
 """A decision is logged within this long after its id's millisecond (recording happens right
 after scoring; a minute is generous)."""
-LOG_PAGE = 500
+LOG_PAGE = 200
+"""Entries per XRANGE while looking for a decision id (it is near the start)."""
+SCAN_PAGE = 1000
+"""Entries per XREVRANGE while scanning the whole log for a request id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +79,10 @@ def search(client: redis.Redis, query: str) -> SearchResult:
     if _is_decision_id(query):
         tried.append("a decision id")
         matches += _decision(client, query)
-    tried.append("a request id")
-    matches += _requests(client, query)
+    exact = [m for m in matches if m.kind not in ("pod", "model") or m.label == query]
+    if not exact:  # the log scan is the one costly lookup: only when nothing else is exact
+        tried.append("a request id")
+        matches += _requests(client, query)
     return SearchResult(query, _unique(matches)[:MAX_LISTED], tried)
 
 
@@ -168,16 +174,19 @@ def _is_decision_id(query: str) -> bool:
 
 
 def _decision(client: redis.Redis, decision_id: str) -> list[Match]:
+    """The log from just before the id's millisecond on, a page at a time, until the entry
+    or the end of DECISION_WINDOW_MS."""
     millisecond = int(decision_id[:11], 16)
-    entries = client.xrange(
-        decisions.DECISIONS_KEY,
-        f"{millisecond - 1000}-0",
-        f"{millisecond + DECISION_WINDOW_MS}-0",
-        count=10 * LOG_PAGE,
-    )
     needle = f'"id":"{decision_id}"'
-    hits = [(log_id, fields) for log_id, fields in entries if needle in fields.get("d", "")]
-    return [_decision_match("decision", d) for d in decisions.decoded(hits)]
+    lower, upper = f"{max(0, millisecond - 1000)}-0", f"{millisecond + DECISION_WINDOW_MS}-0"
+    while True:
+        entries = client.xrange(decisions.DECISIONS_KEY, lower, upper, count=LOG_PAGE)
+        hits = [(log_id, fields) for log_id, fields in entries if needle in fields.get("d", "")]
+        if hits:
+            return [_decision_match("decision", d) for d in decisions.decoded(hits)]
+        if len(entries) < LOG_PAGE:
+            return []
+        lower = f"({entries[-1][0]}"
 
 
 def _requests(client: redis.Redis, request_id: str) -> list[Match]:
@@ -187,14 +196,14 @@ def _requests(client: redis.Redis, request_id: str) -> list[Match]:
     found: list[Match] = []
     upper = "+"
     while len(found) < MAX_LISTED:
-        entries = client.xrevrange(decisions.DECISIONS_KEY, max=upper, count=LOG_PAGE)
+        entries = client.xrevrange(decisions.DECISIONS_KEY, max=upper, count=SCAN_PAGE)
         hits = [(log_id, fields) for log_id, fields in entries if needle in fields.get("d", "")]
         found += [
             _decision_match("request", d)
             for d in decisions.decoded(hits)
             if d.request_id == request_id
         ]
-        if len(entries) < LOG_PAGE:
+        if len(entries) < SCAN_PAGE:
             break
         upper = f"({entries[-1][0]}"
     return found

@@ -77,7 +77,7 @@ def test_recorded_decisions_give_the_pods_share_over_a_day(redis_client) -> None
         )
     day = parse_range({"range": "24h"}, NOW)
 
-    chart = hit_chart(redis_client, day, pod="a")
+    chart = hit_chart(redis_client, day, ["GPU", "CPU"], pod="a")
 
     shares = [share for share in chart.share if share is not None]
     assert shares == [0.5, 1.0], "10 h ago a and b shared a minute; 5 min ago a alone"
