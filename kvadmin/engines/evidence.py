@@ -18,7 +18,7 @@ Each piece of evidence has the time it was observed. The states, in this order:
 4. ok: events arrived within `events_window` seconds;
 5. idle: reachable, but it had nothing to publish lately.
 
-Pure: the readers (`read.engine_healths`) bring the evidence.
+Pure: the reader (`health.engine_healths`) brings the evidence.
 """
 
 import enum

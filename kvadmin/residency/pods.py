@@ -1,9 +1,10 @@
 """The /pods/ pages: every engine (and every pod the index still holds blocks of) with its
-blocks per medium and its streams' health.
+blocks per medium, its streams' health and its engine's health from evidence.
 
-Three round trips whatever the index size: the pods' models and kinds; their media and ranks;
-then per pod and medium a ZCARD and the newest entry of the residency ZSET, and per stream its
-status hash. The counts are exact (ZCARD is O(1)); nothing is scanned.
+Five round trips whatever the index size: the pods' models and kinds; their media and ranks;
+then per pod and medium a ZCARD and the newest entry of the residency ZSET; per stream its
+status hash; per engine its evidence (`engines.health`). The counts are exact (ZCARD is O(1));
+nothing is scanned.
 """
 
 import time
