@@ -186,8 +186,9 @@ CELERY_BEAT_SCHEDULE["dashboard-publish-tiles"] = {
     "options": {"expires": 2.0},
 }
 # Engine health from evidence: probe each engine's replay socket and HTTP /health.
+CELERY_IMPORTS = ["kvadmin.ingest.probes"]
 CELERY_BEAT_SCHEDULE["engines-probe"] = {
-    "task": "kvadmin.engines.probe_engines",
+    "task": "kvadmin.ingest.probe_engines",
     "schedule": 2.0,
     "options": {"expires": 2.0},
 }

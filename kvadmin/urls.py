@@ -11,6 +11,6 @@ urlpatterns = [
     path("", include("kvadmin.weights.urls")),
     path("", include("kvadmin.residency.urls")),
     path("", include("kvadmin.dashboard.urls")),
-    path("", include("kvadmin.metrics.urls")),
+    path("", include("kvadmin.api.operations_urls")),
     path("", include("kvadmin.search.urls")),
 ]

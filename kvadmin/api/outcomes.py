@@ -8,10 +8,10 @@ from django.views.decorators.http import require_POST
 from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
 from kvadmin.api.scoring import error_answer, json_answer
-from kvadmin.api.untrusted_json import InvalidJson, decode_json
 from kvadmin.conf import knob
 from kvadmin.redis_clients import index_client
 from kvadmin.routing import outcomes
+from kvadmin.untrusted_json import InvalidJson, decode_json
 
 _UNKNOWN = "no decision {!r} in the decision log (unknown, or it left the log)"
 

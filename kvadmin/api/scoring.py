@@ -11,9 +11,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
-from kvadmin.api.untrusted_json import InvalidJson, decode_json
 from kvadmin.redis_clients import index_client
 from kvadmin.routing import decisions, outcomes, service
+from kvadmin.untrusted_json import InvalidJson, decode_json
 
 MAX_DECISIONS = 1000
 

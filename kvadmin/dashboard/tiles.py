@@ -17,7 +17,7 @@ from django.urls import NoReverseMatch, reverse
 from kvadmin.conf import knob
 from kvadmin.dashboard.history import HitChart, ratios
 from kvadmin.engines.evidence import SEVERITY, EngineHealth, EngineState
-from kvadmin.engines.health import EngineFacts, engine_healths
+from kvadmin.engines.health import engine_healths, facts_of
 from kvadmin.index import gc
 from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, label_values
@@ -215,12 +215,7 @@ def _engines(
     client: redis.Redis, fleet: FleetState, recent_faults: dict[str, int], now: float
 ) -> dict:
     lag = knob("STREAM_LAG_SECONDS")
-    statuses: dict[str, list] = {}
-    for stream in fleet.streams:
-        statuses.setdefault(stream.id.pod, []).append((stream.id, stream.status))
-    facts = [
-        EngineFacts(e.pod, e.enabled, e.dp_size, statuses.get(e.pod, [])) for e in fleet.engines
-    ]
+    facts = facts_of(fleet.engines, fleet.streams)
     evidence = engine_healths(client, facts, now)
     by_pod: dict[str, list[tuple[int, str]]] = {}
     for stream in fleet.streams:

@@ -3,7 +3,7 @@
 A ZMQ SUB socket stays "connected" after its publisher dies (ZMQ reconnects silently and reports
 nothing), so a stream's connected flag says nothing about whether anyone publishes. What does:
 
-- the replay socket answering a probe within its timeout (`probes.probe_engines`);
+- the replay socket answering a probe within its timeout (`kvadmin.ingest.probes`);
 - the engine's HTTP `/health` answering 200 (vLLM and SGLang serve it);
 - its `/metrics` scrape (the load scraper's last success or failure);
 - events arriving (the newest applied batch of its streams).

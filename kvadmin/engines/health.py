@@ -1,10 +1,11 @@
 """Reading the evidence of each engine's health (`evidence`) from Redis in one round trip:
-its probe HASH, its load's scrape time and last scrape failure, and its streams' leases. The
-stream status hashes come from the caller, who has read them already for its page."""
+its probe HASH, its load's scrape time and last scrape failure. Its streams' statuses (with
+their lease holders) come from the caller, who has read them already for its page."""
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import redis
 
@@ -16,8 +17,7 @@ from kvadmin.engines.evidence import (
     engine_health,
     number,
 )
-from kvadmin.index.streams import StreamId
-from kvadmin.residency.streams import stream_label
+from kvadmin.index.status import StreamStatus
 from scoring import keys
 
 
@@ -26,8 +26,22 @@ class EngineFacts:
     pod: str
     enabled: bool
     dp_size: int
-    streams: Sequence[tuple[StreamId, Mapping[str, str]]]
-    """Its streams with their status hashes, as the caller read them."""
+    streams: Sequence[StreamStatus]
+    """Its streams, as the caller read them."""
+
+
+class Registered(Protocol):
+    pod: str
+    enabled: bool
+    dp_size: int
+
+
+def facts_of(engines: Iterable[Registered], streams: Iterable[StreamStatus]) -> list[EngineFacts]:
+    """Each engine with its streams, from a fleet-wide read."""
+    by_pod: dict[str, list[StreamStatus]] = {}
+    for stream in streams:
+        by_pod.setdefault(stream.pod, []).append(stream)
+    return [EngineFacts(e.pod, e.enabled, e.dp_size, by_pod.get(e.pod, [])) for e in engines]
 
 
 def thresholds() -> Thresholds:
@@ -46,25 +60,19 @@ def engine_healths(
     if not engines:
         return {}
     pipe = client.pipeline(transaction=False)
-    consumed = {e.pod: [s for s, _ in e.streams if _consumed(e, s)] for e in engines}
     for engine in engines:
         pipe.hgetall(keys.engine_probe_key(engine.pod))
         pipe.hget(keys.load_key(engine.pod), "scraped_at")
         pipe.hmget(keys.load_error_key(engine.pod), ["at", "reason", "message"])
-        for stream in consumed[engine.pod]:
-            pipe.exists(keys.stream_lease_key(stream.pod, stream.name))
     replies = iter(pipe.execute())
     limits = thresholds()
     healths = {}
     for engine in engines:
         probe, scraped_at, error = next(replies), next(replies), next(replies)
         failed_at, reason, message = error
-        leased = {stream: bool(next(replies)) for stream in consumed[engine.pod]}
         facts = [
-            StreamFacts(
-                stream_label(stream), stream in leased, status, leased=leased.get(stream, True)
-            )
-            for stream, status in engine.streams
+            StreamFacts(s.label, _consumed(engine, s), s.status, leased=bool(s.owner))
+            for s in engine.streams
         ]
         healths[engine.pod] = engine_health(
             engine.pod,
@@ -80,6 +88,6 @@ def engine_healths(
     return healths
 
 
-def _consumed(engine: EngineFacts, stream: StreamId) -> bool:
+def _consumed(engine: EngineFacts, stream: StreamStatus) -> bool:
     """A ZMQ rank of an enabled engine: some worker should hold its lease and read it."""
     return engine.enabled and not stream.pushed and stream.rank < engine.dp_size

@@ -28,6 +28,8 @@ from typing import Any
 
 import redis
 
+from kvadmin.index.inventory import PodInventory, read_inventory
+from kvadmin.index.replies import texts
 from kvadmin.index.writer import Applier, ExpireStep
 from scoring import keys
 from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
@@ -122,12 +124,12 @@ def due(client: redis.Redis, interval: float, now: float | None = None) -> bool:
 
 
 def last_run(client: redis.Redis) -> GcReport | None:
-    stored = _text_dict(client.hgetall(LAST_RUN_KEY))
+    stored = texts(client.hgetall(LAST_RUN_KEY))
     return GcReport.from_redis(stored) if stored else None
 
 
 def totals(client: redis.Redis) -> dict[str, int]:
-    stored = _text_dict(client.hgetall(TOTALS_KEY))
+    stored = texts(client.hgetall(TOTALS_KEY))
     return {name: int(stored.get(name, 0)) for name in ("runs", *TOTALLED)}
 
 
@@ -141,11 +143,11 @@ class _Run:
         self.renew = renew
 
     def run(self, registered: Callable[[], set[str]]) -> None:
-        pods = sorted(_text_dict(self.client.hgetall(keys.POD_MODELS_KEY)))
+        inventory = read_inventory(self.client)
         known = registered()
-        for pod in pods:
+        for pod, held in inventory.items():
             if pod in known:
-                self.collect_pod(pod)
+                self.collect_pod(held)
             else:
                 self.purge_pod(pod)
 
@@ -153,12 +155,14 @@ class _Run:
         self.report.purged_blocks += self.timed(self.applier.forget_pod, pod)
         self.report.pods_purged += 1
 
-    def collect_pod(self, pod: str) -> None:
-        cutoff = self.report.cutoff
+    def collect_pod(self, held: PodInventory) -> None:
+        """Streams and media as the run found them: those added since hold only new entries,
+        and media that go meanwhile have nothing left to sweep."""
+        pod, cutoff = held.pod, self.report.cutoff
         self.report.pods += 1
         self.timed(self.applier.drain_pod, pod)
-        self.timed(self.applier.forget_legacy_streams, pod)
-        for stream in sorted(_texts(self.client.smembers(keys.pod_ranks_key(pod)))):
+        self.timed(self.applier.forget_legacy_streams, pod)  # the names of no current stream
+        for stream in sorted(stream.name for stream in held.streams):
             cursor = "0"
             while True:
                 step = self.timed(self.applier.expire_step, pod, stream, cursor, cutoff)
@@ -166,7 +170,7 @@ class _Run:
                 cursor = step.progress
                 if cursor == "0":
                     break
-        for medium in sorted(_texts(self.client.smembers(keys.pod_media_key(pod)))):
+        for medium in held.media:
             while True:
                 step = self.timed(self.applier.sweep_step, pod, medium, cutoff)
                 if step.progress == "-1":
@@ -201,14 +205,3 @@ def _store(client: redis.Redis, report: GcReport) -> None:
     for name in TOTALLED:
         pipe.hincrby(TOTALS_KEY, name, getattr(report, name))
     pipe.execute()
-
-
-def _texts(values: set) -> list[str]:
-    return [v.decode() if isinstance(v, bytes) else v for v in values]
-
-
-def _text_dict(values: dict) -> dict[str, str]:
-    return {
-        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-        for k, v in values.items()
-    }

@@ -29,6 +29,11 @@ class StreamId:
         parsed = parse_stream_name(name)
         return None if parsed is None else cls(pod, *parsed)
 
+    @property
+    def label(self) -> str:
+        """The stream as pages name it."""
+        return f"pushed rank {self.rank}" if self.pushed else f"rank {self.rank}"
+
     def __str__(self) -> str:
         return f"{self.pod}|{self.name}"
 

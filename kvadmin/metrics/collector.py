@@ -24,7 +24,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 
 from kvadmin.conf import knob
 from kvadmin.index import gc
@@ -33,7 +33,6 @@ from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_values
 from kvadmin.metrics.fleet import FleetState, read_fleet, registered_engines
 from kvadmin.redis_clients import index_client
-from kvadmin.routing import tokenizer_guard
 from scoring import keys
 
 STREAM_COUNTERS = {
@@ -82,13 +81,6 @@ class IndexCollector(Collector):
         for family, stored in zip(families.RECORDED, pipe.execute(), strict=True):
             yield _recorded(family, _texts(stored))
         yield from _gc_metrics(client)
-        yield _tokenizer_guard_metrics(client)
-
-
-def build_registry(client: redis.Redis | None = None) -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(IndexCollector(client))
-    return registry
 
 
 def _stream_metrics(fleet: FleetState) -> Iterator[Metric]:
@@ -247,14 +239,6 @@ def _histogram(family: Family, stored: dict[str, str]) -> Metric:
             buckets.append((bound, running))
         metric.add_metric(label_values(labels), buckets, sum_value=sums[labels])
     return metric
-
-
-def _tokenizer_guard_metrics(client: redis.Redis) -> Metric:
-    family = families.LOCAL_TOKENIZER_DISABLED
-    gauge = GaugeMetricFamily(family.name, family.help, labels=list(family.labels))
-    for model, state in sorted(tokenizer_guard.states(client).items()):
-        gauge.add_metric([model], 1.0 if state.disabled_at else 0.0)
-    return gauge
 
 
 def _gc_metrics(client: redis.Redis) -> Iterator[Metric]:

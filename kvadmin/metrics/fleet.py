@@ -7,12 +7,14 @@ number of pods and streams, never with the number of blocks (ZCARD, HGETALL of s
 
 import enum
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 
+from kvadmin.index import status
+from kvadmin.index.inventory import read_inventory
+from kvadmin.index.status import StreamStatus
 from kvadmin.index.streams import StreamId
 from scoring import keys
 from scoring.keys import WORKERS_KEY
@@ -51,25 +53,10 @@ def registered_engines() -> list[EngineRow]:
 
 
 @dataclass(frozen=True, slots=True)
-class StreamState:
-    id: StreamId
+class StreamState(StreamStatus):
     consumed: bool
     """A ZMQ rank of an enabled engine: some worker should hold its lease and read it. Pushed
     streams (see ingest.pushed) and leftovers of disabled engines are not."""
-    status: Mapping[str, str]
-    owner: str | None
-    lag_seconds: float | None
-    applied_at: float | None
-
-    def counter(self, name: str) -> int:
-        try:
-            return int(self.status.get(name) or 0)
-        except ValueError:
-            return 0
-
-    @property
-    def connected(self) -> bool:
-        return self.status.get("connected") == "1" and bool(self.owner)
 
     @property
     def faults(self) -> int:
@@ -124,64 +111,30 @@ def read_fleet(
     now: float | None = None,
 ) -> FleetState:
     now = time.time() if now is None else now
-    pipe = client.pipeline(transaction=False)
-    pipe.hgetall(keys.POD_MODELS_KEY)
-    pipe.zcount(WORKERS_KEY, now - lease_seconds, "+inf")
-    pod_models, workers = (_texts(r) for r in pipe.execute())
-
-    pods = sorted(set(pod_models) | {e.pod for e in engines})
-    for pod in pods:
-        pipe.smembers(keys.pod_media_key(pod))
-        pipe.smembers(keys.pod_ranks_key(pod))
-    replies = pipe.execute()
-    media = {pod: sorted(_texts(replies[2 * i])) for i, pod in enumerate(pods)}
+    inventory = read_inventory(client, also=(e.pod for e in engines))
+    pod_models = {pod: held.model for pod, held in inventory.items() if held.model is not None}
     consumed = {StreamId(e.pod, rank) for e in engines if e.enabled for rank in range(e.dp_size)}
     # A registered engine's pushed streams count once they have a status (an accepted push),
     # with or without blocks: their counters tell refused batches too.
     maybe = {StreamId(e.pod, rank, pushed=True) for e in engines for rank in range(e.dp_size)}
     ids = consumed | maybe
-    for i, pod in enumerate(pods):
-        named = (StreamId.from_name(pod, name) for name in _texts(replies[2 * i + 1]))
-        ids |= {stream for stream in named if stream is not None}  # None: an older build's
+    for held in inventory.values():
+        ids |= set(held.streams)
     streams = sorted(ids)
 
-    blocks_keys = [(pod, medium) for pod in pods for medium in media[pod]]
+    blocks_keys = [(pod, medium) for pod, held in inventory.items() for medium in held.media]
+    pipe = client.pipeline(transaction=False)
+    pipe.zcount(WORKERS_KEY, now - lease_seconds, "+inf")
     for pod, medium in blocks_keys:
         pipe.zcard(keys.residency_key(pod, medium))
     for stream in streams:
-        pipe.hgetall(keys.stream_status_key(stream.pod, stream.name))
-        pipe.get(keys.stream_lease_key(stream.pod, stream.name))
-    replies = pipe.execute()
+        status.queue_read(pipe, stream)
+    workers, *replies = pipe.execute()
     blocks = dict(zip(blocks_keys, map(int, replies[: len(blocks_keys)]), strict=True))
     at = len(blocks_keys)
     states = []
     for i, stream in enumerate(streams):
-        status = _texts(replies[at + 2 * i])
-        if not status and stream in maybe - consumed:
-            continue
-        states.append(
-            StreamState(
-                id=stream,
-                consumed=stream in consumed,
-                status=status,
-                owner=_texts(replies[at + 2 * i + 1]),
-                lag_seconds=_float(status.get("lag_seconds")),
-                applied_at=_float(status.get("last_event_at")),
-            )
-        )
+        read = status.from_replies(stream, *replies[at + 2 * i : at + 2 * i + 2])
+        if read.status or stream not in maybe - consumed:
+            states.append(StreamState(read.id, read.status, read.owner, stream in consumed))
     return FleetState(now, list(engines), pod_models, states, blocks, int(workers))
-
-
-def _texts(value: Any) -> Any:
-    """Any reply as text, from a bytes or a text client."""
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, dict):
-        return {_texts(k): _texts(v) for k, v in value.items()}
-    if isinstance(value, set | list):
-        return type(value)(_texts(v) for v in value)
-    return value
-
-
-def _float(value: str | None) -> float | None:
-    return float(value) if value else None

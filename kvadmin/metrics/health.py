@@ -26,7 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from kvadmin.conf import knob
-from kvadmin.engines.health import EngineFacts, engine_healths
+from kvadmin.engines.health import engine_healths, facts_of
 from kvadmin.metrics.fleet import read_fleet, registered_engines
 from scoring.keys import WORKERS_KEY, stream_lease_key, stream_name
 
@@ -126,10 +126,7 @@ def _engines(client: redis.Redis) -> Check:
     if not engines:
         return Check(True, details={"engines": 0})
     fleet = read_fleet(client, engines, knob("LEASE_SECONDS"))
-    statuses: dict[str, list] = {}
-    for stream in fleet.streams:
-        statuses.setdefault(stream.id.pod, []).append((stream.id, stream.status))
-    facts = [EngineFacts(e.pod, True, e.dp_size, statuses.get(e.pod, [])) for e in engines]
+    facts = facts_of(engines, fleet.streams)
     healths = engine_healths(client, facts, fleet.taken_at)
     states: dict[str, int] = {}
     for health in healths.values():

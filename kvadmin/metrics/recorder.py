@@ -24,12 +24,12 @@ from typing import Protocol
 import redis
 from redis.client import Pipeline
 
+from kvadmin.index import status
 from kvadmin.index.events import EventBatch
 from kvadmin.index.streams import StreamId
 from kvadmin.metrics import families as f
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_field
 from scoring import keys
-from scoring.keys import stream_status_key
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +92,13 @@ def record_apply(
     seconds: float,
     now: float | None = None,
 ) -> None:
-    """A run of a stream's batches was applied in `seconds`: the apply-latency histogram; in
-    the stream's status hash, when (`last_event_at`, unix seconds) and how far behind its
-    engine (`lag_seconds`, from the last batch's publish time when it has one)."""
+    """A run of a stream's batches was applied in `seconds`: the apply-latency histogram, and
+    in the stream's status when and how late (`kvadmin.index.status.applied`)."""
     now = time.time() if now is None else now
-    applied: dict[str, str | int] = {"last_event_at": int(now)}
     published = batches[-1][1].ts if batches else 0.0
-    if published > 0:
-        applied["lag_seconds"] = f"{max(0.0, now - published):.3f}"
     with _pipeline(target) as pipe:
         observe(pipe, f.APPLY_DURATION, (stream.pod,), seconds)
-        pipe.hset(stream_status_key(stream.pod, stream.name), mapping=applied)
+        status.applied(pipe, stream, published, now)
 
 
 def record_decision(target: Target, decision: DecisionLike) -> None:

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.engines.models import Engine
+from kvadmin.index.inventory import read_inventory
+from kvadmin.index.status import StreamStatus
 from kvadmin.index.streams import StreamId
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.streams import (
-    StreamHealth,
     pod_started_at,
     pod_streams,
     read_streams,
-    stream_label,
 )
 from scoring import keys
 from scoring.values import BlockValue, is_stale, parse_value
@@ -55,7 +55,7 @@ class OwnerDetail:
     """The matrix field value, as kthena's router reads it."""
     value: BlockValue
     residency: list[Residency]
-    streams: list[StreamHealth]
+    streams: list[StreamStatus]
     registered: bool
     kind: str
 
@@ -85,19 +85,12 @@ def block_detail(model: str, std: int, client: redis.Redis | None = None) -> Blo
     if not fields:
         raise UnknownBlock(f"{model}@{std}")
     pods = sorted(fields)
-    pipe = client.pipeline(transaction=False)
-    for pod in pods:
-        pipe.smembers(keys.pod_media_key(pod))
-        pipe.smembers(keys.pod_ranks_key(pod))
-        pipe.hget(keys.POD_KINDS_KEY, pod)
-    replies = pipe.execute()
-    media = {pod: sorted(replies[3 * i]) for i, pod in enumerate(pods)}
-    indexed = {pod: replies[3 * i + 1] for i, pod in enumerate(pods)}
-    kinds = {pod: replies[3 * i + 2] or "" for i, pod in enumerate(pods)}
+    inventory = read_inventory(client, only=pods)
+    media = {pod: list(held.media) for pod, held in inventory.items()}
     engines = {e.pod: e for e in Engine.objects.filter(pod__in=pods)}
     streams_of = {
-        pod: pod_streams(pod, engines[pod].dp_size if pod in engines else 0, indexed[pod])
-        for pod in pods
+        pod: pod_streams(pod, engines[pod].dp_size if pod in engines else 0, held.stream_names)
+        for pod, held in inventory.items()
     }
     residency = _residency(client, std, media)
     streams = read_streams(client, streams_of)
@@ -109,7 +102,7 @@ def block_detail(model: str, std: int, client: redis.Redis | None = None) -> Blo
             residency=residency[pod],
             streams=streams[pod],
             registered=pod in engines,
-            kind=engines[pod].kind if pod in engines else kinds[pod],
+            kind=engines[pod].kind if pod in engines else inventory[pod].kind or "",
         )
         for pod in pods
     ]
@@ -161,7 +154,7 @@ class ScanStep:
 
     @property
     def label(self) -> str:
-        return stream_label(self.stream) if self.stream else ""
+        return self.stream.label if self.stream else ""
 
 
 def scan_engine_hashes(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import redis
 
 from kvadmin.engines.models import Engine
+from kvadmin.index.inventory import read_inventory
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import (
     PAGE_SIZE,
@@ -15,7 +16,6 @@ from kvadmin.residency.listing import (
     BlockRow,
     InvalidCursor,
     Position,
-    media_of,
     newest_blocks,
     pods_of_model,
 )
@@ -78,7 +78,8 @@ def browse_blocks(
     """One page of a model's blocks (the first known model when none is named). Raises
     UnknownModel for a model nobody serves or holds, InvalidFilter for a pod not serving it."""
     client = client or index_client()
-    pod_models: dict[str, str] = client.hgetall(keys.POD_MODELS_KEY)
+    inventory = read_inventory(client)
+    pod_models = {pod: held.model for pod, held in inventory.items() if held.model is not None}
     models = known_models(pod_models)
     model = query.model or (models[0] if models else None)
     if model is None:
@@ -90,7 +91,7 @@ def browse_blocks(
     pods = sorted(set(indexed) | set(registered))
     if query.pod and query.pod not in pods:
         raise InvalidFilter(f"pod {query.pod!r} does not serve {model!r}")
-    media = media_of(client, indexed)
+    media = {pod: inventory[pod].media for pod in indexed}
     zsets = [
         keys.residency_key(pod, medium)
         for pod in indexed

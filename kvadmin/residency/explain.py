@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from django import forms
 
-from kvadmin.api.untrusted_json import InvalidJson, decode_json
 from kvadmin.conf import knob
 from kvadmin.engines.model_names import validate_model_name
 from kvadmin.engines.models import Engine
@@ -27,6 +26,7 @@ from kvadmin.residency.media import medium_class, medium_label
 from kvadmin.routing import outcomes, service
 from kvadmin.routing.decisions import Decision, PodExplanation
 from kvadmin.routing.tokenize import TokenizationFailed, Tokenizer, tokenize
+from kvadmin.untrusted_json import InvalidJson, decode_json
 from scoring.hashing import block_hashes
 from scoring.values import BlockValue
 

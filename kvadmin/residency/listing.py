@@ -110,14 +110,6 @@ def pods_of_model(pod_models: dict[str, str], model: str) -> list[str]:
     return sorted(pod for pod, served in pod_models.items() if served == model)
 
 
-def media_of(client: redis.Redis, pods: Sequence[str]) -> dict[str, set[str]]:
-    """Each pod's media with a residency ZSET, in one round trip."""
-    pipe = client.pipeline(transaction=False)
-    for pod in pods:
-        pipe.smembers(keys.pod_media_key(pod))
-    return {pod: set(media) for pod, media in zip(pods, pipe.execute(), strict=True)}
-
-
 def newest_blocks(
     client: redis.Redis,
     model: str,

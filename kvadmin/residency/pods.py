@@ -15,9 +15,11 @@ import redis
 from kvadmin.engines.evidence import SEVERITY, EngineHealth
 from kvadmin.engines.health import EngineFacts, engine_healths
 from kvadmin.engines.models import Engine
+from kvadmin.index.inventory import read_inventory
+from kvadmin.index.status import StreamStatus
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.media import medium_order
-from kvadmin.residency.streams import StreamHealth, pod_started_at, pod_streams, read_streams
+from kvadmin.residency.streams import pod_started_at, pod_streams, read_streams
 from scoring import keys
 
 
@@ -42,7 +44,7 @@ class PodSummary:
     enabled: bool
     counts: dict[str, int]
     """Blocks per medium (residency ZSET sizes), best tier first; "" is no medium."""
-    streams: list[StreamHealth]
+    streams: list[StreamStatus]
     last_store_at: int | None
     """The newest residency score of the pod: when ingestion last stored a block for it."""
     health: EngineHealth | None
@@ -108,40 +110,32 @@ def pod_summary(pod: str, client: redis.Redis | None = None) -> PodSummary:
 def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
     engines = Engine.objects.all() if only is None else Engine.objects.filter(pod=only)
     registered = {engine.pod: engine for engine in engines}
-    pipe = client.pipeline(transaction=False)
     if only is None:
-        pipe.hgetall(keys.POD_MODELS_KEY)
-        pipe.hgetall(keys.POD_KINDS_KEY)
-        indexed, kinds = pipe.execute()
+        inventory = read_inventory(client, also=registered)
     else:
-        pipe.hget(keys.POD_MODELS_KEY, only)
-        pipe.hget(keys.POD_KINDS_KEY, only)
-        model, kind = pipe.execute()
-        indexed, kinds = ({only: model}, {only: kind}) if model is not None else ({}, {})
-    pods = sorted(set(registered) | set(indexed))
+        inventory = {
+            pod: held
+            for pod, held in read_inventory(client, only=[only]).items()
+            if held.model is not None or pod in registered
+        }
+    pods = list(inventory)
     if not pods:
         return []
-    for pod in pods:
-        pipe.smembers(keys.pod_media_key(pod))
-        pipe.smembers(keys.pod_ranks_key(pod))
-    replies = pipe.execute()
-    media = {pod: medium_order(replies[2 * i]) for i, pod in enumerate(pods)}
+    media = {pod: medium_order(held.media) for pod, held in inventory.items()}
     streams_of = {
         pod: pod_streams(
-            pod, registered[pod].dp_size if pod in registered else 0, replies[2 * i + 1]
+            pod, registered[pod].dp_size if pod in registered else 0, held.stream_names
         )
-        for i, pod in enumerate(pods)
+        for pod, held in inventory.items()
     }
+    pipe = client.pipeline(transaction=False)
     for pod in pods:
         for medium in media[pod]:
             pipe.zcard(keys.residency_key(pod, medium))
             pipe.zrange(keys.residency_key(pod, medium), 0, 0, desc=True, withscores=True)
     replies = iter(pipe.execute())
     streams = read_streams(client, streams_of)
-    facts = [
-        EngineFacts(pod, e.enabled, e.dp_size, [(s.id, s.status) for s in streams[pod]])
-        for pod, e in registered.items()
-    ]
+    facts = [EngineFacts(pod, e.enabled, e.dp_size, streams[pod]) for pod, e in registered.items()]
     healths = engine_healths(client, facts)
     summaries = []
     for pod in pods:
@@ -153,8 +147,8 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
         summaries.append(
             PodSummary(
                 pod=pod,
-                model=engine.model if engine else indexed[pod],
-                kind=engine.kind if engine else kinds.get(pod) or "",
+                model=engine.model if engine else inventory[pod].model,
+                kind=engine.kind if engine else inventory[pod].kind or "",
                 registered=engine is not None,
                 enabled=engine.enabled if engine else False,
                 counts=counts,

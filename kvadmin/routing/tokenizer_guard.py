@@ -21,10 +21,12 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import redis
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from kvadmin.conf import knob
 from kvadmin.metrics import families as f
@@ -192,6 +194,20 @@ def states(client: redis.Redis | None = None) -> dict[str, GuardState]:
         )
         for model, found in values.items()
     }
+
+
+class GuardCollector(Collector):
+    """/metrics: whether each checked model's local tokenizer is disabled."""
+
+    def __init__(self, client: redis.Redis | None = None) -> None:
+        self._client = client
+
+    def collect(self) -> Iterator[Metric]:
+        family = f.LOCAL_TOKENIZER_DISABLED
+        gauge = GaugeMetricFamily(family.name, family.help, labels=list(family.labels))
+        for model, state in sorted(states(self._client).items()):
+            gauge.add_metric([model], 1.0 if state.disabled_at else 0.0)
+        yield gauge
 
 
 def state(model: str, client: redis.Redis | None = None) -> GuardState:

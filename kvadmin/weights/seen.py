@@ -1,15 +1,15 @@
 """The media engines actually reported, as the index records them (compatibility.md 3).
 
 Operators configure weights by name; an engine that reports a medium nobody configured makes
-it weigh the fallback silently. Reading the per-pod media sets the applier keeps
-(`kvadmin:media:{pod}` for every pod in `kvadmin:pods`) shows those media on the page.
+it weigh the fallback silently. The index's inventory
+(`kvadmin.index.inventory`: the media of every pod it holds) shows those media on the page.
 """
 
 from dataclasses import dataclass, field
 
 import redis
 
-from scoring import keys
+from kvadmin.index.inventory import read_inventory
 from scoring.weights import normalize_name
 
 
@@ -24,13 +24,9 @@ class SeenMedium:
 def media_in_index(client: redis.Redis) -> dict[str, SeenMedium]:
     """Normalized medium name -> how engines spelled it and which pods hold blocks in it.
     Two round trips whatever the number of pods."""
-    pods = sorted(client.hkeys(keys.POD_MODELS_KEY))
-    pipeline = client.pipeline(transaction=False)
-    for pod in pods:
-        pipeline.smembers(keys.pod_media_key(pod))
     seen: dict[str, SeenMedium] = {}
-    for pod, media in zip(pods, pipeline.execute(), strict=True):
-        for medium in media:
+    for pod, held in read_inventory(client).items():
+        for medium in held.media:
             name = normalize_name(medium)
             entry = seen.setdefault(name, SeenMedium(name))
             entry.spellings.add(medium)

@@ -11,12 +11,12 @@ import redis
 
 from kvadmin.dashboard.tasks import publish_tiles
 from kvadmin.engines.models import Engine
-from kvadmin.engines.tasks import probe_engines
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.traffic import FunctionRouter, PodEndpoint, TrafficGenerator
 from kvadmin.fleet.workload import Workload
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
+from kvadmin.ingest.probes import probe_engines
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.metrics import recorder

@@ -12,10 +12,10 @@ import redis
 from kvadmin.api.models import ApiToken
 from kvadmin.dashboard.tasks import publish_tiles
 from kvadmin.engines.models import Engine
-from kvadmin.engines.tasks import probe_engines
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
+from kvadmin.ingest.probes import probe_engines
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.streams import StreamSpec
 from tests.browser.conftest import log_in

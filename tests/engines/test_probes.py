@@ -10,11 +10,11 @@ from django.test import Client
 
 from kvadmin.api.models import ApiToken
 from kvadmin.dashboard.tiles import dashboard_tiles
-from kvadmin.engines import probes
 from kvadmin.engines.models import Engine
-from kvadmin.engines.tasks import probe_engines
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
+from kvadmin.ingest import probes
+from kvadmin.ingest.probes import probe_engines
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.residency.pod_detail import pod_page
 from scoring import keys
@@ -72,7 +72,7 @@ def test_a_dead_engine_is_unreachable_everywhere(
     probe_engines()
     engine.stop()
 
-    probes.probe_engines(redis_client, timeout=0.3)
+    probes.probe_and_record(redis_client, timeout=0.3)
 
     probe = redis_client.hgetall(keys.engine_probe_key(POD))
     assert probe["replay_ok"] == "0" and probe["http_ok"] == "0", probe

@@ -9,9 +9,9 @@ from django.test import Client
 
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
-from kvadmin.engines.probes import probe_engines
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
+from kvadmin.ingest.probes import probe_and_record
 from tests.ingest.conftest import MODEL, spec_for
 from tests.waiting import wait_until
 
@@ -72,7 +72,7 @@ def test_a_worker_holding_the_streams_of_a_live_engine_makes_it_ready(
     assert code == 503, "nobody probed the engine yet: no evidence that it lives"
     assert body["checks"]["engines"]["unhealthy"][POD]["state"] == "stale"
 
-    probe_engines(redis_client)
+    probe_and_record(redis_client)
     code, body = _ready(client)
 
     assert code == 200 and body["status"] == "ready"

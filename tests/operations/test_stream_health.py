@@ -9,13 +9,14 @@ LAG = 5.0
 
 
 def stream(owner: str | None = "worker-a", lag: float | None = 0.1, applied: float = NOW, **status):
+    applied_fields = {"last_event_at": str(applied)} | (
+        {} if lag is None else {"lag_seconds": str(lag)}
+    )
     return StreamState(
         id=StreamId("vllm-0.default", 0),
-        consumed=True,
-        status={"connected": "1", **status},
+        status={"connected": "1", **applied_fields, **status},
         owner=owner,
-        lag_seconds=lag,
-        applied_at=applied,
+        consumed=True,
     )
 
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from scoring.keys import stream_status_key
+from scoring.keys import stream_lease_key, stream_status_key
 from tests.residency.conftest import NOW, register
 
 pytestmark = pytest.mark.django_db
@@ -62,6 +62,7 @@ def test_stream_health_shows_connection_gaps_replays_and_lost_batches(
         stream_status_key("vllm-0.default", 0),
         mapping={"connected": 1, "gaps": 2, "replays": 3, "batches_lost": 4},
     )
+    redis_client.set(stream_lease_key("vllm-0.default", 0), "worker-a")
     redis_client.hset(stream_status_key("vllm-0.default", 1), mapping={"connected": 0})
 
     row = _row(browsing.get("/pods/").text, "vllm-0.default")

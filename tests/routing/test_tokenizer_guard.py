@@ -8,9 +8,9 @@ import pytest
 from django.test import override_settings
 from prometheus_client import generate_latest
 
+from kvadmin.api.operations import build_registry
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import families
-from kvadmin.metrics.collector import build_registry
 from kvadmin.metrics.families import label_field
 from kvadmin.routing import tokenizer_guard
 from tests.conftest import local_config

@@ -1,7 +1,8 @@
-"""Probing every enabled engine for evidence that it is alive (see `evidence`), in a worker.
+"""Probing every enabled engine for evidence that it is alive (`kvadmin.engines.evidence`),
+in a worker: here, beside the ingest loop, which speaks the same replay protocol.
 
-Two probes per engine, every run of the beat task `tasks.probe_engines`, all in parallel and
-each within PROBE_TIMEOUT_SECONDS:
+Two probes per engine, every run of the beat task `probe_engines`, all in parallel and each
+within PROBE_TIMEOUT_SECONDS:
 
 - each rank's replay socket is asked for the batches from seq 2**63-1 on: a live publisher
   answers the end marker alone at once (compatibility.md 4.1), a dead one never answers;
@@ -19,6 +20,7 @@ from functools import cache
 
 import redis
 import zmq
+from celery import shared_task
 
 from kvadmin.ingest.replay import ReplayFailed, request_replay
 from kvadmin.load.fetch import FetchFailed, MetricsFetch
@@ -146,8 +148,17 @@ def record(client: redis.Redis, fields: dict[str, dict[str, str]]) -> None:
     pipe.execute()
 
 
-def probe_engines(client: redis.Redis, timeout: float = PROBE_TIMEOUT_SECONDS) -> int:
+def probe_and_record(client: redis.Redis, timeout: float = PROBE_TIMEOUT_SECONDS) -> int:
     """Probe every enabled engine and record what was found; returns how many engines."""
     fields = probe_all(probe_targets(), timeout)
     record(client, fields)
     return len(fields)
+
+
+@shared_task(name="kvadmin.ingest.probe_engines", ignore_result=True)
+def probe_engines() -> int:
+    """Celery beat, every few seconds (settings CELERY_IMPORTS names this module): probe each
+    enabled engine, so pages and /readyz show evidence of life instead of socket state."""
+    from kvadmin.redis_clients import index_client
+
+    return probe_and_record(index_client())

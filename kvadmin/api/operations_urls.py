@@ -1,6 +1,6 @@
 from django.urls import path
 
-from kvadmin.metrics import views
+from kvadmin.api import operations as views
 
 urlpatterns = [
     path("metrics", views.metrics, name="metrics"),

@@ -1,17 +1,30 @@
 """Operations endpoints: Prometheus metrics and Kubernetes probes. No session login: probes
 and scrapers are machines (metrics need a token or an allowed address)."""
 
+import redis
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import CollectorRegistry
 
 from kvadmin.api.auth import authenticate, out_of_scope
+from kvadmin.api.metrics_access import is_staff_or_token, may_read_metrics
 from kvadmin.api.scopes import Scope
-from kvadmin.metrics.access import is_staff_or_token, may_read_metrics
-from kvadmin.metrics.collector import build_registry
+from kvadmin.metrics.collector import IndexCollector
 from kvadmin.metrics.health import degraded, readiness
+from kvadmin.routing.tokenizer_guard import GuardCollector
+
+
+def build_registry(client: redis.Redis | None = None) -> CollectorRegistry:
+    """What /metrics exposes: the index, ingest and scoring figures, and routing's tokenizer
+    guards."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(IndexCollector(client))
+    registry.register(GuardCollector(client))
+    return registry
+
 
 REGISTRY = build_registry()
 
