@@ -13,12 +13,12 @@ run: setup
 	@$(PY) -m kvadmin.stack
 
 test: setup
-	@bin/system-deps --browser
+	@bin/system-deps --browser --monitoring
 	$(VENV)/bin/pytest
 
 # The same suite on a private PostgreSQL server that the test session starts itself.
 test-postgres: setup
-	@bin/system-deps --browser --postgres
+	@bin/system-deps --browser --monitoring --postgres
 	KVADMIN_TEST_DATABASE=postgresql $(VENV)/bin/pytest
 
 # A new random password for the admin user, printed and kept in var/admin-password.

@@ -82,6 +82,7 @@ SECRET_KEY = _secret_key()
 DEBUG = envbool("DEBUG", "false")
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+CSRF_FAILURE_VIEW = "kvadmin.errors.csrf_failure"  # the 403 page, in the site's layout
 
 INSTALLED_APPS = [
     "django.contrib.admin",

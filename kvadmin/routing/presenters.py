@@ -12,10 +12,9 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
 from kvadmin.conf import knob
+from kvadmin.residency.media import medium_class, medium_label
 from kvadmin.routing.decisions import CandidateEstimate, Decision, PodExplanation
 from kvadmin.routing.outcomes import Outcome, Predicted, predicted
-
-_BADGE_CLASSES = {"GPU": "m-gpu", "CPU": "m-cpu", "CPU_PINNED": "m-cpu_pinned", "DISK": "m-disk"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +25,8 @@ class Badge:
 
 
 def badge(medium: str | None, count: int) -> Badge:
-    """A medium as a coloured badge: the known tiers have their colour, others are grey."""
-    if not medium:
-        return Badge("no medium", "m-none", count)
-    return Badge(medium, _BADGE_CLASSES.get(medium.strip().upper(), "m-other"), count)
+    """A medium as a badge: its name, and its colour class (kvadmin.css)."""
+    return Badge(medium_label(medium), medium_class(medium), count)
 
 
 @dataclass(frozen=True, slots=True)

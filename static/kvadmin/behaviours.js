@@ -3,6 +3,9 @@
 // - <select data-submit-on-change>: submits its form when the choice changes;
 // - <button data-copy="id">: copies the text of element #id to the clipboard;
 // - <button data-remove-row-after-request>: after its htmx request, removes its table row.
+// And the header's two buttons: the theme toggle (kept in localStorage, read by theme.js) and,
+// on narrow screens, the menu that folds the navigation.
+// window.kvadmin has what the page scripts share: a medium's colour and the charts' axes.
 (function () {
   document.addEventListener("change", (event) => {
     const select = event.target.closest("select[data-submit-on-change]");
@@ -17,4 +20,70 @@
     const button = event.detail.elt;
     if (button && button.matches("[data-remove-row-after-request]")) button.closest("tr")?.remove();
   });
+
+  const root = document.documentElement;
+  const systemDark = window.matchMedia("(prefers-color-scheme: dark)");
+  const isDark = () => (root.dataset.theme || (systemDark.matches ? "dark" : "light")) === "dark";
+  const toggle = document.querySelector(".theme-toggle");
+  const showTheme = () => toggle?.setAttribute("aria-pressed", String(isDark()));
+  // A choice equal to the system's is forgotten, so the page follows the system again.
+  toggle?.addEventListener("click", () => {
+    const theme = isDark() ? "light" : "dark";
+    const system = systemDark.matches ? "dark" : "light";
+    try {
+      if (theme === system) localStorage.removeItem("kvadmin-theme");
+      else localStorage.setItem("kvadmin-theme", theme);
+    } catch (error) {
+      // Storage refused: the choice lasts for this page only.
+    }
+    if (theme === system) delete root.dataset.theme;
+    else root.dataset.theme = theme;
+    themeChanged();
+  });
+  // Charts paint on a canvas with the colours of the moment: "kvadmin:theme" asks them to
+  // draw again.
+  function themeChanged() {
+    showTheme();
+    document.dispatchEvent(new CustomEvent("kvadmin:theme"));
+  }
+  systemDark.addEventListener("change", themeChanged);
+  showTheme();
+
+  const header = document.querySelector(".topbar");
+  const menu = header?.querySelector(".nav-toggle");
+  if (header && menu) {
+    header.dataset.nav = "closed";
+    menu.addEventListener("click", () => {
+      const open = header.dataset.nav !== "open";
+      header.dataset.nav = open ? "open" : "closed";
+      menu.setAttribute("aria-expanded", String(open));
+    });
+  }
+
+  const MEDIA = { gpu: "--m-gpu", cpu: "--m-cpu", cpu_pinned: "--m-cpu-pinned", disk: "--m-disk" };
+  // A colour variable resolved to rgb() (a light-dark() one in the page's theme), as a
+  // canvas needs it: read back from a probe element that paints with it.
+  const cssVar = (name) => {
+    const probe = document.createElement("span");
+    probe.style.color = `var(${name})`;
+    document.body.append(probe);
+    const colour = getComputedStyle(probe).color;
+    probe.remove();
+    return colour;
+  };
+  window.kvadmin = {
+    cssVar,
+    // The colour kvadmin.css gives a medium (as medium_class does: unknown media share one).
+    mediumColour: (medium) => {
+      const name = (medium || "").trim().toLowerCase();
+      return cssVar(name ? MEDIA[name] || "--m-other" : "--m-none");
+    },
+    // uPlot axis options in the page's theme (uPlot draws on a canvas, in black by default).
+    axis: (options) => ({
+      stroke: cssVar("--fg"),
+      grid: { stroke: cssVar("--line") },
+      ticks: { stroke: cssVar("--line") },
+      ...options,
+    }),
+  };
 })();

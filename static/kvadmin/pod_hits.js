@@ -1,20 +1,7 @@
 // A pod's share of decisions and its hit ratio by medium over the chosen time range (uPlot,
 // vendored), from #pod-hits' data-chart (kvadmin/dashboard/history.py's layout).
 (function () {
-  const FALLBACK = { GPU: "--gpu", CPU: "--cpu", CPU_PINNED: "--cpu-pinned", DISK: "--disk" };
-
-  function cssVar(name) {
-    const site = window.kvadmin;
-    if (site && site.cssVar) return site.cssVar(name);
-    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-  }
-
-  function colour(medium) {
-    const site = window.kvadmin;
-    if (site && site.mediumColour) return site.mediumColour(medium);
-    return cssVar(FALLBACK[medium.trim().toUpperCase()] || "--other");
-  }
-
+  const site = window.kvadmin; // behaviours.js: the theme's colours
   function percent(u, values) {
     return values.map((v) => (v == null ? "" : Math.round(v * 100) + "%"));
   }
@@ -36,12 +23,12 @@
         width: box.clientWidth - 24,
         height: 220,
         scales: { y: { range: [0, 1] } },
-        axes: [{}, { values: percent, size: 50 }],
+        axes: [site.axis(), site.axis({ values: percent, size: 50 })],
         series: [
           {},
-          { label: "share of decisions", stroke: cssVar("--muted"), width: 2, dash: [6, 4] },
-          { label: "hit ratio, all media", stroke: cssVar("--fg"), width: 2 },
-          ...d.media.map(([medium]) => ({ label: medium || "no medium", stroke: colour(medium), width: 1.5 })),
+          { label: "share of decisions", stroke: site.cssVar("--muted"), width: 2, dash: [6, 4] },
+          { label: "hit ratio, all media", stroke: site.cssVar("--fg"), width: 2 },
+          ...d.media.map(([medium]) => ({ label: medium || "no medium", stroke: site.mediumColour(medium), width: 1.5 })),
         ],
       },
       [d.times, d.share, d.total, ...d.media.map(([, values]) => values)],

@@ -18,22 +18,23 @@
       box.textContent = "No samples yet: the periodic sampler records one every few seconds.";
       return;
     }
-    const css = getComputedStyle(document.documentElement);
-    const colours = { GPU: "--gpu", CPU: "--cpu", CPU_PINNED: "--cpu-pinned", DISK: "--disk" };
-    const colour = (medium) =>
-      css.getPropertyValue(colours[medium.trim().toUpperCase()] || "--other").trim();
+    const { mediumColour, axis } = window.kvadmin; // behaviours.js
     const series = data.series.map(([medium]) => ({
       label: medium || "no medium",
-      stroke: colour(medium),
+      stroke: mediumColour(medium),
       width: 2,
     }));
     const options = {
       width: box.clientWidth - 24,
       height: 240,
       series: [{}, ...series],
-      axes: [{}, { label: "blocks", size: 70 }],
+      axes: [axis(), axis({ label: "blocks", size: 70 })],
     };
     new uPlot(options, [data.times, ...data.series.map(([, values]) => values)], box);
   }
   document.addEventListener("DOMContentLoaded", drawPodChart);
+  document.addEventListener("kvadmin:theme", () => {
+    document.getElementById("chart")?.replaceChildren();
+    drawPodChart();
+  });
 })();

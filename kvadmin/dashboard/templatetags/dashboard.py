@@ -2,7 +2,10 @@
 
 from django import template
 
+from kvadmin.residency.media import medium_class
+
 register = template.Library()
+register.filter("medium_class", medium_class)
 
 
 @register.filter
@@ -31,13 +34,6 @@ def seconds(value: float | None) -> str:
         if value >= size:
             return f"{value // size:.0f} {unit}"
     return f"{value:.0f} s"
-
-
-@register.filter
-def medium_class(medium: str | None) -> str:
-    """The badge colour class kvadmin.css defines for the medium."""
-    name = (medium or "").strip().lower()
-    return f"m-{name}" if name in ("gpu", "cpu", "cpu_pinned", "disk") else "m-other"
 
 
 @register.filter

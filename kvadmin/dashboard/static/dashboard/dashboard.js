@@ -3,18 +3,11 @@
 // data-chart attribute, and the chart redraws after every frame. Whether the tiles are fresh
 // is static/kvadmin/console.js's job (the #dashboard-updated marker).
 (function () {
-  const VARS = { gpu: "--gpu", cpu: "--cpu", cpu_pinned: "--cpu-pinned", disk: "--disk" };
   const HEIGHT = 220;
   let chart = null;
   let drawnMedia = null;
 
-  function cssVar(name) {
-    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-  }
-
-  function colour(medium) {
-    return cssVar(VARS[medium.trim().toLowerCase()] || "--other");
-  }
+  const { cssVar, mediumColour, axis } = window.kvadmin; // behaviours.js
 
   function percent(u, values) {
     return values.map((v) => (v == null ? "" : Math.round(v * 100) + "%"));
@@ -38,11 +31,11 @@
           width: box.clientWidth || 600,
           height: HEIGHT,
           scales: { y: { range: [0, 1] } },
-          axes: [{}, { values: percent, size: 50 }],
+          axes: [axis(), axis({ values: percent, size: 50 })],
           series: [
             {},
             { label: "all media", stroke: cssVar("--fg"), width: 2 },
-            ...d.media.map((m) => ({ label: m[0] || "no medium", stroke: colour(m[0]), width: 1.5 })),
+            ...d.media.map((m) => ({ label: m[0] || "no medium", stroke: mediumColour(m[0]), width: 1.5 })),
           ],
         },
         data,
@@ -58,6 +51,11 @@
   }
 
   document.addEventListener("DOMContentLoaded", draw);
+  document.addEventListener("kvadmin:theme", () => {
+    if (chart) chart.destroy();
+    chart = null;
+    draw();
+  });
   document.addEventListener("htmx:wsOpen", () => live("connected"));
   document.addEventListener("htmx:wsClose", () => live("disconnected"));
   document.addEventListener("htmx:wsAfterMessage", draw);
