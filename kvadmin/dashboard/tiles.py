@@ -15,13 +15,13 @@ import redis
 from django.urls import NoReverseMatch, reverse
 
 from kvadmin.conf import knob
-from kvadmin.dashboard.history import HitChart, ratios
 from kvadmin.engines.evidence import SEVERITY, EngineHealth, EngineState
 from kvadmin.engines.health import engine_healths, facts_of
 from kvadmin.index import gc
 from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, label_values
 from kvadmin.metrics.fleet import FleetState, Health, read_fleet, registered_engines
+from kvadmin.metrics.history import HitChart, ratios
 from kvadmin.metrics.recorder import hits_key, outcome_minute_key
 from scoring import keys
 from scoring.weights import TierWeights

@@ -4,9 +4,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from kvadmin.dashboard.history import hit_chart
 from kvadmin.dashboard.tiles import dashboard_tiles
-from kvadmin.dashboard.timerange import parse_range
+from kvadmin.metrics.history import hit_chart
+from kvadmin.metrics.timerange import parse_range
 from kvadmin.redis_clients import index_client
 
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.conf import knob
-from kvadmin.dashboard.history import HitChart, hit_chart
-from kvadmin.dashboard.timerange import TimeRange, parse_range
 from kvadmin.load.status import LoadStatus, load_status
+from kvadmin.metrics.history import HitChart, hit_chart
+from kvadmin.metrics.timerange import TimeRange, parse_range
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import BlockPage, newest_blocks
 from kvadmin.residency.pods import PodSummary, pod_summary

@@ -17,8 +17,8 @@ from kvadmin.engines.health import EngineFacts, engine_healths
 from kvadmin.engines.models import Engine
 from kvadmin.index.inventory import read_inventory
 from kvadmin.index.status import StreamStatus
+from kvadmin.media import medium_order
 from kvadmin.redis_clients import index_client
-from kvadmin.residency.media import medium_order
 from kvadmin.residency.streams import pod_started_at, pod_streams, read_streams
 from scoring import keys
 

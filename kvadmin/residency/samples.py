@@ -17,7 +17,7 @@ from functools import cache
 import redis
 from redis.commands.core import Script
 
-from kvadmin.residency.media import medium_order
+from kvadmin.media import medium_order
 from kvadmin.residency.pods import PodSummary
 from scoring import keys
 

@@ -16,9 +16,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.middleware import HtmxDetails
 
 from kvadmin.csv_export import EXPORT_MAX_ROWS, csv_response
-from kvadmin.dashboard.timerange import parse_range
 from kvadmin.index.purge import purge_pod
 from kvadmin.index.streams import StreamId
+from kvadmin.metrics.timerange import parse_range
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.block_detail import UnknownBlock, block_detail, scan_engine_hashes
 from kvadmin.residency.blocks import (

@@ -1,5 +1,5 @@
 // A pod's share of decisions and its hit ratio by medium over the chosen time range (uPlot,
-// vendored), from #pod-hits' data-chart (kvadmin/dashboard/history.py's layout).
+// vendored), from #pod-hits' data-chart (kvadmin/metrics/history.py's layout).
 (function () {
   const site = window.kvadmin; // behaviours.js: the theme's colours
   function percent(u, values) {

@@ -4,9 +4,9 @@ medium from the per-minute buckets."""
 
 import pytest
 
-from kvadmin.dashboard.history import hit_chart, ratios
-from kvadmin.dashboard.timerange import parse_range
 from kvadmin.metrics import recorder
+from kvadmin.metrics.history import hit_chart, ratios
+from kvadmin.metrics.timerange import parse_range
 from kvadmin.residency.samples import read_chart, record_samples
 from tests.operations.test_dashboard_tiles import DecisionStub, Scored
 
@@ -30,7 +30,7 @@ def test_presets_and_custom_spans() -> None:
 
 
 def hit_chart_points(span) -> list[list[int]]:
-    from kvadmin.dashboard.timerange import bins
+    from kvadmin.metrics.timerange import bins
 
     return bins(span.minutes(), span.step_minutes)
 

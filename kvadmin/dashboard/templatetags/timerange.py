@@ -2,7 +2,7 @@
 
 from django import template
 
-from kvadmin.dashboard.timerange import LABELS, MAX_POINTS, TimeRange
+from kvadmin.metrics.timerange import LABELS, MAX_POINTS, TimeRange
 
 register = template.Library()
 

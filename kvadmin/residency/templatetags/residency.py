@@ -4,7 +4,7 @@ from django import template
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
-from kvadmin.residency import media
+from kvadmin import media
 from kvadmin.residency.explain import GridRow
 
 register = template.Library()

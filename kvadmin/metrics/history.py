@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import redis
 
-from kvadmin.dashboard.timerange import TimeRange, bins
 from kvadmin.metrics.recorder import hits_key
+from kvadmin.metrics.timerange import TimeRange, bins
 from scoring.weights import TierWeights
 
 _MEDIUM_ORDER = TierWeights()
