@@ -70,6 +70,11 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "TRUSTED_PROXIES": "",
     # A stream whose last applied batch was published longer ago than this is "lagging".
     "STREAM_LAG_SECONDS": 5.0,
+    # Engine health from evidence (kvadmin/engines/evidence.py): "stale" once no probe,
+    # scrape or event is younger than HEALTH_STALE_SECONDS; "ok" with events in the last
+    # HEALTH_EVENTS_SECONDS, "idle" (reachable, nothing to publish) without.
+    "HEALTH_STALE_SECONDS": 10.0,
+    "HEALTH_EVENTS_SECONDS": 60.0,
     # Scoring API: the longest token_ids (or tokenized prompt) accepted; engine /tokenize
     # calls (seconds each, as kthena) and how many prompts' token ids are kept (LRU).
     "SCORE_MAX_TOKENS": 262_144,

@@ -192,6 +192,13 @@ CELERY_BEAT_SCHEDULE["dashboard-publish-tiles"] = {
     "schedule": 2.0,
     "options": {"expires": 2.0},
 }
+# Engine health from evidence: probe each engine's replay socket and HTTP /health.
+CELERY_IMPORTS = ["kvadmin.ingest.probes"]
+CELERY_BEAT_SCHEDULE["engines-probe"] = {
+    "task": "kvadmin.ingest.probe_engines",
+    "schedule": 2.0,
+    "options": {"expires": 2.0},
+}
 # Residency browser: blocks per medium per pod for the /pods/ charts and live table.
 CELERY_BEAT_SCHEDULE["residency-sample-pods"] = {
     "task": "kvadmin.residency.tasks.sample_pods",

@@ -22,6 +22,7 @@ urlpatterns = [
     path("", include("kvadmin.residency.urls")),
     path("", include("kvadmin.dashboard.urls")),
     path("", include("kvadmin.api.operations_urls")),
+    path("", include("kvadmin.search.urls")),
 ]
 
 handler500 = "kvadmin.errors.server_error"

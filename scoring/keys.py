@@ -203,6 +203,12 @@ def pod_samples_key(pod: str) -> str:
     return f"kvadmin:samples:{pod}"
 
 
+def engine_probe_key(pod: str) -> str:
+    """HASH: the last replay-socket and HTTP /health probes of the pod's engine (when, whether
+    each answered, how long it took, why not), `kvadmin.engines.probes` writes it."""
+    return f"kvadmin:probe:{pod}"
+
+
 def load_lock_key(pod: str) -> str:
     """STRING with a TTL just under the scrape period: the worker scraping the pod this period."""
     return f"kvadmin:load-lock:{pod}"

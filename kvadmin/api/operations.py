@@ -13,7 +13,7 @@ from kvadmin.api.auth import authenticate, out_of_scope
 from kvadmin.api.metrics_access import is_staff_or_token, may_read_metrics
 from kvadmin.api.scopes import Scope
 from kvadmin.metrics.collector import IndexCollector
-from kvadmin.metrics.health import readiness
+from kvadmin.metrics.health import degraded, readiness
 from kvadmin.routing.tokenizer_guard import GuardCollector
 
 
@@ -61,11 +61,12 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @never_cache
 def readyz(request: HttpRequest) -> JsonResponse:
     """Anyone (a kubelet) sees each check's ok; its details (addresses, errors, counts) need an
-    API token or a staff session."""
+    API token or a staff session. Status "degraded": ready, but some engine is not healthy."""
     ready, checks = readiness()
+    state = ("degraded" if degraded(checks) else "ready") if ready else "not ready"
     if not is_staff_or_token(request):
         checks = {name: {"ok": check["ok"]} for name, check in checks.items()}
     return JsonResponse(
-        {"status": "ready" if ready else "not ready", "checks": checks},
+        {"status": state, "checks": checks},
         status=200 if ready else 503,
     )

@@ -15,10 +15,13 @@ import redis
 from django.urls import NoReverseMatch, reverse
 
 from kvadmin.conf import knob
+from kvadmin.engines.evidence import SEVERITY, EngineHealth, EngineState
+from kvadmin.engines.health import engine_healths, facts_of
 from kvadmin.index import gc
 from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, label_values
 from kvadmin.metrics.fleet import FleetState, Health, read_fleet, registered_engines
+from kvadmin.metrics.history import HitChart, ratios
 from kvadmin.metrics.recorder import hits_key, outcome_minute_key
 from scoring import keys
 from scoring.weights import TierWeights
@@ -52,22 +55,12 @@ class EngineStatus:
     streams: list[tuple[int, str]]
     """(rank, health) per consumed stream."""
     blocks: int
+    evidence: EngineHealth
+    """The engine's own state, from evidence of life (engines.evidence), not socket state."""
 
-
-@dataclass(frozen=True, slots=True)
-class HitChart:
-    """uPlot's layout: minute timestamps, then the share of requested blocks the chosen pod
-    held, overall and per medium (None for minutes without decisions)."""
-
-    times: list[int]
-    total: list[float | None]
-    media: dict[str, list[float | None]]
-
-    def as_json(self) -> str:
-        return json.dumps(
-            {"times": self.times, "total": self.total, "media": list(self.media.items())},
-            separators=(",", ":"),
-        )
+    @property
+    def state(self) -> str:
+        return self.evidence.state.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +105,10 @@ class Tiles:
     engines: list[EngineStatus]
     more_engines: int
     health_counts: dict[str, int]
+    state_counts: dict[str, int]
+    """Enabled engines per evidence state (engines.evidence.EngineState)."""
+    healthy_engines: int
+    enabled_engines: int
     media: list[tuple[str, int, float]]
     """(medium, blocks, percent of the largest) across the fleet, largest first."""
     total_blocks: int
@@ -160,7 +157,7 @@ def dashboard_tiles(client: redis.Redis, record_sample: bool = False) -> Tiles:
     recent_faults = _fault_growth(current, samples)
     tiles = Tiles(
         taken_at=now,
-        **_engines(fleet, recent_faults, now),
+        **_engines(client, fleet, recent_faults, now),
         **_media(fleet),
         streams=sum(1 for s in fleet.streams if s.consumed),
         connected=sum(1 for s in fleet.streams if s.consumed and s.connected),
@@ -227,8 +224,12 @@ def _fault_growth(current: dict, samples: list[dict]) -> dict[str, int]:
     return {sid: n - before.get(sid, n) for sid, n in current["faults"].items()}
 
 
-def _engines(fleet: FleetState, recent_faults: dict[str, int], now: float) -> dict:
+def _engines(
+    client: redis.Redis, fleet: FleetState, recent_faults: dict[str, int], now: float
+) -> dict:
     lag = knob("STREAM_LAG_SECONDS")
+    facts = facts_of(fleet.engines, fleet.streams)
+    evidence = engine_healths(client, facts, now)
     by_pod: dict[str, list[tuple[int, str]]] = {}
     for stream in fleet.streams:
         if stream.consumed:
@@ -254,17 +255,30 @@ def _engines(fleet: FleetState, recent_faults: dict[str, int], now: float) -> di
                 health,
                 streams,
                 blocks.get(engine.pod, 0),
+                evidence[engine.pod],
             )
         )
     counts = {h.value: 0 for h in Health}
+    states = {s.value: 0 for s in EngineState if s is not EngineState.DISABLED}
     for engine in engines:
         if engine.enabled:
             counts[engine.health] += 1
-    engines.sort(key=lambda e: (_SEVERITY.get(Health(e.health), 9) if e.enabled else 9, e.pod))
+            states[engine.state] += 1
+    engines.sort(
+        key=lambda e: (
+            SEVERITY[e.evidence.state],
+            _SEVERITY.get(Health(e.health), 9) if e.enabled else 9,
+            e.pod,
+        )
+    )
+    enabled = [e for e in engines if e.enabled]
     return {
         "engines": engines[:ENGINE_ROWS],
         "more_engines": max(0, len(engines) - ENGINE_ROWS),
         "health_counts": counts,
+        "state_counts": states,
+        "healthy_engines": sum(1 for e in enabled if e.evidence.healthy),
+        "enabled_engines": len(enabled),
     }
 
 
@@ -279,33 +293,16 @@ def _media(fleet: FleetState) -> dict:
 
 
 def _hits(minutes: list[int], per_minute: list[dict]) -> dict:
-    """The chart, and the last hour's totals: decisions, and the share of requested blocks
-    the chosen pods already held, overall and per medium."""
-    media = sorted(
-        {f.removeprefix("m:") for row in per_minute for f in row if f.startswith("m:")},
-        key=lambda m: _MEDIUM_ORDER.medium_rank(m or None),
-    )
-    total: list[float | None] = []
-    series: dict[str, list[float | None]] = {m: [] for m in media}
-    blocks_hour = matched_hour = decisions_hour = 0
-    matched_by_medium = dict.fromkeys(media, 0)
-    for row in per_minute:
-        blocks = int(row.get("blocks", 0))
-        decisions_hour += int(row.get("decisions", 0))
-        matched = {m: int(row.get(f"m:{m}", 0)) for m in media}
-        blocks_hour += blocks
-        matched_hour += sum(matched.values())
-        for m, count in matched.items():
-            matched_by_medium[m] += count
-            series[m].append(count / blocks if blocks else None)
-        total.append(sum(matched.values()) / blocks if blocks else None)
+    """The last hour's chart, minute by minute, and its totals: decisions, and the share of
+    requested blocks the chosen pods already held, overall and per medium."""
+    chart = ratios(minutes, per_minute, step=1)
+    blocks_hour = sum(int(row.get("blocks", 0)) for row in per_minute)
+    matched = {m: sum(int(row.get(f"m:{m}", 0)) for row in per_minute) for m in chart.media}
     return {
-        "decisions_hour": decisions_hour,
-        "hit_ratio_hour": matched_hour / blocks_hour if blocks_hour else None,
-        "hit_ratio_by_medium": [
-            (m, matched_by_medium[m] / blocks_hour) for m in media if blocks_hour
-        ],
-        "chart": HitChart([m * 60 for m in minutes], total, series),
+        "decisions_hour": sum(int(row.get("decisions", 0)) for row in per_minute),
+        "hit_ratio_hour": sum(matched.values()) / blocks_hour if blocks_hour else None,
+        "hit_ratio_by_medium": [(m, n / blocks_hour) for m, n in matched.items() if blocks_hour],
+        "chart": chart,
     }
 
 

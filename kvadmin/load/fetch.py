@@ -1,4 +1,5 @@
-"""One bounded GET of an engine's /metrics: at most `max_bytes` read, within a deadline.
+"""One bounded GET of an engine's /metrics (or another path: the health probe's /health): at
+most `max_bytes` read, within a deadline.
 
 http.client's socket timeout bounds each read, not the whole exchange (an engine dripping a
 byte at a time would hold a scrape for ever), so every read gets the time left until the
@@ -23,8 +24,11 @@ class FetchFailed(Exception):
 
 
 class MetricsFetch:
-    def __init__(self, base_url: str, timeout: float, max_bytes: int) -> None:
+    def __init__(
+        self, base_url: str, timeout: float, max_bytes: int, path: str = "/metrics"
+    ) -> None:
         self.base_url = base_url
+        self.path = path
         self.timeout = timeout
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
@@ -46,7 +50,7 @@ class MetricsFetch:
                 raise FetchFailed("timeout", "aborted before it started")
             self._connection = connection
         try:
-            return self._exchange(connection, parts.path.rstrip("/") + "/metrics", deadline)
+            return self._exchange(connection, parts.path.rstrip("/") + self.path, deadline)
         except TimeoutError:
             raise FetchFailed("timeout", f"no answer within {self.timeout:g}s") from None
         except (OSError, http.client.HTTPException, UnicodeDecodeError) as error:

@@ -5,6 +5,10 @@
 3. When engines are registered (enabled), at least one ingest worker is alive (its heartbeat is
    younger than a lease) and holds some stream's lease: otherwise the index silently goes
    stale and scores mislead the router.
+4. When engines are registered (enabled), at least one of them is healthy from evidence
+   (`kvadmin.engines.evidence`: its replay socket or /health answers, events arrive): a fleet
+   whose every engine is dead or unobserved gives scores that mislead. Engines that are not
+   healthy are listed; with some of them the status is "degraded", still ready.
 
 Each check reports how long it took. The Redis client is made from settings at call time,
 with one-second timeouts and no retries, so a probe answers quickly when Redis is away.
@@ -22,6 +26,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from kvadmin.conf import knob
+from kvadmin.engines.health import engine_healths, facts_of
+from kvadmin.metrics.fleet import read_fleet, registered_engines
 from scoring.keys import WORKERS_KEY, stream_lease_key, stream_name
 
 PROBE_TIMEOUT_SECONDS = 1.0
@@ -53,10 +59,17 @@ def readiness() -> tuple[bool, dict[str, dict[str, Any]]]:
     checks = {"redis": _timed(_redis, client), "database": _timed(_database)}
     if checks["redis"].ok and checks["database"].ok:
         checks["ingest"] = _timed(_ingest, client)
+        checks["engines"] = _timed(_engines, client)
     else:
-        checks["ingest"] = Check(False, details={"error": "needs Redis and the database"})
+        for name in ("ingest", "engines"):
+            checks[name] = Check(False, details={"error": "needs Redis and the database"})
     ready = all(check.ok for check in checks.values())
     return ready, {name: check.as_dict() for name, check in checks.items()}
+
+
+def degraded(checks: dict[str, dict[str, Any]]) -> bool:
+    """Ready, but some enabled engine is not healthy (see `_engines`)."""
+    return bool(checks.get("engines", {}).get("unhealthy"))
 
 
 def _timed(probe: Any, *args: Any) -> Check:
@@ -103,3 +116,29 @@ def _ingest(client: redis.Redis) -> Check:
     elif not held:
         details["error"] = "no worker holds a stream lease"
     return Check(bool(workers and held), details=details)
+
+
+UNHEALTHY_LISTED = 20
+
+
+def _engines(client: redis.Redis) -> Check:
+    engines = [e for e in registered_engines() if e.enabled]
+    if not engines:
+        return Check(True, details={"engines": 0})
+    fleet = read_fleet(client, engines, knob("LEASE_SECONDS"))
+    facts = facts_of(engines, fleet.streams)
+    healths = engine_healths(client, facts, fleet.taken_at)
+    states: dict[str, int] = {}
+    for health in healths.values():
+        states[health.state.value] = states.get(health.state.value, 0) + 1
+    unhealthy = sorted((h for h in healths.values() if not h.healthy), key=lambda h: h.pod)
+    details: dict[str, Any] = {"engines": len(engines), "states": states}
+    if unhealthy:
+        details["unhealthy"] = {
+            h.pod: {"state": h.state.value, "reason": h.reason}
+            for h in unhealthy[:UNHEALTHY_LISTED]
+        }
+    healthy = len(engines) - len(unhealthy)
+    if not healthy:
+        details["error"] = "no engine is healthy: every one is unreachable or unobserved"
+    return Check(bool(healthy), details=details)

@@ -36,7 +36,11 @@ from scoring import keys
 log = logging.getLogger(__name__)
 
 HITS_KEY_PREFIX = keys.HITS_KEY_PREFIX
-HITS_TTL_SECONDS = 2 * 3600
+HITS_TTL_SECONDS = 25 * 3600
+"""The per-minute hit buckets are kept a day (and an hour): the time ranges of the dashboard
+and the pod pages reach back 24 h."""
+# Per-minute bucket fields of the chosen pod: `p:{pod}` decisions, `pb:{pod}` their requested
+# blocks, `pm:{pod}|{medium}` their matched blocks in that medium (pod ids hold no "|").
 
 Target = redis.Redis | Pipeline | AsyncPipeline
 
@@ -132,10 +136,16 @@ def record_decision(target: Target, decision: DecisionLike) -> None:
         pipe.hincrby(minute_key, "blocks", decision.n_blocks)
         if any(media.values()):
             pipe.hincrby(minute_key, "hits", 1)
+        pod = decision.chosen
+        if pod:
+            pipe.hincrby(minute_key, f"p:{pod}", 1)
+            pipe.hincrby(minute_key, f"pb:{pod}", decision.n_blocks)
         for medium, count in media.items():
             if count:
                 inc(pipe, f.MATCHED_BLOCKS, (model, medium), count)
                 pipe.hincrby(minute_key, f"m:{medium}", count)
+                if pod:
+                    pipe.hincrby(minute_key, f"pm:{pod}|{medium}", count)
         pipe.expire(minute_key, HITS_TTL_SECONDS)
 
 

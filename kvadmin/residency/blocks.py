@@ -2,6 +2,7 @@
 their blocks (see `listing` for how a page is read)."""
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import redis
@@ -12,6 +13,7 @@ from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import (
     PAGE_SIZE,
     BlockPage,
+    BlockRow,
     InvalidCursor,
     Position,
     newest_blocks,
@@ -52,6 +54,16 @@ class BlocksListing:
     query: BlocksQuery
     page: BlockPage = field(default_factory=lambda: BlockPage([], None))
     now: int = 0
+    zsets: list[str] = field(default_factory=list)
+    """The residency ZSETs the filters select (for the export's further pages)."""
+    matched: int = 0
+    """Block copies the filters select (ZCARD sums: a block on two pods counts twice)."""
+
+    @property
+    def unknown_medium(self) -> bool:
+        """`?medium=` names a medium none of the model's pods holds blocks in."""
+        wanted = self.query.medium
+        return bool(wanted) and not any(_selected(m, wanted) for m in self.media)
 
 
 def known_models(pod_models: dict[str, str]) -> list[str]:
@@ -87,6 +99,9 @@ def browse_blocks(
         for medium in sorted(media[pod])
         if _selected(medium, query.medium)
     ]
+    pipe = client.pipeline(transaction=False)
+    for zset in zsets:
+        pipe.zcard(zset)
     return BlocksListing(
         models=models,
         model=model,
@@ -95,7 +110,20 @@ def browse_blocks(
         query=query,
         page=newest_blocks(client, model, zsets, query.after, limit),
         now=int(time.time()),
+        zsets=zsets,
+        matched=sum(pipe.execute()) if zsets else 0,
     )
+
+
+def all_pages(client: redis.Redis, listing: BlocksListing, most: int) -> Iterator[BlockRow]:
+    """The listing's rows from its first page on, at most `most` of them (the CSV export)."""
+    page, shown = listing.page, 0
+    while True:
+        yield from page.rows[: most - shown]
+        shown += len(page.rows)
+        if shown >= most or page.next_cursor is None or listing.model is None:
+            return
+        page = newest_blocks(client, listing.model, listing.zsets, page.next_cursor)
 
 
 def _selected(medium: str, wanted: str | None) -> bool:

@@ -21,9 +21,9 @@ from django import forms
 from kvadmin.conf import knob
 from kvadmin.engines.model_names import validate_model_name
 from kvadmin.engines.models import Engine
+from kvadmin.media import medium_class, medium_label
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import owners_by_block
-from kvadmin.residency.media import medium_class, medium_label
 from kvadmin.routing import outcomes, service
 from kvadmin.routing.decisions import Decision, PodExplanation
 from kvadmin.routing.tokenize import TokenizationFailed, Tokenizer, tokenize

@@ -1,5 +1,6 @@
 """The /pods/<pod>/ page: one pod's counts, streams, chart, most recent blocks, its model's
-local tokenizer, and its engine's load as last scraped."""
+local tokenizer, its engine's load as last scraped, and (in its summary) its health from
+evidence."""
 
 import time
 from dataclasses import dataclass
@@ -8,6 +9,8 @@ import redis
 
 from kvadmin.conf import knob
 from kvadmin.load.status import LoadStatus, load_status
+from kvadmin.metrics.history import HitChart, hit_chart
+from kvadmin.metrics.timerange import TimeRange, parse_range
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import BlockPage, newest_blocks
 from kvadmin.residency.pods import PodSummary, pod_summary
@@ -26,19 +29,30 @@ class PodPage:
     now: int
     tokenizer: TokenizerStatus | None
     load: LoadStatus
+    span: TimeRange
+    hits: HitChart
+    """The pod's share of decisions and hit ratio by medium over `span`."""
+
+    @property
+    def stale_after(self) -> float:
+        return knob("HEALTH_STALE_SECONDS")
 
 
-def pod_page(pod: str, client: redis.Redis | None = None) -> PodPage:
-    """Raises pods.UnknownPod for a pod neither registered nor in the index."""
+def pod_page(pod: str, client: redis.Redis | None = None, span: TimeRange | None = None) -> PodPage:
+    """Raises pods.UnknownPod for a pod neither registered nor in the index. The charts cover
+    `span` (the last hour by default)."""
     client = client or index_client()
+    span = span or parse_range({}, time.time())
     summary = pod_summary(pod, client)
     zsets = [keys.residency_key(pod, medium) for medium in summary.counts]
     recent = newest_blocks(client, summary.model, zsets, limit=RECENT_BLOCKS)
     return PodPage(
         summary,
-        read_chart(client, pod),
+        read_chart(client, pod, span.start, span.end),
         recent,
         int(time.time()),
         tokenizer_status(summary.model, client),
         load_status(client, pod, knob("LOAD_STALE_SECONDS")),
+        span,
+        hit_chart(client, span, summary.counts, pod),
     )

@@ -1,9 +1,10 @@
 """The /pods/ pages: every engine (and every pod the index still holds blocks of) with its
-blocks per medium and its streams' health.
+blocks per medium, its streams' health and its engine's health from evidence.
 
-Three round trips whatever the index size: the pods' models and kinds; their media and ranks;
-then per pod and medium a ZCARD and the newest entry of the residency ZSET, and per stream its
-status hash. The counts are exact (ZCARD is O(1)); nothing is scanned.
+Five round trips whatever the index size: the pods' models and kinds; their media and ranks;
+then per pod and medium a ZCARD and the newest entry of the residency ZSET; per stream its
+status hash; per engine its evidence (`engines.health`). The counts are exact (ZCARD is O(1));
+nothing is scanned.
 """
 
 import time
@@ -11,11 +12,13 @@ from dataclasses import dataclass, field
 
 import redis
 
+from kvadmin.engines.evidence import SEVERITY, EngineHealth
+from kvadmin.engines.health import EngineFacts, engine_healths
 from kvadmin.engines.models import Engine
 from kvadmin.index.inventory import read_inventory
 from kvadmin.index.status import StreamStatus
+from kvadmin.media import medium_order
 from kvadmin.redis_clients import index_client
-from kvadmin.residency.media import medium_order
 from kvadmin.residency.streams import pod_started_at, pod_streams, read_streams
 from scoring import keys
 
@@ -44,7 +47,14 @@ class PodSummary:
     streams: list[StreamStatus]
     last_store_at: int | None
     """The newest residency score of the pod: when ingestion last stored a block for it."""
+    health: EngineHealth | None
+    """Its engine's health from evidence (engines.evidence); None when no engine is registered."""
     segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def severity(self) -> int:
+        """For sorting, worst first; pods without an engine last."""
+        return SEVERITY[self.health.state] if self.health else len(SEVERITY)
 
     @property
     def total(self) -> int:
@@ -73,6 +83,15 @@ class PodSummary:
 class PodsOverview:
     pods: list[PodSummary]
     now: int
+
+    @property
+    def models(self) -> list[str]:
+        return sorted({pod.model for pod in self.pods})
+
+    @property
+    def states(self) -> list[str]:
+        """The engine states to filter by (engines.evidence), and "unregistered"."""
+        return [state.value for state in SEVERITY] + ["unregistered"]
 
 
 def pods_overview(client: redis.Redis | None = None) -> PodsOverview:
@@ -116,6 +135,8 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
             pipe.zrange(keys.residency_key(pod, medium), 0, 0, desc=True, withscores=True)
     replies = iter(pipe.execute())
     streams = read_streams(client, streams_of)
+    facts = [EngineFacts(pod, e.enabled, e.dp_size, streams[pod]) for pod, e in registered.items()]
+    healths = engine_healths(client, facts)
     summaries = []
     for pod in pods:
         counts, newest = {}, []
@@ -133,6 +154,7 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
                 counts=counts,
                 streams=streams[pod],
                 last_store_at=max(newest, default=None),
+                health=healths.get(pod),
             )
         )
     _scale(summaries)

@@ -17,7 +17,7 @@ from functools import cache
 import redis
 from redis.commands.core import Script
 
-from kvadmin.residency.media import medium_order
+from kvadmin.media import medium_order
 from kvadmin.residency.pods import PodSummary
 from scoring import keys
 
@@ -25,18 +25,24 @@ RETENTION_SECONDS = 86400
 MAX_POINTS = 1500
 
 _EVENLY = """
-local n = redis.call('ZCARD', KEYS[1])
+local first = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[2])
+local n = redis.call('ZCOUNT', KEYS[1], ARGV[2], ARGV[3])
 local points = tonumber(ARGV[1])
+if n == 0 then
+  return {}
+end
 if n <= points then
-  return redis.call('ZRANGE', KEYS[1], 0, -1)
+  return redis.call('ZRANGE', KEYS[1], first, first + n - 1)
 end
 local out = {}
 for i = 0, points - 1 do
-  local rank = math.floor(i * (n - 1) / (points - 1))
+  local rank = first + math.floor(i * (n - 1) / (points - 1))
   out[#out + 1] = redis.call('ZRANGE', KEYS[1], rank, rank)[1]
 end
 return out
 """
+"""At most ARGV[1] samples scored in [ARGV[2], ARGV[3]], evenly spaced by rank: two ZCOUNTs
+find the range's ranks, then each pick is one O(log n) ZRANGE by rank."""
 
 
 samples_key = keys.pod_samples_key
@@ -71,8 +77,10 @@ def record_samples(client: redis.Redis, summaries: Iterable[PodSummary], now: in
     pipe.execute()
 
 
-def read_chart(client: redis.Redis, pod: str) -> Chart:
-    members = _evenly()(keys=[samples_key(pod)], args=[MAX_POINTS], client=client)
+def read_chart(client: redis.Redis, pod: str, start: float = 0, end: float = float("inf")) -> Chart:
+    """The pod's samples taken from `start` to `end` (unix seconds), at most MAX_POINTS."""
+    bounds = [MAX_POINTS, f"{start:.0f}", "+inf" if end == float("inf") else f"{end:.0f}"]
+    members = _evenly()(keys=[samples_key(pod)], args=bounds, client=client)
     samples = [json.loads(member) for member in members]
     media = medium_order({m for sample in samples for m in sample["c"]})
     return Chart(

@@ -16,6 +16,7 @@ register_converter(StoredModelConverter, "model")
 
 urlpatterns = [
     path("blocks/", views.blocks, name="blocks"),
+    path("blocks/export.csv", views.blocks_csv, name="blocks-csv"),
     path("blocks/<model:model>/<int:std>/", views.block, name="block"),
     path(
         "blocks/<model:model>/<int:std>/engine-hashes/",

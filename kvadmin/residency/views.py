@@ -4,6 +4,8 @@ Every view reads through one service function; the pages never scan the keyspace
 service modules for what each reads).
 """
 
+import time
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import permission_required
@@ -13,14 +15,18 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
+from kvadmin.csv_export import EXPORT_MAX_ROWS, csv_response
 from kvadmin.index.purge import purge_pod
 from kvadmin.index.streams import StreamId
+from kvadmin.metrics.timerange import parse_range
+from kvadmin.redis_clients import index_client
 from kvadmin.residency.block_detail import UnknownBlock, block_detail, scan_engine_hashes
 from kvadmin.residency.blocks import (
     NO_MEDIUM,
     BlocksListing,
     InvalidFilter,
     UnknownModel,
+    all_pages,
     browse_blocks,
     parse_query,
 )
@@ -43,10 +49,40 @@ def blocks(request: HtmxHttpRequest) -> HttpResponse:
         raise Http404(f"no model {unknown} in the index or the registry") from None
     except InvalidFilter as error:
         return render(request, "residency/blocks.html", {"error": str(error)}, status=400)
-    context = {"listing": listing, "next_url": _next_url(listing), "no_medium": NO_MEDIUM}
+    context = {
+        "listing": listing,
+        "next_url": _next_url(listing),
+        "no_medium": NO_MEDIUM,
+        "export_url": _export_url(listing),
+        "export_max": EXPORT_MAX_ROWS,
+    }
     if request.htmx and listing.query.after:
         return render(request, "residency/blocks.html#rows", context)
     return render(request, "residency/blocks.html", context)
+
+
+@require_GET
+def blocks_csv(request: HtmxHttpRequest) -> HttpResponse:
+    """The current view of /blocks/ (its model, pod and medium filters) as CSV, newest first,
+    from the top (at most EXPORT_MAX_ROWS rows)."""
+    params = {k: v for k, v in request.GET.dict().items() if k != "after"}
+    try:
+        listing = browse_blocks(parse_query(params))
+    except UnknownModel as unknown:
+        raise Http404(f"no model {unknown} in the index or the registry") from None
+    except InvalidFilter as error:
+        return HttpResponse(str(error), status=400, content_type="text/plain")
+    rows = (
+        (
+            listing.model,
+            row.std,
+            " ".join(f"{owner.pod}:{owner.medium or ''}" for owner in row.owners),
+            datetime.fromtimestamp(row.ts, UTC).isoformat(),
+        )
+        for row in all_pages(index_client(), listing, EXPORT_MAX_ROWS)
+    )
+    header = ("model", "block", "owners (pod:medium)", "last stored (UTC)")
+    return csv_response("blocks.csv", header, rows)
 
 
 def _next_url(listing: BlocksListing) -> str:
@@ -83,6 +119,12 @@ def block_engine_hashes(request: HtmxHttpRequest, model: str, std: int) -> HttpR
     return render(request, "residency/block.html#scan_step", {"step": step, "next_url": next_url})
 
 
+def _export_url(listing: BlocksListing) -> str:
+    params = {"model": listing.model, "pod": listing.query.pod, "medium": listing.query.medium}
+    query = {name: value for name, value in params.items() if value}
+    return f"{reverse('blocks-csv')}?{urlencode(query)}"
+
+
 def _integer(text: str) -> bool:
     """Decimal digits of a value below 2**64: what a query parameter naming a count or scan
     cursor may hold."""
@@ -103,7 +145,7 @@ def pods(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def pod(request: HtmxHttpRequest, pod: str) -> HttpResponse:
     try:
-        page = pod_page(pod)
+        page = pod_page(pod, span=parse_range(request.GET.dict(), time.time()))
     except UnknownPod:
         raise Http404(f"no pod {pod} in the registry or the index") from None
     purged = request.GET.get("purged", "")

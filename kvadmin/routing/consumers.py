@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
@@ -35,22 +36,54 @@ PAUSED_ROWS = 200
 RATE_SECONDS = 1.0
 
 
+POLICIES = ("ttft", "kthena")
+
+
 @dataclass(frozen=True, slots=True)
 class FeedFilter:
+    """Which decisions the feed shows: a model, a pod (chosen or scored), a policy, and only
+    ties, only decisions no pod had a hit for, only those priced with a stale engine load."""
+
     model: str | None = None
     pod: str | None = None
+    policy: str | None = None
+    tie: bool = False
+    no_hit: bool = False
+    stale_load: bool = False
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> "FeedFilter":
+        """From a query string's values (a page's GET or the socket's query string); unknown
+        policies and flags other than "1" are ignored."""
+        policy = params.get("policy") or None
+        return cls(
+            model=params.get("model") or None,
+            pod=params.get("pod") or None,
+            policy=policy if policy in POLICIES else None,
+            tie=params.get("tie") == "1",
+            no_hit=params.get("no_hit") == "1",
+            stale_load=params.get("stale_load") == "1",
+        )
 
     @classmethod
     def from_query(cls, query_string: bytes) -> "FeedFilter":
         query = parse_qs(query_string.decode("latin-1"))
-        return cls(
-            model=(query.get("model") or [""])[0] or None,
-            pod=(query.get("pod") or [""])[0] or None,
-        )
+        return cls.from_params({name: values[0] for name, values in query.items()})
+
+    def as_query(self) -> dict[str, str]:
+        """The filter as query parameters (only those set), for links and the socket URL."""
+        values = {"model": self.model, "pod": self.pod, "policy": self.policy}
+        flags = {"tie": self.tie, "no_hit": self.no_hit, "stale_load": self.stale_load}
+        return {k: v for k, v in values.items() if v} | {k: "1" for k, on in flags.items() if on}
 
     def matches(self, decision: Decision) -> bool:
-        return (self.model is None or decision.model == self.model) and (
-            self.pod is None or decision.involves(self.pod)
+        return (
+            (self.model is None or decision.model == self.model)
+            and (self.pod is None or decision.involves(self.pod))
+            and (self.policy is None or (decision.policy or "kthena") == self.policy)
+            and (not self.tie or decision.tie_break)
+            and (not self.no_hit or decision.longest_match == 0)
+            and (not self.stale_load or bool(decision.stale_loads))
         )
 
 
@@ -72,6 +105,7 @@ class FeedConsumer(LiveConsumer):
         self.arrived = 0
         self.rate_since = (time.monotonic(), 0)
         self.rate_shown: str | None = None
+        self.read_shown: int | None = None
         self.wake = asyncio.Event()
         self.frames: asyncio.Task[None] | None = None
         self.tail: DecisionTail | None = tail()
@@ -83,9 +117,7 @@ class FeedConsumer(LiveConsumer):
 
     async def opened(self) -> None:
         try:
-            newest = await asyncio.to_thread(
-                decisions.recent, FEED_ROWS, self.filter.model, self.filter.pod
-            )
+            newest = await asyncio.to_thread(decisions.recent, FEED_ROWS, where=self.filter.matches)
         except redis.RedisError:
             await self.close(code=1011)
             return
@@ -96,7 +128,8 @@ class FeedConsumer(LiveConsumer):
                 self.not_shown = 0
             self.pending = deque(kept)
         rows = [row_html(decision) for decision in newest]
-        await self.send(text_data=render_to_string("routing/feed.html#opened", {"rows": rows}))
+        context = {"rows": rows, "read_at": self._read_at() or time.time()}
+        await self.send(text_data=render_to_string("routing/feed.html#opened", context))
         self.frames = asyncio.create_task(self._send_frames(), name="feed-frames")
 
     async def disconnect(self, code: int) -> None:
@@ -155,16 +188,24 @@ class FeedConsumer(LiveConsumer):
             context["not_shown_total"] = self.not_shown_total
             self.pending.clear()
             self.not_shown = 0
+        read_at = self._read_at()
         if self.toggled or (self.paused and self.paused_count != self.paused_shown):
             context["paused"] = self.paused
             context["paused_count"] = self.paused_shown = self.paused_count
+            context["read_at"] = read_at or time.time()
             self.toggled = False
+        elif not self.paused and read_at is not None and int(read_at) != self.read_shown:
+            context["read_at"] = read_at  # the log answered: the feed is live, if quiet
+            self.read_shown = int(read_at)
         rate = self._rate()
         if rate is not None:
             context["rate"] = rate
         if not context:
             return ""
         return render_to_string("routing/feed.html#frame", context)
+
+    def _read_at(self) -> float | None:
+        return self.tail.read_at if self.tail is not None else None
 
     def _rate(self) -> str | None:
         """Matching decisions per second over the last RATE_SECONDS, when its text changed."""

@@ -10,7 +10,7 @@ the choice depend on besides the weights, so `rescore` gives the decision that o
 would have made, with the same arithmetic as the live path (`scoring.score.score_walk`).
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -214,14 +214,21 @@ def recent(
     model: str | None = None,
     pod: str | None = None,
     client: redis.Redis | None = None,
+    *,
+    where: Callable[[Decision], bool] | None = None,
 ) -> list[Decision]:
     """The newest `limit` decisions, newest first; `model` keeps that model's, `pod` those the
-    pod was chosen or scored in. Scans back through the log until enough match."""
+    pod was chosen or scored in, `where` those it accepts. Scans back through the log until
+    enough match."""
     found: list[Decision] = []
     if limit <= 0:
         return found
     for decision in _newest_first(client or index_client()):
-        if (model is None or decision.model == model) and (pod is None or decision.involves(pod)):
+        if (
+            (model is None or decision.model == model)
+            and (pod is None or decision.involves(pod))
+            and (where is None or where(decision))
+        ):
             found.append(decision)
             if len(found) >= limit:
                 break

@@ -12,7 +12,7 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
 from kvadmin.conf import knob
-from kvadmin.residency.media import medium_class, medium_label
+from kvadmin.media import medium_class, medium_label
 from kvadmin.routing.decisions import CandidateEstimate, Decision, PodExplanation
 from kvadmin.routing.outcomes import Outcome, Predicted, predicted
 

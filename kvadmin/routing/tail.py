@@ -17,6 +17,7 @@ blocking command per batch for the whole process, and every web replica reads it
 import asyncio
 import contextlib
 import logging
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -65,6 +66,8 @@ class DecisionTail:
         self.url = url
         self.subscribers: set[Subscriber] = set()
         self.cursor: str | None = None
+        self.read_at: float | None = None
+        """When the decision log last answered a read (unix seconds): the feed's freshness."""
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
@@ -111,11 +114,13 @@ class DecisionTail:
         if self.cursor is None:
             newest = await client.xrevrange(decisions.DECISIONS_KEY, count=1)
             self.cursor = newest[0][0] if newest else "0-0"
+            self.read_at = time.time()
             self._ready.set()
         while True:
             reply = await client.xread(
                 {decisions.DECISIONS_KEY: self.cursor}, count=READ_COUNT, block=BLOCK_MS
             )
+            self.read_at = time.time()
             for _key, entries in reply or ():
                 self.cursor = entries[-1][0]
                 for decision in decisions.decoded(entries):

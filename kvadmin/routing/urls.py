@@ -4,9 +4,11 @@ from kvadmin.routing import views
 
 urlpatterns = [
     path("feed/", views.feed, name="feed"),
+    path("feed/export.csv", views.feed_csv, name="feed-csv"),
     re_path(
         r"^feed/decisions/(?P<log_id>[0-9]+-[0-9]+)/$",
         views.decision_explanation,
         name="feed-decision",
     ),
+    re_path(r"^decisions/(?P<log_id>[0-9]+-[0-9]+)/$", views.decision_page, name="decision"),
 ]

@@ -16,6 +16,7 @@ from kvadmin.fleet.traffic import FunctionRouter, PodEndpoint, TrafficGenerator
 from kvadmin.fleet.workload import Workload
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
+from kvadmin.ingest.probes import probe_engines
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.metrics import recorder
@@ -82,8 +83,10 @@ def _kvadmin_router(client: redis.Redis) -> FunctionRouter:
 
 
 def _publish() -> None:
-    """What celery beat does every 2 s; in a thread of its own, away from Playwright's loop."""
+    """What celery beat does every 2 s (probe the engines, publish the tiles); in a thread of
+    its own, away from Playwright's loop."""
     with ThreadPoolExecutor(1) as pool:
+        pool.submit(probe_engines).result()
         pool.submit(publish_tiles).result()
 
 
@@ -111,9 +114,10 @@ def test_the_tiles_follow_the_fleet(
         what="every decision counted",
     )
 
-    healthy = page.locator("#tile-engines [data-health=ok]").first
+    healthy = page.locator("#tile-engines .health-counts [data-state=ok]")
     assert healthy.get_attribute("data-count") == "2"
-    assert page.locator("#tile-engines tr[data-health=ok]").count() == 2
+    assert page.locator("#tile-engines tr[data-state=ok][data-health=ok]").count() == 2
+    assert page.locator("#tile-ingest [data-engines-healthy]").inner_text() == "2 / 2"
     assert int(page.locator("#tile-media [data-total]").get_attribute("data-total")) > 0
     assert page.locator("#tile-media li[data-medium=GPU]").is_visible()
     assert page.locator("#hit-chart canvas").count() >= 1

@@ -52,6 +52,8 @@ PAGES = {
     "weights": "/weights/",
     "explain": "/explain/",
     "missing block": f"/blocks/{MODEL}/{MISSING}/",
+    "search results": "/search/?q=vllm-",
+    "search without a match": "/search/?q=nothing-here",
     "no such page": "/no-such-page/",
 }
 
@@ -67,6 +69,13 @@ def _explained(page) -> None:
     page.get_by_label("Request").fill(",".join(str(t) for n in range(4) for t in tokens(n)))
     page.get_by_role("button", name="Explain").click()
     page.locator("#grid").wait_for()
+
+
+def _decision_page(page, base_url: str) -> None:
+    """From the feed, the page of its first decision (where the header search jumps)."""
+    explained = page.locator("details.decision").first.get_attribute("hx-get")
+    _visit(page, base_url, explained.replace("/feed/decisions/", "/decisions/"))
+    page.get_by_role("heading", name="Decision").wait_for()
 
 
 def _refused(page) -> None:
@@ -93,6 +102,8 @@ def test_every_page_passes_axe(page, asgi_server, fleet, theme) -> None:
     page.locator("details.decision summary").first.click()
     page.locator("details.decision .explanation").wait_for()
     found["decision explained"] = violations(page)
+    _decision_page(page, asgi_server)
+    found["decision page"] = violations(page)
     _refused(page)
     found["refused form"] = violations(page)
 
@@ -124,6 +135,8 @@ def test_every_page_fits_a_phone(browser, asgi_server, fleet) -> None:
     page.locator("details.decision summary").first.click()
     page.locator("details.decision .explanation").wait_for()
     measure("decision explained")
+    _decision_page(page, asgi_server)
+    measure("decision page")
     assert wide == {}
 
     nav = page.get_by_role("navigation", name="Main")

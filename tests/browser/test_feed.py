@@ -73,7 +73,46 @@ def test_pausing_holds_new_rows_until_resumed(
     assert http_json(f"{asgi_server}/api/v1/score", body, token)[0] == 200
     page.locator("#feed-paused", has_text="1 new while paused").wait_for()
     assert page.locator("details.decision").count() == 0
+    # A paused feed says paused, not live.
+    assert page.locator("#feed-status").get_attribute("data-state") == "paused"
+    assert page.locator("#feed-updated").get_attribute("data-state") == "paused"
+    assert page.locator("#feed-updated").inner_text().startswith("paused")
 
     page.get_by_role("button", name="Resume").click()
     page.locator('details.decision[data-request-id="held"]').wait_for()
     assert page.locator("#feed-paused").inner_text() == ""
+    page.locator('#feed-updated[data-state="live"]').wait_for()
+
+
+def test_the_feed_orders_and_filters_with_the_choice_in_the_url(
+    page, asgi_server, django_user_model, redis_client
+) -> None:
+    from kvadmin.routing import decisions
+    from tests.routing.feed_socket import decision
+
+    django_user_model.objects.create_user("carol", password="pw-carol-123")
+    for request_id, score, ms, tie in (
+        ("low", 10, 9.0, False),
+        ("high", 90, 1.0, True),
+        ("mid", 50, 3.0, False),
+    ):
+        one = decision(request_id)
+        one.scores[0].score, one.timings_ms["total"], one.tie_break = score, ms, tie
+        decisions.append(one)
+    log_in(page, asgi_server, "carol", "pw-carol-123")
+    page.goto(f"{asgi_server}/feed/")
+    page.locator('#feed-status[data-state="live"]').wait_for()
+    rows = page.locator("#feed-rows details.decision")
+    shown = lambda: [rows.nth(i).get_attribute("data-request-id") for i in range(rows.count())]  # noqa: E731
+    assert shown() == ["mid", "high", "low"], "newest first"
+
+    page.get_by_label("Order").select_option("score")
+    assert shown() == ["high", "mid", "low"] and "order=score" in page.url
+    page.get_by_label("Order").select_option("latency")
+    assert shown() == ["low", "mid", "high"]
+
+    page.get_by_label("ties only").check()
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url("**tie=1**")
+    assert shown() == ["high"]
+    assert page.locator("#feed-count").inner_text().startswith("1 newest matching decision shown")

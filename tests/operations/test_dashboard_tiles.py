@@ -83,6 +83,12 @@ def test_engines_show_their_stream_health(fleet, redis_client) -> None:
         "vllm-2.default": "lagging",
     }
     assert [e.pod for e in tiles.engines][0] == "vllm-1.default", "worst first"
+    # Nobody probes these engines: without evidence of life none of them is "ok".
+    assert {e.pod: e.state for e in tiles.engines} == {
+        "vllm-0.default": "stale",
+        "vllm-1.default": "stale",
+        "vllm-2.default": "lagging",
+    }
     assert tiles.health_counts == {"ok": 1, "lagging": 1, "degraded": 0, "disconnected": 1}
     assert (tiles.streams, tiles.connected, tiles.workers) == (3, 2, 1)
 

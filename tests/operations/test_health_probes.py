@@ -1,5 +1,6 @@
 """Kubernetes probes: /healthz says the process is up; /readyz says Redis, the database and
-(when engines are registered) a live ingest worker holding stream leases are all there."""
+(when engines are registered) a live ingest worker holding stream leases are all there, and
+some engine shows evidence of life."""
 
 import json
 
@@ -10,6 +11,7 @@ from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
+from kvadmin.ingest.probes import probe_and_record
 from tests.ingest.conftest import MODEL, spec_for
 from tests.waiting import wait_until
 
@@ -53,17 +55,27 @@ def test_registered_engines_without_a_worker_are_not_ready(client: Client, redis
     assert body["checks"]["ingest"]["error"] == "no live ingest worker"
 
 
-def test_a_worker_holding_the_streams_makes_it_ready(
+def test_a_worker_holding_the_streams_of_a_live_engine_makes_it_ready(
     client: Client, redis_client, publisher, start_loop
 ) -> None:
     Engine.objects.create(
-        pod=POD, model=MODEL, kind="vllm", events_endpoint=publisher.endpoint, topic="kv-events"
+        pod=POD,
+        model=MODEL,
+        kind="vllm",
+        events_endpoint=publisher.endpoint,
+        replay_endpoint=publisher.replay_endpoint,
+        topic="kv-events",
     )
     start_loop([spec_for(publisher, POD)])
     wait_until(lambda: status.read(redis_client, StreamId(POD, 0)).get("connected") == "1")
+    code, body = _ready(client)
+    assert code == 503, "nobody probed the engine yet: no evidence that it lives"
+    assert body["checks"]["engines"]["unhealthy"][POD]["state"] == "stale"
 
+    probe_and_record(redis_client)
     code, body = _ready(client)
 
-    assert code == 200
+    assert code == 200 and body["status"] == "ready"
     assert body["checks"]["ingest"]["workers"] == 1
     assert body["checks"]["ingest"]["leased"] == body["checks"]["ingest"]["streams"] == 1
+    assert body["checks"]["engines"]["states"] == {"idle": 1}

@@ -28,7 +28,12 @@ def _checks(response) -> dict:
 def test_an_anonymous_caller_sees_only_ok_or_fail(client: Client, redis_away: str) -> None:
     response = client.get("/readyz")
     checks = _checks(response)
-    assert checks == {"redis": {"ok": False}, "database": {"ok": True}, "ingest": {"ok": False}}
+    assert checks == {
+        "redis": {"ok": False},
+        "database": {"ok": True},
+        "ingest": {"ok": False},
+        "engines": {"ok": False},
+    }
     assert redis_away.split("//")[1].split("/")[0] not in response.content.decode()
 
 

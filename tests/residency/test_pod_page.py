@@ -2,6 +2,7 @@
 
 import json
 import re
+import time
 
 import pytest
 
@@ -37,14 +38,17 @@ def test_it_shows_the_pods_blocks_per_medium_and_recent_blocks(browsing, index) 
 
 def test_the_chart_plots_the_samples_per_medium(browsing, index, redis_client) -> None:
     register("vllm-0.default")
+    # Samples of the last hour, the page's default time range (an older one is not drawn).
+    now = int(time.time()) - 60
+    record_samples(redis_client, pods_overview().pods, now - 7200)
     index.store("vllm-0.default", range(3), at=NOW)
-    record_samples(redis_client, pods_overview().pods, NOW)
+    record_samples(redis_client, pods_overview().pods, now)
     index.offload("vllm-0.default", range(2), "CPU", at=NOW + 5)
-    record_samples(redis_client, pods_overview().pods, NOW + 5)
+    record_samples(redis_client, pods_overview().pods, now + 5)
 
     chart = _chart(browsing.get("/pods/vllm-0.default/").text)
 
-    assert chart == {"times": [NOW, NOW + 5], "series": [["GPU", [3, 3]], ["CPU", [0, 2]]]}
+    assert chart == {"times": [now, now + 5], "series": [["GPU", [3, 3]], ["CPU", [0, 2]]]}
 
 
 def test_samples_older_than_a_day_are_dropped(index, redis_client, db) -> None:

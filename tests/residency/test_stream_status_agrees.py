@@ -20,7 +20,7 @@ STREAM = StreamId(POD, 0)
 
 def _pods_row(browsing) -> str:
     html = browsing.get("/pods/").text
-    row = html.split(f'<tr class="pod-row" data-pod="{POD}">')[1].split("</tr>")[0]
+    row = html.split(f'<tr class="pod-row" data-pod="{POD}"')[1].split("</tr>")[0]
     return row.split('data-stream="0">')[1].split("</li>")[0]
 
 

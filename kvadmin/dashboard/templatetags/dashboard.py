@@ -2,7 +2,7 @@
 
 from django import template
 
-from kvadmin.residency.media import medium_class
+from kvadmin.media import medium_class
 
 register = template.Library()
 register.filter("medium_class", medium_class)

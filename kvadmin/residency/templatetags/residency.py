@@ -4,7 +4,7 @@ from django import template
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
-from kvadmin.residency import media
+from kvadmin import media
 from kvadmin.residency.explain import GridRow
 
 register = template.Library()
@@ -14,11 +14,11 @@ register.filter("medium_label", media.medium_label)
 
 
 @register.filter
-def age(seconds: int | None, now: int) -> str:
+def age(seconds: float | None, now: float) -> str:
     """`{{ ts|age:now }}`: how long ago, in the largest unit that fits ("42 s", "3 h")."""
     if seconds is None:
         return "never"
-    elapsed = max(0, now - seconds)
+    elapsed = max(0, int(now - seconds))
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if elapsed >= size:
             return f"{elapsed // size} {unit}"

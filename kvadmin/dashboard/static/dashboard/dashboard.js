@@ -1,6 +1,7 @@
 // The dashboard: live state of its websocket, and the hit-ratio chart (uPlot, vendored).
 // Tiles are swapped in by htmx's ws extension; the chart's data rides in #hit-summary's
-// data-chart attribute, and the chart redraws after every frame.
+// data-chart attribute, and the chart redraws after every frame. Whether the tiles are fresh
+// is static/kvadmin/console.js's job (the #dashboard-updated marker).
 (function () {
   const HEIGHT = 220;
   let chart = null;
@@ -13,7 +14,8 @@
   }
 
   function draw() {
-    const summary = document.getElementById("hit-summary");
+    const summary =
+      document.getElementById("hit-summary") || document.getElementById("hit-summary-range");
     const box = document.getElementById("hit-chart");
     if (!summary || !summary.dataset.chart || !box || typeof uPlot === "undefined") return;
     const d = JSON.parse(summary.dataset.chart);
@@ -48,31 +50,6 @@
     if (root) root.dataset.live = state;
   }
 
-  // The tiles are only as fresh as the last frame: when the refresh fails (the socket closed,
-  // an htmx request answered an error, or no frame for three periods), the "live" line turns
-  // into a visible stale marker with the time of the last good update. The next frame
-  // replaces the marker with a fresh "live" line.
-  const STALE_AFTER_MS = 6000;
-  let lastUpdate = Date.now();
-
-  function stale(reason) {
-    const marker = document.getElementById("dashboard-updated");
-    if (!marker || marker.dataset.stale) return;
-    const at = new Date(Number(marker.dataset.takenAt) * 1000);
-    const time = document.createElement("time");
-    time.dateTime = at.toISOString();
-    time.textContent = at.toLocaleTimeString([], { hour12: false });
-    marker.dataset.stale = reason;
-    marker.className = "stale";
-    marker.setAttribute("role", "alert");
-    marker.replaceChildren(`stale: ${reason}; last good update at `, time);
-  }
-
-  function updated() {
-    lastUpdate = Date.now();
-    draw();
-  }
-
   document.addEventListener("DOMContentLoaded", draw);
   document.addEventListener("kvadmin:theme", () => {
     if (chart) chart.destroy();
@@ -80,15 +57,9 @@
     draw();
   });
   document.addEventListener("htmx:wsOpen", () => live("connected"));
-  document.addEventListener("htmx:wsClose", () => {
-    live("disconnected");
-    stale("the connection to the server was lost");
-  });
-  document.addEventListener("htmx:responseError", () => stale("the refresh failed"));
-  document.addEventListener("htmx:wsAfterMessage", updated);
-  setInterval(() => {
-    if (Date.now() - lastUpdate > STALE_AFTER_MS) stale("no update for a while");
-  }, 1000);
+  document.addEventListener("htmx:wsClose", () => live("disconnected"));
+  document.addEventListener("htmx:wsAfterMessage", draw);
+  document.addEventListener("htmx:afterSwap", draw);
   window.addEventListener("resize", () => {
     const box = document.getElementById("hit-chart");
     if (chart && box) chart.setSize({ width: box.clientWidth, height: HEIGHT });

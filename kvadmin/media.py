@@ -1,4 +1,4 @@
-"""How media are ordered and named on the residency pages."""
+"""How media are ordered and named on every page (residency, feed, dashboard)."""
 
 from collections.abc import Iterable
 

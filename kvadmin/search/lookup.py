@@ -1,0 +1,226 @@
+"""The header's search box: what one string can name, and where each match lives.
+
+A query is tried as every kind of id at once; each kind costs a bounded number of round trips,
+never a keyspace scan:
+
+- a block hash (standardized, decimal or 0x hex): one EXISTS per known model;
+- an engine hash (what vLLM and SGLang log: decimal, or digest hex): one GET of kthena's mapping
+  key `{kind}:kv:block:{pod}@{engine_hash}` per known pod (compatibility.md 2.3);
+- a pod or a model: the registry and the index's pod table, exact or as a part of the name;
+- a decision id: its first 11 hex digits are the decision's millisecond, so one XRANGE of the
+  decision log around that moment finds it;
+- a request id: the decision log, newest first, matched on the raw entry before decoding it
+  (the one lookup that reads the whole capped log: only when no other kind matched exactly).
+
+One match: the page jumps there. More: they are listed. None: the page says what was tried.
+"""
+
+import json
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import redis
+from django.urls import reverse
+
+from kvadmin.engines.models import Engine
+from kvadmin.routing import decisions
+from scoring import keys
+
+MAX_QUERY = 300
+MAX_LISTED = 50
+STD_MAX = 2**63 - 1
+DECISION_ID_LENGTH = 19
+DECISION_WINDOW_MS = 60_000
+"""A decision is logged within this long after its id's millisecond (recording happens right
+after scoring; a minute is generous)."""
+LOG_PAGE = 200
+"""Entries per XRANGE while looking for a decision id (it is near the start)."""
+SCAN_PAGE = 1000
+"""Entries per XREVRANGE while scanning the whole log for a request id."""
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    kind: str
+    """"block", "engine hash", "pod", "model", "decision", "request"."""
+    label: str
+    url: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    query: str
+    matches: list[Match]
+    tried: list[str]
+
+    @property
+    def jump(self) -> str | None:
+        return self.matches[0].url if len(self.matches) == 1 else None
+
+
+def search(client: redis.Redis, query: str) -> SearchResult:
+    query = query.strip()[:MAX_QUERY]
+    if not query:
+        return SearchResult(query, [], [])
+    pods, models = _known(client)
+    matches: list[Match] = []
+    tried = []
+    number = _std_hash(query)
+    if number is not None:
+        tried.append("a block hash")
+        matches += _blocks(client, number, sorted(set(models.values()) | _index_models(client)))
+    engine_text = _engine_hash_text(query)
+    if engine_text is not None:
+        tried.append("an engine hash")
+        matches += _engine_hashes(client, engine_text, pods, models)
+    tried += ["a pod", "a model"]
+    matches += _names(query, pods, models)
+    if _is_decision_id(query):
+        tried.append("a decision id")
+        matches += _decision(client, query)
+    exact = [m for m in matches if m.kind not in ("pod", "model") or m.label == query]
+    if not exact:  # the log scan is the one costly lookup: only when nothing else is exact
+        tried.append("a request id")
+        matches += _requests(client, query)
+    return SearchResult(query, _unique(matches)[:MAX_LISTED], tried)
+
+
+def _known(client: redis.Redis) -> tuple[dict[str, str], dict[str, str]]:
+    """(pod -> kind, pod -> model) of every registered engine and every pod in the index."""
+    pipe = client.pipeline(transaction=False)
+    pipe.hgetall(keys.POD_MODELS_KEY)
+    pipe.hgetall(keys.POD_KINDS_KEY)
+    models, kinds = pipe.execute()
+    for pod, model, kind in Engine.objects.values_list("pod", "model", "kind"):
+        models[pod], kinds[pod] = model, kind
+    return kinds, models
+
+
+def _index_models(client: redis.Redis) -> set[str]:
+    return set(client.hvals(keys.POD_MODELS_KEY))
+
+
+def _std_hash(query: str) -> int | None:
+    text = query.lower()
+    try:
+        value = int(text, 16) if text.startswith("0x") else int(text) if text.isdigit() else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 <= value <= STD_MAX else None
+
+
+def _engine_hash_text(query: str) -> str | None:
+    """The mapping key's text for what an engine logs: a (signed) decimal integer, or digest hex
+    (32 or 64 digits, as `ingest.events.engine_hash_text` writes it)."""
+    text = query.lower()
+    digits = text.removeprefix("-")
+    if digits.isascii() and digits.isdigit() and len(digits) <= 20:
+        return str(int(text))
+    if len(text) in (32, 64) and all(c in "0123456789abcdef" for c in text):
+        return text
+    return None
+
+
+def _blocks(client: redis.Redis, std: int, models: list[str]) -> list[Match]:
+    if not models:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for model in models:
+        pipe.hlen(keys.block_key(model, std))
+    return [
+        Match("block", f"block {std}", reverse("block", args=[model, std]), f"{model}, {n} owners")
+        for model, n in zip(models, pipe.execute(), strict=True)
+        if n
+    ]
+
+
+def _engine_hashes(
+    client: redis.Redis, text: str, kinds: dict[str, str], models: dict[str, str]
+) -> list[Match]:
+    pods = sorted(pod for pod in kinds if kinds[pod] and pod in models)
+    if not pods:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for pod in pods:
+        pipe.get(keys.engine_hash_key(kinds[pod], pod, text))
+    found = []
+    for pod, std in zip(pods, pipe.execute(), strict=True):
+        if std is not None and std.isdigit():
+            url = reverse("block", args=[models[pod], int(std)])
+            found.append(Match("engine hash", f"block {std}", url, f"engine hash {text} of {pod}"))
+    return found
+
+
+def _names(query: str, kinds: dict[str, str], models: dict[str, str]) -> list[Match]:
+    """Pods and models named exactly first, then those whose name contains the query
+    (case-insensitive)."""
+    wanted = query.casefold()
+    candidates = [
+        Match("pod", pod, reverse("pod", args=[pod]), models.get(pod, ""))
+        for pod in sorted(kinds.keys() | models.keys())
+    ]
+    for model in sorted(set(models.values())):
+        pods = sum(1 for m in models.values() if m == model)
+        url = f"{reverse('blocks')}?{urlencode({'model': model})}"
+        candidates.append(Match("model", model, url, f"{pods} pod{'s' if pods != 1 else ''}"))
+    exact = [m for m in candidates if m.label.casefold() == wanted]
+    partial = [m for m in candidates if wanted in m.label.casefold() and m not in exact]
+    return exact + partial
+
+
+def _is_decision_id(query: str) -> bool:
+    return len(query) == DECISION_ID_LENGTH and all(c in "0123456789abcdef" for c in query)
+
+
+def _decision(client: redis.Redis, decision_id: str) -> list[Match]:
+    """The log from just before the id's millisecond on, a page at a time, until the entry
+    or the end of DECISION_WINDOW_MS."""
+    millisecond = int(decision_id[:11], 16)
+    needle = f'"id":"{decision_id}"'
+    lower, upper = f"{max(0, millisecond - 1000)}-0", f"{millisecond + DECISION_WINDOW_MS}-0"
+    while True:
+        entries = client.xrange(decisions.DECISIONS_KEY, lower, upper, count=LOG_PAGE)
+        hits = [(log_id, fields) for log_id, fields in entries if needle in fields.get("d", "")]
+        if hits:
+            return [_decision_match("decision", d) for d in decisions.decoded(hits)]
+        if len(entries) < LOG_PAGE:
+            return []
+        lower = f"({entries[-1][0]}"
+
+
+def _requests(client: redis.Redis, request_id: str) -> list[Match]:
+    """Decisions whose request id is exactly the query, newest first, scanning the whole
+    (capped) log; the raw entry is tested before it is decoded."""
+    needle = '"request_id":' + json.dumps(request_id, ensure_ascii=False, separators=(",", ":"))
+    found: list[Match] = []
+    upper = "+"
+    while len(found) < MAX_LISTED:
+        entries = client.xrevrange(decisions.DECISIONS_KEY, max=upper, count=SCAN_PAGE)
+        hits = [(log_id, fields) for log_id, fields in entries if needle in fields.get("d", "")]
+        found += [
+            _decision_match("request", d)
+            for d in decisions.decoded(hits)
+            if d.request_id == request_id
+        ]
+        if len(entries) < SCAN_PAGE:
+            break
+        upper = f"({entries[-1][0]}"
+    return found
+
+
+def _decision_match(kind: str, decision: decisions.Decision) -> Match:
+    label = f"decision {decision.id}"
+    if kind == "request":
+        label += f" (request {decision.request_id})"
+    detail = f"{decision.model}: chose {decision.chosen or 'no pod'}"
+    return Match(kind, label, reverse("decision", args=[decision.log_id]), detail)
+
+
+def _unique(matches: list[Match]) -> list[Match]:
+    seen, out = set(), []
+    for match in matches:
+        if match.url not in seen:
+            seen.add(match.url)
+            out.append(match)
+    return out
