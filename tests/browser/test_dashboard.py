@@ -15,10 +15,9 @@ from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.traffic import FunctionRouter, PodEndpoint, TrafficGenerator
 from kvadmin.fleet.workload import Workload
 from kvadmin.index import status
-from kvadmin.index.streams import StreamId
 from kvadmin.ingest.probes import probe_engines
 from kvadmin.ingest.reader import IngestLoop
-from kvadmin.ingest.streams import StreamSpec
+from kvadmin.ingest.registered import load_streams
 from kvadmin.metrics import recorder
 from kvadmin.routing.service import score
 from tests.browser.conftest import log_in
@@ -38,21 +37,9 @@ def fleet(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
         local_config("vllm-0.default", gpu_blocks=64, cpu_blocks=128),
         local_config("sglang-0.default", "sglang", gpu_blocks=64, cpu_blocks=128),
     ]
-    specs = []
     for config in configs:
-        fields = config.engine_fields()
-        Engine.objects.create(**fields)
-        specs.append(
-            StreamSpec(
-                id=StreamId(config.name, 0),
-                model=config.model,
-                kind=config.kind,
-                events_endpoint=config.events_endpoint,
-                replay_endpoint=config.replay_endpoint,
-                topic=config.topic.encode(),
-                block_size=config.block_size,
-            )
-        )
+        Engine.objects.create(**config.engine_fields())
+    specs = load_streams()  # the registered engines' streams, as a worker reads them
     with Fleet(configs) as fleet:
         client = redis.Redis.from_url(redis_url, decode_responses=True)
         loop = IngestLoop(client, lambda: specs, int)

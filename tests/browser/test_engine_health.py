@@ -17,7 +17,7 @@ from kvadmin.index import status
 from kvadmin.index.streams import StreamId
 from kvadmin.ingest.probes import probe_engines
 from kvadmin.ingest.reader import IngestLoop
-from kvadmin.ingest.streams import StreamSpec
+from kvadmin.ingest.registered import load_streams
 from tests.browser.conftest import log_in
 from tests.conftest import http_json, local_config
 from tests.waiting import wait_until
@@ -31,15 +31,7 @@ def engine(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
     """One registered simulated vLLM pod, its stream read by an ingest loop."""
     config = local_config(POD)
     Engine.objects.create(**config.engine_fields())
-    spec = StreamSpec(
-        StreamId(POD, 0),
-        config.model,
-        config.kind,
-        config.events_endpoint,
-        config.replay_endpoint,
-        config.topic.encode(),
-        config.block_size,
-    )
+    spec = load_streams()[0]  # the registered engine's stream, as a worker reads it
     with Fleet([config]) as fleet:
         loop = IngestLoop(
             redis.Redis.from_url(redis_url, decode_responses=True), lambda: [spec], int
