@@ -16,7 +16,10 @@ What a gateway's call costs here, and what it no longer costs (measured in bench
 - a Redis outage is the same 503 as the Django views' (kvadmin/unavailable.py).
 
 Nothing is skipped that the Django views did: scopes, the decision log, the metrics, the
-last-used time of tokens (once a minute per token and process).
+last-used time of tokens (once a minute per token and process). Nor what Django's own checks
+do before any view: a request to a host not in ALLOWED_HOSTS, or over plain HTTP under
+SECURE_SSL_REDIRECT, goes on to Django, which refuses (400) or redirects it; answers over
+HTTPS carry Strict-Transport-Security as SecurityMiddleware sets it.
 """
 
 import asyncio
@@ -27,6 +30,7 @@ from typing import Any
 
 import redis.asyncio
 from django.conf import settings
+from django.http.request import split_domain_port, validate_host
 
 from kvadmin.api import outcomes, scoring
 from kvadmin.api.answers import Answer, error_answer, json_answer, outage_answer
@@ -70,21 +74,28 @@ class FastPath:
             decision_id = matched.group(1)
         else:
             return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        secure = _secure(scope, headers)
+        if not _allowed_host(headers) or (settings.SECURE_SSL_REDIRECT and not secure):
+            return await self.app(scope, receive, send)  # Django answers 400 or redirects
         if self.in_flight >= knob("API_MAX_IN_FLIGHT"):
             busy = error_answer(503, "kvadmin is at its limit of requests in flight; retry later")
             busy.headers["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
-            return await _send(send, busy)
+            return await _send(send, busy, secure)
         self.in_flight += 1
         try:
-            answer = await self._answer(scope, receive, decision_id)
+            answer = await self._answer(scope, headers, receive, decision_id)
         finally:
             self.in_flight -= 1
-        await _send(send, answer)
+        await _send(send, answer, secure)
 
     async def _answer(
-        self, scope: dict[str, Any], receive: Callable, decision_id: str | None
+        self,
+        scope: dict[str, Any],
+        headers: dict[bytes, bytes],
+        receive: Callable,
+        decision_id: str | None,
     ) -> Answer:
-        headers = dict(scope["headers"])
         authorization = headers.get(b"authorization", b"").decode("latin-1")
         client = self._redis()
         try:
@@ -114,6 +125,39 @@ class FastPath:
         return self._client
 
 
+def _allowed_host(headers: dict[bytes, bytes]) -> bool:
+    """Django's `HttpRequest.get_host` check: the Host header names one of ALLOWED_HOSTS (with
+    DEBUG and none configured, the local names Django then allows)."""
+    host = headers.get(b"host", b"").decode("latin-1")
+    if settings.USE_X_FORWARDED_HOST and b"x-forwarded-host" in headers:
+        host = headers[b"x-forwarded-host"].decode("latin-1")
+    domain, _port = split_domain_port(host)
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    return bool(domain) and validate_host(domain, allowed)
+
+
+def _secure(scope: dict[str, Any], headers: dict[bytes, bytes]) -> bool:
+    """Django's `HttpRequest.is_secure`: HTTPS, or the trusted proxy header says so."""
+    if settings.SECURE_PROXY_SSL_HEADER:
+        name, value = settings.SECURE_PROXY_SSL_HEADER
+        header = name.removeprefix("HTTP_").lower().replace("_", "-").encode()
+        if header in headers:
+            return headers[header].decode("latin-1").split(",")[0].strip() == value
+    return scope.get("scheme") == "https"
+
+
+def _hsts() -> bytes:
+    """SecurityMiddleware's Strict-Transport-Security value."""
+    value = f"max-age={settings.SECURE_HSTS_SECONDS}"
+    if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
+        value += "; includeSubDomains"
+    if settings.SECURE_HSTS_PRELOAD:
+        value += "; preload"
+    return value.encode()
+
+
 async def _body(receive: Callable, headers: dict[bytes, bytes], limit: int) -> bytes:
     """The request body; TooLarge beyond `limit` bytes, declared or received."""
     try:
@@ -137,9 +181,14 @@ async def _body(receive: Callable, headers: dict[bytes, bytes], limit: int) -> b
     return b"".join(chunks)
 
 
-async def _send(send: Callable, answer: Answer) -> None:
+async def _send(send: Callable, answer: Answer, secure: bool) -> None:
     headers = [
         *_HEADERS,
+        *(
+            [(b"strict-transport-security", _hsts())]
+            if secure and settings.SECURE_HSTS_SECONDS
+            else []
+        ),
         (b"content-length", b"%d" % len(answer.body)),
         *((name.lower().encode(), value.encode()) for name, value in answer.headers.items()),
     ]

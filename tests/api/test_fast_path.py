@@ -3,9 +3,11 @@ backpressure, its bounds, and its per-process copy of tokens and engines kept cu
 two web processes, with the live feed of one showing what the other decided."""
 
 import asyncio
+import json
 import socket
 import subprocess
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from email.message import Message
@@ -212,3 +214,42 @@ def test_a_body_beyond_the_upload_limit_is_refused_before_it_is_read(asgi_server
         while b"too large" not in answer and (chunk := connection.recv(65536)):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 413"), answer
+
+
+def _post_score(url: str, token: str, headers: dict[str, str]) -> tuple[int, Message]:
+    body = json.dumps({"model": MODEL, "token_ids": tokens(2)}).encode()
+    request = urllib.request.Request(
+        f"{url}/api/v1/score",
+        data=body,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"} | headers,
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers
+
+
+@pytest.fixture
+def https_server(subprocess_env) -> Iterator[str]:
+    """A web process behind a TLS proxy that says so in X-Forwarded-Proto, with HSTS on."""
+    env = subprocess_env | {"SECURE_PROXY_SSL_HEADER": "true", "SECURE_HSTS_SECONDS": "3600"}
+    process, url = start_asgi_server(env)
+    yield url
+    stop_process(process)
+
+
+def test_the_lean_path_keeps_djangos_host_check(two_servers, engines) -> None:
+    url = two_servers[0]
+    token = ApiToken.issue("gateway")[1]
+    assert _post_score(url, token, {})[0] == 200
+    assert _post_score(url, token, {"Host": "evil.example"})[0] == 400  # DisallowedHost
+
+
+def test_the_lean_path_sends_hsts_over_https_as_django_does(https_server, engines) -> None:
+    token = ApiToken.issue("gateway")[1]
+    status, headers = _post_score(https_server, token, {"X-Forwarded-Proto": "https"})
+    assert status == 200
+    assert headers["Strict-Transport-Security"] == "max-age=3600"
+    status, headers = _post_score(https_server, token, {})
+    assert status == 200 and "Strict-Transport-Security" not in headers
