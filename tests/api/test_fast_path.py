@@ -207,7 +207,7 @@ def test_a_body_beyond_the_upload_limit_is_refused_before_it_is_read(asgi_server
     port = int(asgi_server.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
         connection.sendall(
-            b"POST /api/v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /api/v1/score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Authorization: Bearer %s\r\nContent-Length: 100000000\r\n\r\n{" % token.encode()
         )
         answer = b""
