@@ -25,6 +25,11 @@ class OncePerKind:
         if message:
             self.logger.warning(message, *args)
 
+    def failing(self, kind: str) -> bool:
+        """Whether `kind` failed and has not gone well since."""
+        with self._lock:
+            return kind in self._failing
+
     def recovered(self, kind: str) -> None:
         """`kind` went well: its next failure is logged again."""
         with self._lock:

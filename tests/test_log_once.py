@@ -4,20 +4,34 @@ import logging
 
 from kvadmin.log_once import OncePerKind
 
-log = logging.getLogger("tests.log_once")
+
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
-def test_a_failure_is_logged_when_it_starts_and_again_after_a_recovery(caplog) -> None:
-    failures = OncePerKind(log)
-    with caplog.at_level(logging.WARNING, logger=log.name):
+def test_a_failure_is_logged_when_it_starts_and_again_after_a_recovery() -> None:
+    # A logger of the test's own, with its own handler: the session's logging configuration
+    # (Django's, Celery's) may have disabled or redirected loggers created before it.
+    log = logging.getLogger("tests.log_once.isolated")
+    log.disabled, log.propagate = False, False
+    log.setLevel(logging.WARNING)
+    kept = _Kept()
+    log.addHandler(kept)
+    try:
+        failures = OncePerKind(log)
         for attempt in range(3):
             failures.failed("redis", "Redis failed (%s)", attempt)
-        failures.failed("bug")  # counted as failing, nothing to say
+        failures.failed("bug")  # failing, with nothing to say
         failures.failed("database", "no database")
+        assert failures.failing("redis") and failures.failing("bug")
         failures.recovered("redis")
+        assert not failures.failing("redis")
         failures.failed("redis", "Redis failed (%s)", "again")
-    assert [r.getMessage() for r in caplog.records] == [
-        "Redis failed (0)",
-        "no database",
-        "Redis failed (again)",
-    ]
+    finally:
+        log.removeHandler(kept)
+    assert kept.messages == ["Redis failed (0)", "no database", "Redis failed (again)"]
