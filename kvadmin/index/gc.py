@@ -23,13 +23,13 @@ clients (the router's reads, ingestion) interleave. One run at a time, by a Redi
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis
 
 from kvadmin.index.inventory import PodInventory, read_inventory
-from kvadmin.index.replies import texts
+from kvadmin.index.replies import from_hash, texts
 from kvadmin.index.writer import Applier, ExpireStep
 from scoring import keys
 from scoring.values import ValueFormat
@@ -69,15 +69,6 @@ class GcReport:
     @property
     def seconds(self) -> float:
         return max(0.0, self.finished_at - self.started_at)
-
-    @classmethod
-    def from_redis(cls, stored: dict[str, str]) -> "GcReport":
-        types = {f.name: f.type for f in fields(cls)}
-        values = {}
-        for name, text in stored.items():
-            if name in types:
-                values[name] = float(text) if types[name] in (float, "float") else int(text)
-        return cls(**values)
 
 
 def collect_garbage(
@@ -127,7 +118,7 @@ def due(client: redis.Redis, interval: float, now: float | None = None) -> bool:
 
 def last_run(client: redis.Redis) -> GcReport | None:
     stored = texts(client.hgetall(keys.GC_LAST_RUN_KEY))
-    return GcReport.from_redis(stored) if stored else None
+    return from_hash(GcReport, stored) if stored else None
 
 
 def totals(client: redis.Redis) -> dict[str, int]:

@@ -26,10 +26,11 @@ residency entries, one per (pod, block, medium), so at least the pods' fields; i
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import redis
 
+from kvadmin.index.replies import from_hash
 from scoring import keys
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
@@ -95,17 +96,12 @@ class RewriteProgress:
     def target_format(self) -> ValueFormat:
         return ValueFormat(self.target)
 
-    @classmethod
-    def from_redis(cls, stored: dict[str, str]) -> "RewriteProgress":
-        kinds = {f.name: f.type for f in fields(cls)}
-        return cls(**{name: kinds[name](text) for name, text in stored.items() if name in kinds})
-
 
 def progress(client: redis.Redis) -> RewriteProgress | None:
     """The stored state; None when no switch ever ran (every value is tiered then: the only
     format before the setting existed)."""
     stored = client.hgetall(STATE_KEY)
-    return RewriteProgress.from_redis(stored) if stored else None
+    return from_hash(RewriteProgress, stored) if stored else None
 
 
 def served_format(client: redis.Redis, configured: ValueFormat) -> ValueFormat | None:

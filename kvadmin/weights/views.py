@@ -263,14 +263,19 @@ def _editor(request: HttpRequest, draft: Draft, **extra) -> HttpResponse:
     return render(request, template, _context(request, draft, **extra))
 
 
-def _seen() -> tuple[dict[str, SeenMedium], Serving | None, str]:
-    """The media in the index and which kthena it serves; when Redis does not answer, neither
-    (and a notice saying so), so a stall costs one timeout, not one per read."""
-    client = index_client()
+def _seen() -> tuple[dict[str, SeenMedium], str]:
     try:
-        return media_in_index(client), index_serving(client), ""
+        return media_in_index(index_client()), ""
     except redis.RedisError:
-        return {}, None, "The index is unavailable: media seen in it are not shown."
+        return {}, "The index is unavailable: media seen in it are not shown."
+
+
+def _serving() -> Serving | None:
+    """Which kthena the index serves; None when Redis does not answer."""
+    try:
+        return index_serving(index_client())
+    except redis.RedisError:
+        return None
 
 
 def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "", **extra) -> dict:
@@ -278,7 +283,8 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "",
     config = current.weight_config
     if draft is None:
         draft = Draft.from_config(config, current.version)
-    seen, serving, unavailable = _seen()
+    seen, unavailable = _seen()
+    serving = None if unavailable else _serving()  # a stall costs one timeout, not two
     return {
         "current": current,
         "active": active_weights(),
@@ -303,7 +309,7 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "",
 def _review(
     config: WeightConfig, limit: int, reason: str, error: str = "", version: int | None = None
 ) -> Review:
-    seen = _seen()[0]
+    seen, _ = _seen()
     return Review(
         changes=diff(current_version().weight_config, config),
         whatif=whatif.preview(config, limit),
