@@ -33,8 +33,9 @@ import zmq
 
 from kvadmin.index import status
 from kvadmin.index.events import EventBatch
+from kvadmin.index.session import ApplySession
 from kvadmin.index.streams import StreamId
-from kvadmin.index.writer import Applier, ApplySession
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.decode import (
     BadFrames,
     UndecodableBatch,
