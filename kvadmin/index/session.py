@@ -142,7 +142,6 @@ class ApplySession:
         stream: IndexedStream,
         batches: Sequence[tuple[int, EventBatch]],
         now: float | None = None,
-        preference: MediaPreference | None = None,
         done: Callable[["ApplyResults"], None] | None = None,
     ) -> None:
         """Send one stream's (seq, batch) pairs, in seq order, as script calls of at most
@@ -150,7 +149,7 @@ class ApplySession:
         this one."""
         applier = self.applier
         model, kind = stream.model, stream.kind
-        preference = preference or applier.preference
+        preference = applier.preference()  # the drain after the calls orders media alike
         submission = Submission(stream.id, model, kind, preference, done)
         script_keys, head = applier.script_args(stream.id.pod, model, kind, preference)
         head += [

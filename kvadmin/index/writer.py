@@ -68,7 +68,7 @@ Decisions:
    blocks belong to the old model.
 """
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -117,7 +117,7 @@ def _prefix(key: str, suffix: str) -> str:
 @lru_cache(maxsize=4096)
 def _pod_keys(pod: str, model: str, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The KEYS of every index script and the pod part of their ARGV (lua/includes/pod_args.lua),
-    less the value format and the media preference (`_script_args`)."""
+    less the value format and the media preference (`Applier.script_args`)."""
     script_keys = (
         keys.refcount_key(pod),
         keys.pod_media_key(pod),
@@ -249,12 +249,18 @@ class Applier:
     blocks every other Redis client, the router's reads included, so calls stay at a few
     milliseconds (10 to 30 us of Redis time per block, by machine); pipelining keeps the
     throughput of longer calls. `chunk_size` bounds one step of a drain or purge the same way.
+
+    `preference` gives the media order of the matrix values (compatibility.md 5.4); it is
+    asked at every command that writes values, so a long-lived applier follows the tier
+    weights when they change. Product code builds its appliers with
+    `kvadmin.weights.active.active_applier` (the active weights' order); the default is the
+    order of kthena's default weights.
     """
 
     def __init__(
         self,
         client: redis.Redis,
-        preference: MediaPreference = DEFAULT_PREFERENCE,
+        preference: Callable[[], MediaPreference] = lambda: DEFAULT_PREFERENCE,
         chunk_size: int = 1000,
         blocks_per_call: int = 256,
         value_format: ValueFormat = ValueFormat.TIERED,
@@ -280,24 +286,22 @@ class Applier:
         seq: int,
         batch: EventBatch,
         now: float | None = None,
-        preference: MediaPreference | None = None,
     ) -> ApplyResult:
         stream = IndexedStream(StreamId(pod, rank), model, kind)
-        return self.apply_batches(stream, [(seq, batch)], now, preference)[0]
+        return self.apply_batches(stream, [(seq, batch)], now)[0]
 
     def apply_batches(
         self,
         stream: IndexedStream,
         batches: Sequence[tuple[int, EventBatch]],
         now: float | None = None,
-        preference: MediaPreference | None = None,
     ) -> list[ApplyResult]:
         """Apply (seq, batch) pairs of one stream in seq order, in as few round trips as
         `blocks_per_call` allows; seqs at or below the last applied one are skipped."""
         results: list[ApplyResult] = []
         session = self.session()
         try:
-            session.submit(stream, batches, now, preference, results.extend)
+            session.submit(stream, batches, now, results.extend)
             session.wait()
         finally:
             session.close()
@@ -398,16 +402,18 @@ class Applier:
     def drain(
         self, pod: str, model: str, kind: str, preference: MediaPreference | None = None
     ) -> None:
+        """Release the pod's retired engine blocks in bounded steps, the values they leave
+        ordered by `preference` (by default the applier's own)."""
         while self._run("drain", pod, model, kind, [str(self.chunk_size)], preference):
             pass
 
     def script_args(
-        self, pod: str, model: str, kind: str, preference: MediaPreference | None
+        self, pod: str, model: str, kind: str, preference: MediaPreference
     ) -> tuple[tuple[str, ...], list[str]]:
         """The KEYS of every index script and the part of ARGV they share; each command's
         own arguments follow (see its script's Input header)."""
         script_keys, pod_args = _pod_keys(pod, model, kind)
-        preference_args = _preference_args(preference or self.preference)
+        preference_args = _preference_args(preference)
         return script_keys, [*pod_args, self.value_format.value, *preference_args]
 
     def _run(
@@ -419,7 +425,7 @@ class Applier:
         own: Sequence[str],
         preference: MediaPreference | None = None,
     ) -> Any:
-        script_keys, args = self.script_args(pod, model, kind, preference)
+        script_keys, args = self.script_args(pod, model, kind, preference or self.preference())
         return self.scripts[command](keys=script_keys, args=[*args, *own], client=self.client)
 
     def _pod_identity(self, pod: str) -> tuple[str, str]:

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import redis
 
-from kvadmin.conf import knob
+from kvadmin.conf import knob, value_format
+from kvadmin.index.writer import Applier
 from kvadmin.log_once import OncePerKind
 from kvadmin.redis_clients import index_client
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
@@ -115,6 +116,17 @@ def active_media_preference() -> MediaPreference:
         preference = MediaPreference.from_tier_weights(active.weights)
         cached = _state.preference = (active.version, preference)
     return cached[1]
+
+
+def active_applier(client: redis.Redis, **options: int) -> Applier:
+    """The index writer product code uses: matrix values name the tier the active weights
+    score highest (`active_media_preference`, asked at every command, so a long-lived writer
+    follows a saved version) in the configured value format (compatibility.md 2.7). Every
+    writer is built here, so no drain or collection orders media by other weights.
+    `options`: the `Applier`'s bounds (`chunk_size`, `blocks_per_call`)."""
+    return Applier(
+        client, preference=active_media_preference, value_format=value_format(), **options
+    )
 
 
 def publish(version: int, config: WeightConfig, *, force: bool = False) -> bool:

@@ -15,6 +15,7 @@ from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.traffic import FunctionRouter, PodEndpoint, TrafficGenerator
 from kvadmin.fleet.workload import Workload
 from kvadmin.index import status
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.probes import probe_engines
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.registered import load_streams
@@ -42,7 +43,7 @@ def fleet(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
     specs = load_streams()  # the registered engines' streams, as a worker reads them
     with Fleet(configs) as fleet:
         client = redis.Redis.from_url(redis_url, decode_responses=True)
-        loop = IngestLoop(client, lambda: specs, int)
+        loop = IngestLoop(Applier(client), lambda: specs, int)
         thread = threading.Thread(target=loop.run, daemon=True)
         thread.start()
         for spec in specs:

@@ -15,6 +15,7 @@ from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.probes import probe_engines
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.registered import load_streams
@@ -33,9 +34,8 @@ def engine(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
     Engine.objects.create(**config.engine_fields())
     spec = load_streams()[0]  # the registered engine's stream, as a worker reads it
     with Fleet([config]) as fleet:
-        loop = IngestLoop(
-            redis.Redis.from_url(redis_url, decode_responses=True), lambda: [spec], int
-        )
+        client = redis.Redis.from_url(redis_url, decode_responses=True)
+        loop = IngestLoop(Applier(client), lambda: [spec], int)
         thread = threading.Thread(target=loop.run, daemon=True)
         thread.start()
         wait_until(lambda: status.read(redis_client, spec.id).get("connected") == "1")

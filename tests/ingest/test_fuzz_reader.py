@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.wire import Encoding
 from kvadmin.index import status
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.reader import IngestLoop
 from tests.ingest.blocks import key, stored
 from tests.ingest.conftest import snapshot, spec_for
@@ -37,9 +38,8 @@ def fleet(redis_url, redis_client) -> Iterator[tuple[Publisher, Publisher, Inges
         Publisher(encoding=Encoding.VLLM_ARRAY) as good,
     ):
         specs = [spec_for(bad, pod=BAD), spec_for(good, pod=GOOD)]
-        loop = IngestLoop(
-            redis.Redis.from_url(redis_url, decode_responses=True), lambda: specs, lambda: 0
-        )
+        client = redis.Redis.from_url(redis_url, decode_responses=True)
+        loop = IngestLoop(Applier(client), lambda: specs, lambda: 0)
         thread = threading.Thread(target=loop.run, daemon=True)
         thread.start()
         for spec in specs:

@@ -141,7 +141,7 @@ def test_the_hour_hit_ratio_is_split_by_medium(fleet, redis_client) -> None:
 
 
 def test_the_last_garbage_collection_is_shown(fleet, redis_client) -> None:
-    report = gc.collect_garbage(redis_client, 86400, registered=lambda: set(PODS))
+    report = gc.collect_garbage(Applier(redis_client), 86400, registered=lambda: set(PODS))
 
     tiles = dashboard_tiles(redis_client)
 
