@@ -48,7 +48,7 @@ def fleet(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
         thread.start()
         for spec in specs:
             wait_until(
-                lambda spec=spec: status.read(redis_client, spec.id).get("connected") == "1",
+                lambda spec=spec: status.read_statuses(redis_client, [spec.id])[0].connected,
                 what=f"{spec.id} connected",
             )
         yield fleet

@@ -38,7 +38,7 @@ def engine(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
         loop = IngestLoop(Applier(client), lambda: [spec], int)
         thread = threading.Thread(target=loop.run, daemon=True)
         thread.start()
-        wait_until(lambda: status.read(redis_client, spec.id).get("connected") == "1")
+        wait_until(lambda: status.read_statuses(redis_client, [spec.id])[0].connected)
         yield fleet
         loop.stop()
         thread.join(timeout=15)
@@ -72,7 +72,7 @@ def test_a_dead_engine_shows_as_unreachable_everywhere(
     page.locator("#health span[data-state=unreachable]").wait_for()
     assert replay.get_attribute("data-ok") == "no"
     assert "failed" in replay.inner_text() and "ago" in replay.inner_text()
-    assert status.read(redis_client, StreamId(POD, 0)).get("connected") == "1", (
+    assert status.read_statuses(redis_client, [StreamId(POD, 0)])[0].connected, (
         "the ingest stream still says connected: only the evidence tells"
     )
     page.goto(f"{asgi_server}/")

@@ -44,7 +44,7 @@ def fleet(redis_url, redis_client) -> Iterator[tuple[Publisher, Publisher, Inges
         thread.start()
         for spec in specs:
             wait_until(
-                lambda s=spec: status.read(redis_client, s.id).get("connected") == "1",
+                lambda s=spec: status.read_statuses(redis_client, [s.id])[0].connected,
                 what="connect",
             )
         # A stream's first applied batch names its pod in the index, whatever it holds.
@@ -85,6 +85,6 @@ def test_the_other_stream_still_writes_the_index_after_a_crash_sized_batch(fleet
         lambda: status.last_seq(redis_client, spec_for(good, pod=GOOD).id) == seq, what="good"
     )
     assert redis_client.hget(key(1), GOOD)
-    bad_status = status.read(redis_client, spec_for(bad, pod=BAD).id)
+    bad_status = status.read_statuses(redis_client, [spec_for(bad, pod=BAD).id])[0].status
     assert bad_status["skipped_undecodable"] == "1" and bad_status["last_seq"] == "1"
     assert not loop.failures.failing("bug")

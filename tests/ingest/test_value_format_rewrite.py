@@ -153,7 +153,7 @@ def test_the_switch_runs_while_the_ingest_loop_writes(
     _fill(applier, pods=2, blocks=60)
     spec = spec_for(publisher)
     start_loop([spec], value_format=ValueFormat.LEGACY)
-    wait_until(lambda: status.read(redis_client, spec.id).get("connected") == "1", what="connect")
+    wait_until(lambda: status.read_statuses(redis_client, [spec.id])[0].connected, what="connect")
     publisher.wait_for_subscribers()
     state = None
     for n in range(40):

@@ -70,7 +70,7 @@ def ranks(redis_client: redis.Redis) -> Iterator[list[Publisher]]:
         for publisher in publishers:
             stream = StreamId(POD, publisher.rank)
             wait_until(
-                lambda s=stream: status.read(redis_client, s).get("connected") == "1",
+                lambda s=stream: status.read_statuses(redis_client, [s])[0].connected,
                 what=f"rank {publisher.rank} connected",
             )
             publisher.wait_for_subscribers()
@@ -113,5 +113,5 @@ def test_a_drain_after_a_weight_change_names_the_new_best_medium(
     rank1.publish([stored(BLOCK + 1)])
     wait_until(lambda: redis_client.hget(key(BLOCK + 1), POD), what="the new run applied")
 
-    assert status.read(redis_client, StreamId(POD, 1))["restarts"] == "1"
+    assert status.read_statuses(redis_client, [StreamId(POD, 1)])[0].status["restarts"] == "1"
     assert _medium(redis_client) == "CPU"
