@@ -104,15 +104,6 @@ def progress(client: redis.Redis) -> RewriteProgress | None:
     return from_hash(RewriteProgress, stored) if stored else None
 
 
-def served_format(client: redis.Redis, configured: ValueFormat) -> ValueFormat | None:
-    """The format every value of the index is in: the configured one once its switch finished,
-    None while values of both formats may be there."""
-    state = progress(client)
-    if state is None:
-        return ValueFormat.TIERED if configured is ValueFormat.TIERED else None
-    return configured if state.done and state.target_format is configured else None
-
-
 def rewrite(
     client: redis.Redis,
     target: ValueFormat,

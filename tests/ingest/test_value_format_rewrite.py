@@ -7,6 +7,7 @@ import redis
 
 from kvadmin.index import status, value_format
 from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.serving import Serving
 from kvadmin.index.writer import Applier
 from scoring.hashing import block_hashes
 from scoring.index import IndexReader
@@ -55,6 +56,11 @@ def _not_matrix(client: redis.Redis) -> dict[str, object]:
     }
 
 
+def _switching(client: redis.Redis, configured: ValueFormat) -> bool:
+    """Whether values of the other format may still be in the index, as the pages say it."""
+    return Serving(configured, "", value_format.progress(client)).switching
+
+
 def _switch(
     client: redis.Redis, target: ValueFormat, keys_per_step: int = 4
 ) -> list[tuple[int, int]]:
@@ -88,7 +94,7 @@ def test_to_legacy_and_back_in_bounded_steps(applier: Applier, redis_client: red
     walk = reader.walk(redis_client, MODEL, blocks, None, {}, value_format=ValueFormat.LEGACY)
     legacy_scores = score_walk(walk, 20, WEIGHTS)
     assert [p.media_runs for p in legacy_scores.pods] == [p.media_runs for p in tiered_scores.pods]
-    assert value_format.served_format(redis_client, ValueFormat.LEGACY) is ValueFormat.LEGACY
+    assert not _switching(redis_client, ValueFormat.LEGACY)
 
     _switch(redis_client, ValueFormat.TIERED)
     assert _matrix(redis_client) == tiered
@@ -98,7 +104,7 @@ def test_a_switch_resumes_where_it_stopped(applier: Applier, redis_client: redis
     _fill(applier)
     first = value_format.rewrite_step(redis_client, ValueFormat.LEGACY, WEIGHTS, 4)
     assert first.cursor != "0" and not first.done
-    assert value_format.served_format(redis_client, ValueFormat.LEGACY) is None  # both formats
+    assert _switching(redis_client, ValueFormat.LEGACY)  # both formats
     # Another process (a new client, a restarted worker) goes on from the stored cursor.
     other = redis.Redis(connection_pool=redis_client.connection_pool)
     second = value_format.rewrite_step(other, ValueFormat.LEGACY, WEIGHTS, 4)
@@ -130,7 +136,7 @@ def test_a_legacy_value_without_residency_stays_as_it_is(redis_client: redis.Red
 
 
 def test_an_index_with_no_switch_is_tiered(redis_client: redis.Redis) -> None:
-    assert value_format.served_format(redis_client, ValueFormat.TIERED) is ValueFormat.TIERED
+    assert not _switching(redis_client, ValueFormat.TIERED)
     done = value_format.rewrite(redis_client, ValueFormat.TIERED, WEIGHTS)
     assert done.done and not redis_client.exists(value_format.STATE_KEY)
 
