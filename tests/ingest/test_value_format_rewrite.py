@@ -9,6 +9,7 @@ from kvadmin.index import status, value_format
 from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
 from kvadmin.index.serving import Serving
 from kvadmin.index.writer import Applier
+from scoring import keys
 from scoring.hashing import block_hashes
 from scoring.index import IndexReader
 from scoring.keys import BLOCK_KEY_PREFIX, block_key
@@ -52,7 +53,7 @@ def _not_matrix(client: redis.Redis) -> dict[str, object]:
     return {
         key: client.dump(key)
         for key in client.scan_iter()
-        if not key.startswith((BLOCK_KEY_PREFIX, value_format.STATE_KEY))
+        if not key.startswith((BLOCK_KEY_PREFIX, keys.VALUE_FORMAT_KEY))
     }
 
 
@@ -130,7 +131,7 @@ def test_values_written_in_the_old_format_meanwhile_are_caught_by_another_pass(
 def test_a_legacy_value_without_residency_stays_as_it_is(redis_client: redis.Redis) -> None:
     """kthena's own sidecar, or an index from before kvadmin kept residency: no medium known."""
     redis_client.hset(block_key(MODEL, 5), "p.ns", "123")
-    redis_client.hset(value_format.STATE_KEY, mapping={"target": "legacy", "current": "legacy"})
+    redis_client.hset(keys.VALUE_FORMAT_KEY, mapping={"target": "legacy", "current": "legacy"})
     _switch(redis_client, ValueFormat.TIERED)
     assert redis_client.hget(block_key(MODEL, 5), "p.ns") == "123"
 
@@ -138,12 +139,12 @@ def test_a_legacy_value_without_residency_stays_as_it_is(redis_client: redis.Red
 def test_an_index_with_no_switch_is_tiered(redis_client: redis.Redis) -> None:
     assert not _switching(redis_client, ValueFormat.TIERED)
     done = value_format.rewrite(redis_client, ValueFormat.TIERED, WEIGHTS)
-    assert done.done and not redis_client.exists(value_format.STATE_KEY)
+    assert done.done and not redis_client.exists(keys.VALUE_FORMAT_KEY)
 
 
 def test_one_rewriter_at_a_time(applier: Applier, redis_client: redis.Redis) -> None:
     _fill(applier)
-    lock = redis_client.lock(value_format.LOCK_KEY, timeout=10)
+    lock = redis_client.lock(keys.VALUE_FORMAT_LOCK_KEY, timeout=10)
     assert lock.acquire(blocking=False)
     with pytest.raises(value_format.AnotherRewriteIsActive):
         value_format.rewrite(redis_client, ValueFormat.LEGACY, WEIGHTS)
