@@ -251,8 +251,8 @@ class Applier:
     throughput of longer calls. `chunk_size` bounds one step of a drain or purge the same way.
 
     `preference` gives the media order of the matrix values (compatibility.md 5.4); it is
-    asked at every command that writes values, so a long-lived applier follows the tier
-    weights when they change. Product code builds its appliers with
+    asked at every command (once per submission of a session), so a long-lived applier
+    follows the tier weights when they change. Product code builds its appliers with
     `kvadmin.weights.active.active_applier` (the active weights' order); the default is the
     order of kthena's default weights.
     """

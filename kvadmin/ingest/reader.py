@@ -94,8 +94,7 @@ class IngestLoop:
         """The loop writes the index through `applier` (the worker's orders media by the
         active weights: `kvadmin.weights.active.active_applier`) and keeps its leases and
         stream status on the applier's Redis client."""
-        client = applier.client
-        self.client = client
+        self.client = client = applier.client
         self.load_streams = load_streams
         self.registry_version = registry_version
         self.purge_on_gap = purge_on_gap
