@@ -13,7 +13,8 @@ from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.index.pod_lock import DrainLock
 from scoring import keys
-from tests.ingest.conftest import MODEL, snapshot
+from tests.index import MODEL
+from tests.ingest.conftest import snapshot
 from tests.ingest.malicious import any_payloads, rejected_payloads
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,8 +17,9 @@ from kvadmin.ingest.decode import decode_batch
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.ingest.tasks import apply_pushed
 from scoring import keys
+from tests.index import MODEL
 from tests.ingest.blocks import key, stored
-from tests.ingest.conftest import MODEL, snapshot
+from tests.ingest.conftest import snapshot
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -38,11 +38,11 @@ from tests.conftest import (
     start_worker,
     stop_process,
 )
+from tests.index import MODEL
 from tests.waiting import wait_until
 from tests.weights.forms import operator_cookie, save_at_once, weights_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-MODEL = "Qwen/Qwen3-8B"
 PROMPT = list(range(1000, 1064))  # four blocks
 
 

@@ -9,7 +9,8 @@ from tests.browser.accessibility import violations
 from tests.browser.conftest import log_in
 from tests.conftest import http_json
 from tests.faults.conftest import site  # noqa: F401 (a web server on a Redis of its own)
-from tests.residency.conftest import MODEL, NOW, Index, register, std, tokens
+from tests.index import MODEL
+from tests.residency.conftest import NOW, Index, register, std, tokens
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

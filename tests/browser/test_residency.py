@@ -8,7 +8,8 @@ from playwright.sync_api import expect
 from kvadmin.residency.listing import PAGE_SIZE
 from kvadmin.residency.tasks import sample_pods
 from tests.browser.conftest import log_in
-from tests.residency.conftest import MODEL, NOW, Index, register, std
+from tests.index import MODEL
+from tests.residency.conftest import NOW, Index, register, std
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

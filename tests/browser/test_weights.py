@@ -13,7 +13,8 @@ from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.versions import save_version
 from tests.browser.conftest import log_in
-from tests.weights.index import MODEL, cache_blocks
+from tests.index import MODEL
+from tests.weights.index import cache_blocks
 from tests.weights.recorded import record
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

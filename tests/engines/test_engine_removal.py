@@ -15,10 +15,10 @@ from kvadmin.index.writer import Applier
 from kvadmin.ingest.streams import StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import block_key, stream_status_key
+from tests.index import MODEL
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MODEL = "m"
 
 
 def _store(redis_client, pod: str, blocks: range, stream: StreamId | None = None) -> None:

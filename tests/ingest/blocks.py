@@ -3,7 +3,7 @@
 from kvadmin.fleet.wire import Encoding, WireEvent, block_removed, block_stored
 from scoring.hashing import hash_block
 from scoring.keys import block_key
-from tests.ingest.conftest import MODEL
+from tests.index import MODEL
 
 
 def tokens(n: int) -> list[int]:

@@ -14,13 +14,12 @@ from scoring.keys import BLOCK_KEY_PREFIX, block_key
 from scoring.score import score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
+from tests.index import MODEL, OTHER_MODEL
 from tests.ingest.blocks import stored
 from tests.ingest.blocks import tokens as ingest_tokens
-from tests.ingest.conftest import MODEL as MODEL_OF_LOOP
 from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until
 
-MODEL = "M"
 WEIGHTS = TierWeights()
 NOW = 1_700_000_000
 
@@ -31,7 +30,8 @@ def _tokens(n: int) -> tuple[int, ...]:
 
 def _fill(applier: Applier, pods: int = 3, blocks: int = 20, seq: int = 0) -> list[int]:
     """Each pod stores `blocks` blocks in GPU and offloads every third one to CPU (the matrix
-    value names GPU, then CPU once GPU lets it go); returns the request's block hashes."""
+    value names GPU, then CPU once GPU lets it go); returns the request's block hashes. Under
+    OTHER_MODEL: these are the tokens the ingest loop is sent, and its walk must count its own."""
     tokens = [t for n in range(blocks) for t in _tokens(n)]
     hashes = tuple(str(seq * 1000 + n) for n in range(blocks))
     for pod in range(pods):
@@ -39,7 +39,7 @@ def _fill(applier: Applier, pods: int = 3, blocks: int = 20, seq: int = 0) -> li
         for n in range(0, blocks, 3):
             events += [BlockStored((hashes[n],), (), 0, "CPU"), BlockRemoved((hashes[n],), "GPU")]
         batch = EventBatch(ts=0.0, events=events)
-        applier.apply_batch(f"p{pod}.ns", MODEL, "vllm", 0, seq, batch, now=NOW + seq)
+        applier.apply_batch(f"p{pod}.ns", OTHER_MODEL, "vllm", 0, seq, batch, now=NOW + seq)
     return block_hashes(tokens)
 
 
@@ -73,7 +73,9 @@ def test_to_legacy_and_back_in_bounded_steps(applier: Applier, redis_client: red
     tiered = _matrix(redis_client)
     bookkeeping = _not_matrix(redis_client)
     reader = IndexReader()
-    tiered_scores = score_walk(reader.walk(redis_client, MODEL, blocks, None, {}), 20, WEIGHTS)
+    tiered_scores = score_walk(
+        reader.walk(redis_client, OTHER_MODEL, blocks, None, {}), 20, WEIGHTS
+    )
 
     shown = _switch(redis_client, ValueFormat.LEGACY)
     first_pass = [percent for passes, percent in shown if passes == 1]
@@ -85,7 +87,7 @@ def test_to_legacy_and_back_in_bounded_steps(applier: Applier, redis_client: red
         for key, owners in tiered.items()
     }
     assert _not_matrix(redis_client) == bookkeeping  # the residency keeps every medium
-    walk = reader.walk(redis_client, MODEL, blocks, None, {}, value_format=ValueFormat.LEGACY)
+    walk = reader.walk(redis_client, OTHER_MODEL, blocks, None, {}, value_format=ValueFormat.LEGACY)
     legacy_scores = score_walk(walk, 20, WEIGHTS)
     assert [p.media_runs for p in legacy_scores.pods] == [p.media_runs for p in tiered_scores.pods]
     assert value_format.served_format(redis_client, ValueFormat.LEGACY) is ValueFormat.LEGACY
@@ -168,7 +170,7 @@ def test_the_switch_runs_while_the_ingest_loop_writes(
     request = [t for n in range(4) for t in ingest_tokens(n)]
     walk = reader.walk(
         redis_client,
-        MODEL_OF_LOOP,
+        MODEL,
         block_hashes(request),
         None,
         {},

@@ -11,8 +11,8 @@ from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from scoring.keys import residency_score, residency_seconds
 from scoring.weights import TierWeights
+from tests.index import MODEL
 
-MODEL = "Qwen/Qwen3-8B"
 PODS = {"vllm-0.ns": ("vllm", 2), "vllm-1.ns": ("vllm", 1), "sglang-0.ns": ("sglang", 1)}
 """pod -> (engine kind, data-parallel ranks)."""
 VALUE = re.compile(r"^\d+(\|.+)?$")

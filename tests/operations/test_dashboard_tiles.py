@@ -15,10 +15,10 @@ from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from kvadmin.metrics import recorder
 from scoring.keys import WORKERS_KEY, stream_lease_key, stream_status_key
+from tests.index import MODEL
 from tests.ingest.blocks import tokens
 
 pytestmark = pytest.mark.django_db
-MODEL = "Qwen/Qwen3-8B"
 PODS = ["vllm-0.default", "vllm-1.default", "vllm-2.default"]
 
 

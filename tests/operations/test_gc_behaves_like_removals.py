@@ -16,9 +16,10 @@ from scoring.keys import (
     residency_key,
     residency_score,
 )
+from tests.index import MODEL
 from tests.ingest.blocks import std, tokens
 
-POD, MODEL = "vllm-0.ns", "M"
+POD = "vllm-0.ns"
 OLD, NOW, MAX_AGE = 1_000, 1_000_000, 86_400
 
 

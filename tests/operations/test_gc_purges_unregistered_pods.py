@@ -9,9 +9,8 @@ from kvadmin.index import gc
 from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from scoring.keys import GC_LOCK_KEY, POD_MODELS_KEY, block_key, residency_key, stream_status_key
+from tests.index import MODEL
 from tests.ingest.blocks import std, tokens
-
-MODEL = "M"
 
 
 def _store(applier: Applier, pod: str, *blocks: int) -> None:

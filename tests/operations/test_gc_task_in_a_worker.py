@@ -11,11 +11,11 @@ from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from kvadmin.ingest.tasks import collect_garbage
 from scoring.keys import POD_MODELS_KEY, block_key
+from tests.index import MODEL
 from tests.ingest.blocks import std, tokens
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MODEL = "Qwen/Qwen3-8B"
 
 
 def _store(applier: Applier, pod: str, seq: int, n: int, at: float) -> None:

@@ -14,11 +14,11 @@ from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from kvadmin.metrics import recorder
 from kvadmin.routing.service import score
+from tests.index import MODEL
 from tests.ingest.blocks import tokens
 from tests.operations.conftest import value
 
 pytestmark = pytest.mark.django_db
-MODEL = "Qwen/Qwen3-8B"
 
 
 def _store(applier: Applier, pod: str, seq: int, blocks: range, medium: str) -> None:

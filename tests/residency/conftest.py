@@ -15,9 +15,8 @@ from kvadmin.index.writer import Applier
 from kvadmin.redis_server import free_port
 from kvadmin.routing.tokenize import CACHE
 from scoring.hashing import hash_block
+from tests.index import MODEL
 
-MODEL = "Qwen/Qwen3-8B"
-OTHER_MODEL = "meta-llama/Llama-3.1-8B"
 NOW = 1_760_000_000
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from kvadmin.residency import block_detail
 from scoring.keys import stream_status_key
-from tests.residency.conftest import MODEL, NOW, OTHER_MODEL, engine_hash, register, std
+from tests.index import MODEL, OTHER_MODEL
+from tests.residency.conftest import NOW, engine_hash, register, std
 
 pytestmark = pytest.mark.django_db
 

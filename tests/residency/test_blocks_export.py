@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from tests.residency.conftest import MODEL, NOW, register, std
+from tests.index import MODEL
+from tests.residency.conftest import NOW, register, std
 
 pytestmark = pytest.mark.django_db
 

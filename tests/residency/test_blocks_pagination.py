@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from kvadmin.residency.blocks import BlocksQuery, browse_blocks
 from kvadmin.residency.listing import PAGE_SIZE, Position
 from scoring import keys
-from tests.residency.conftest import MODEL, NOW, Index, std
+from tests.index import MODEL
+from tests.residency.conftest import NOW, Index, std
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from tests.residency.conftest import MODEL, register
+from tests.index import MODEL
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

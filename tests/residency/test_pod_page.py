@@ -9,7 +9,8 @@ import pytest
 from kvadmin.residency.pods import pods_overview
 from kvadmin.residency.samples import RETENTION_SECONDS, record_samples, samples_key
 from scoring.keys import stream_status_key
-from tests.residency.conftest import MODEL, NOW, register, std
+from tests.index import MODEL
+from tests.residency.conftest import NOW, register, std
 
 pytestmark = pytest.mark.django_db
 

@@ -16,9 +16,9 @@ from kvadmin.routing.tokenize import CACHE
 from scoring.hashing import block_hashes
 from scoring.keys import block_key, block_value
 from tests.conftest import local_config
+from tests.index import MODEL
 from tests.ingest.conftest import publisher, start_loop  # noqa: F401 (restart fixtures)
 
-MODEL = "Qwen/Qwen3-8B"
 PODS = ("vllm-0.default", "vllm-1.default", "vllm-2.default")
 WRITTEN_AT = 1_760_000_000
 

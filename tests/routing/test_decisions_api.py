@@ -3,7 +3,8 @@
 import pytest
 
 from kvadmin.routing import service
-from tests.routing.conftest import MODEL, PODS, hold, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, tokens
 
 pytestmark = pytest.mark.django_db
 

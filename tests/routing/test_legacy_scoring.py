@@ -13,7 +13,8 @@ from kvadmin.index.writer import Applier
 from kvadmin.routing import service
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.routing.conftest import MODEL, tokens
+from tests.index import MODEL
+from tests.routing.conftest import tokens
 
 pytestmark = pytest.mark.django_db
 

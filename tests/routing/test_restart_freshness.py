@@ -9,9 +9,10 @@ from kvadmin.engines.models import Engine
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
 from kvadmin.routing import service
+from tests.index import MODEL
 from tests.ingest.blocks import stored, tokens
 from tests.ingest.conftest import spec_for
-from tests.routing.conftest import MODEL, hold
+from tests.routing.conftest import hold
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db

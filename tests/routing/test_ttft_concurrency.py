@@ -13,7 +13,8 @@ from kvadmin.engines.models import Engine
 from scoring.choice import tie_break
 from scoring.keys import in_flight_key, queue_key
 from tests.conftest import http_json, start_asgi_server, stop_process
-from tests.routing.conftest import MODEL, PODS, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, tokens
 
 REQUESTS = 16
 

@@ -8,8 +8,7 @@ import redis
 
 from scoring.keys import block_key, pod_media_key, residency_key, residency_score
 from scoring.values import ValueFormat, parse_value
-
-MODEL = "Qwen/Qwen3-8B"
+from tests.index import MODEL
 
 VALUE_FORMATS = [pytest.param(fmt, id=fmt.value) for fmt in ValueFormat]
 """Both value formats, for the kthena-format checks that must hold under each."""

@@ -6,7 +6,8 @@ import redis
 
 from scoring.index import BaselineIndexReader, IndexReader
 from scoring.values import ValueFormat
-from tests.scoring.index_data import MODEL, VALUE_FORMATS, write_index
+from tests.index import MODEL
+from tests.scoring.index_data import VALUE_FORMATS, write_index
 
 CASES = [
     # (timestamp text, pod start, kept)

@@ -13,7 +13,8 @@ from scoring.index import BaselineIndexReader, IndexReader, PrefixReader, score_
 from scoring.keys import block_value
 from scoring.score import score_pods
 from scoring.weights import TierWeights
-from tests.scoring.index_data import MODEL, write_index
+from tests.index import MODEL
+from tests.scoring.index_data import write_index
 from tests.scoring.vectors import KTHENA, named
 
 READERS = [

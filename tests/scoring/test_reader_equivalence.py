@@ -16,7 +16,8 @@ from scoring.index import BaselineIndexReader, IndexReader
 from scoring.score import PodScore, ScoreResult, score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.scoring.index_data import MODEL, VALUE_FORMATS, write_index
+from tests.index import MODEL
+from tests.scoring.index_data import VALUE_FORMATS, write_index
 
 Index = dict[int, dict[str, str]]
 

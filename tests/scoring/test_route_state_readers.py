@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from scoring.index import BaselineIndexReader, IndexReader
 from scoring.keys import in_flight_key, load_key, queue_key, speculative_key
 from scoring.route_state import RawPodState, RouteState, StateRequest
-from tests.scoring.index_data import MODEL, write_index
+from tests.index import MODEL
+from tests.scoring.index_data import write_index
 
 NOW = 1_760_000_000_000
 PODS = ["vllm-0.default", "vllm-1.default", "a|b.ns", "ünï.ns"]

@@ -13,7 +13,8 @@ from scoring.keys import block_value
 from scoring.score import ScoreResult, score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.scoring.index_data import MODEL, VALUE_FORMATS, write_index
+from tests.index import MODEL
+from tests.scoring.index_data import VALUE_FORMATS, write_index
 from tests.scoring.vectors import KTHENA, named
 
 WRITTEN_AT = 1703123456

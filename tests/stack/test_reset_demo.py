@@ -17,9 +17,9 @@ from kvadmin.index.writer import Applier
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.stack import state_file
 from scoring.keys import DEMO_PODS_KEY
+from tests.index import MODEL
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MODEL = "m"
 
 
 def store(redis_client, pod: str, first: int) -> None:

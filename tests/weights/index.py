@@ -4,8 +4,7 @@ import redis
 
 from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
-
-MODEL = "Qwen/Qwen3-8B"
+from tests.index import MODEL
 
 
 def cache_blocks(client: redis.Redis, pod: str, media: list[str | None]) -> None:

@@ -9,7 +9,8 @@ from kvadmin.weights.config import KTHENA_DEFAULTS
 from kvadmin.weights.versions import save_version
 from kvadmin.weights.whatif import preview
 from scoring.ttft import TtftParameters
-from tests.weights.index import MODEL, cache_blocks
+from tests.index import MODEL
+from tests.weights.index import cache_blocks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

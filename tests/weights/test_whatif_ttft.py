@@ -18,9 +18,8 @@ from kvadmin.routing.decisions import CandidateEstimate, append
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.whatif import PodTraffic, preview
 from scoring.ttft import TtftParameters
+from tests.index import MODEL
 from tests.weights.recorded import DECISIONS
-
-MODEL = "Qwen/Qwen3-8B"
 
 
 def estimate(pod: str, wait_s: float, runs: list, matched: int) -> CandidateEstimate:
