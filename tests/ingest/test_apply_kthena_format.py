@@ -13,7 +13,7 @@ from scoring.hashing import block_hashes
 from scoring.keys import block_key, engine_hash_key, residency_key, residency_score
 from scoring.values import ValueFormat
 from tests.conftest import CONFORMANCE
-from tests.scoring.index_data import VALUE_FORMATS
+from tests.index import VALUE_FORMATS
 
 NOW = 1_700_000_000
 

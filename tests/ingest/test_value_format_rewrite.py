@@ -15,8 +15,8 @@ from scoring.score import score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
 from tests.index import MODEL, OTHER_MODEL
+from tests.index import tokens as block_tokens
 from tests.ingest.blocks import stored
-from tests.ingest.blocks import tokens as ingest_tokens
 from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until
 
@@ -24,15 +24,11 @@ WEIGHTS = TierWeights()
 NOW = 1_700_000_000
 
 
-def _tokens(n: int) -> tuple[int, ...]:
-    return tuple(range(16 * n, 16 * n + 16))
-
-
 def _fill(applier: Applier, pods: int = 3, blocks: int = 20, seq: int = 0) -> list[int]:
     """Each pod stores `blocks` blocks in GPU and offloads every third one to CPU (the matrix
     value names GPU, then CPU once GPU lets it go); returns the request's block hashes. Under
     OTHER_MODEL: these are the tokens the ingest loop is sent, and its walk must count its own."""
-    tokens = [t for n in range(blocks) for t in _tokens(n)]
+    tokens = [t for n in range(blocks) for t in block_tokens(n)]
     hashes = tuple(str(seq * 1000 + n) for n in range(blocks))
     for pod in range(pods):
         events: list = [BlockStored(hashes, tuple(tokens), 16, "GPU")]
@@ -167,7 +163,7 @@ def test_the_switch_runs_while_the_ingest_loop_writes(
     values = [v for owners in _matrix(redis_client).values() for v in owners.values()]
     assert values and all("|" not in value for value in values)
     reader = IndexReader()
-    request = [t for n in range(4) for t in ingest_tokens(n)]
+    request = [t for n in range(4) for t in block_tokens(n)]
     walk = reader.walk(
         redis_client,
         MODEL,

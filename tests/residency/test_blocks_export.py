@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from tests.index import MODEL
-from tests.residency.conftest import NOW, register, std
+from tests.index import MODEL, NOW, std
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from tests.index import MODEL, OTHER_MODEL
-from tests.residency.conftest import NOW, register, std
+from tests.index import MODEL, NOW, OTHER_MODEL, std
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

@@ -10,8 +10,8 @@ import pytest
 from kvadmin.api.models import ApiToken
 from kvadmin.routing import decisions
 from scoring.keys import stream_status_key
-from tests.index import MODEL
-from tests.residency.conftest import NOW, register, tokens
+from tests.index import MODEL, NOW, tokens
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

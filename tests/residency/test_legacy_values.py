@@ -8,8 +8,7 @@ from kvadmin.index import value_format
 from scoring.keys import block_key
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.index import MODEL
-from tests.residency.conftest import NOW, std
+from tests.index import MODEL, NOW, std
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,8 @@ import pytest
 from kvadmin.residency.pods import pods_overview
 from kvadmin.residency.samples import RETENTION_SECONDS, record_samples, samples_key
 from scoring.keys import stream_status_key
-from tests.index import MODEL
-from tests.residency.conftest import NOW, register, std
+from tests.index import MODEL, NOW, std
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

@@ -5,8 +5,8 @@ import pytest
 from django.test import Client
 
 from scoring.keys import POD_MODELS_KEY, block_key, residency_key
-from tests.index import MODEL
-from tests.residency.conftest import NOW, register, std
+from tests.index import MODEL, NOW, std
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 
