@@ -31,6 +31,7 @@ CONFORMANCE = ROOT / "tests" / "conformance" / "kthena.json"
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
+    """The session's own redis-server (started once), never one already running."""
     return services.redis_server().url
 
 

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def engines(redis_client) -> list[Engine]:
+    """Three vLLM engines serving MODEL, registered (the index database flushed first)."""
     return [
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint=f"tcp://127.0.0.1:{5557 + i}")
         for i, pod in enumerate(PODS)

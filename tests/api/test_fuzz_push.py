@@ -25,6 +25,7 @@ FIXTURES = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
 @pytest.fixture
 def token() -> str:
+    """An engine pusher's token, for a registered two-rank pod."""
     Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:1", dp_size=2)
     return ApiToken.issue("engine-pusher", "events:push")[1]
 

@@ -23,6 +23,7 @@ URL = f"/api/v1/events/{POD}"
 
 @pytest.fixture
 def token() -> str:
+    """An engine pusher's token, for the registered pod."""
     Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:1")
     return ApiToken.issue("engine-pusher", "events:push")[1]
 

@@ -30,6 +30,7 @@ ZMQ_RANK_0 = StreamId(POD, 0)
 
 @pytest.fixture
 def token() -> str:
+    """An engine pusher's token, for the registered pod."""
     Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:1")
     return ApiToken.issue("engine-pusher", "events:push")[1]
 

@@ -81,6 +81,8 @@ class Deployment:
 
 @pytest.fixture
 def deployment(subprocess_env, tmp_path, version_one) -> Iterator[Deployment]:
+    """Two web servers, two workers and beat on a Redis of their own, a simulated vLLM and SGLang
+    pod registered, every stream owned by a worker."""
     server = RedisServer().start()
     env = subprocess_env | {"REDIS_URL": server.url, "KVADMIN_LEASE_SECONDS": "3"}
     configs = [local_config("vllm-0.default", model=MODEL),

@@ -20,6 +20,7 @@ NOW = 1_700_000_000
 
 @pytest.fixture(params=VALUE_FORMATS)
 def value_format(request: pytest.FixtureRequest) -> ValueFormat:
+    """Each value format in turn: the writer must follow kthena's layout under both."""
     return request.param
 
 

@@ -10,6 +10,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def engine(db):
+    """vllm-0, registered and serving MODEL."""
     return register("vllm-0.default")
 
 

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def two_pods(index):
+    """vllm-0 (registered) holds blocks 0-2 and vllm-1 (only the index knows it) blocks 0-1."""
     register("vllm-0.default")
     index.store("vllm-0.default", range(3), at=NOW)
     index.store("vllm-1.default", range(2), at=NOW)

@@ -45,6 +45,7 @@ def hold(
 
 @pytest.fixture(autouse=True)
 def _empty_token_cache() -> Iterator[None]:
+    """Every test starts and ends with no token ids cached, so each asks the tokenizer."""
     CACHE.clear()
     yield
     CACHE.clear()

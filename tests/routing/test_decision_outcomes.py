@@ -24,6 +24,8 @@ def decided(post_score, engines, redis_client) -> dict:
 
 @pytest.fixture
 def post_outcome(client, token):
+    """POST a decision's outcome in-process; returns the status and the JSON answer."""
+
     def post(decision_id: str, body, auth: str | None = token) -> tuple[int, dict]:
         headers = {"HTTP_AUTHORIZATION": f"Bearer {auth}"} if auth else {}
         data = body if isinstance(body, str | bytes) else json.dumps(body)

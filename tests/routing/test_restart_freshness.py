@@ -23,6 +23,7 @@ STREAM = StreamId(POD, 0)
 
 @pytest.fixture
 def engine(db) -> Engine:
+    """vllm-0, registered and serving MODEL."""
     return Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:5557")
 
 

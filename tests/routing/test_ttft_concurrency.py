@@ -21,6 +21,7 @@ REQUESTS = 16
 
 @pytest.fixture
 def two_web_processes(subprocess_env: dict[str, str]) -> Iterator[list[str]]:
+    """Two real web servers sharing the session's Redis; their base URLs."""
     # A long in-flight window: no entry is trimmed while the test reads them back.
     env = subprocess_env | {"KVADMIN_ROUTING_IN_FLIGHT_SECONDS": "600"}
     servers = [start_asgi_server(env) for _ in range(2)]

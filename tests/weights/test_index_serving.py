@@ -21,12 +21,6 @@ LEGACY_FOR_MAIN = override_settings(
 TIERED_FOR_MAIN = override_settings(KVADMIN={"ROUTER_VERSION": "main"})
 
 
-@pytest.fixture
-def viewing(client, viewer, fresh_weights):
-    client.force_login(viewer)
-    return client
-
-
 def test_by_default_the_index_serves_kthena_with_tier_weights(viewing) -> None:
     page = viewing.get("/weights/").content.decode()
     assert 'data-format="tiered"' in page and "kthena with PR #1293" in page

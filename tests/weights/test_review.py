@@ -18,9 +18,9 @@ DRAFT_ROWS = (("gpu", "1"), ("cpu", "0.5"), ("cpu_pinned", "0.8"), ("disk", "0.2
 
 
 @pytest.fixture
-def editing(client, editor, fresh_weights, version_one):
-    client.force_login(editor)
-    return client
+def editing(editing, version_one):
+    """Erin's client, with version 1 in the database as migration 0002 seeds it."""
+    return editing
 
 
 def test_the_forms_first_submit_button_reviews_so_enter_never_saves(editing) -> None:

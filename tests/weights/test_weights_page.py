@@ -9,12 +9,6 @@ from kvadmin.weights.versions import current_version, save_version
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def editing(client, editor, fresh_weights):
-    client.force_login(editor)
-    return client
-
-
 def main(response) -> str:
     assert response.status_code == 200
     return response.content.decode().split("<main", 1)[1]

@@ -48,6 +48,7 @@ def ttft_decision(p1_runs: list) -> msgspec.Struct:
 
 @pytest.fixture
 def recorded(fresh_weights):
+    """One recorded TTFT decision, made with kthena's defaults, for the what-if to replay."""
     append(ttft_decision([("CPU", 40)]), fresh_weights)
 
 
