@@ -14,7 +14,7 @@ import redis
 
 from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
 from kvadmin.index.streams import IndexedStream, StreamId
-from kvadmin.index.writer import Applier, ApplyResult
+from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import block_key, pod_media_key, residency_key, residency_score
 from scoring.values import ValueFormat, parse_value
@@ -51,9 +51,8 @@ class IngestedIndex:
     """Feeds KV events to the real Applier, one stream per (pod, rank) with rising seqs, like
     the ingest loop. `applier` may be replaced between sends (a worker with other settings)."""
 
-    def __init__(self, client: redis.Redis, applier: Applier | None = None) -> None:
-        self.client = client
-        self.applier = applier or Applier(client)
+    def __init__(self, client: redis.Redis) -> None:
+        self.applier = Applier(client)
         self.seqs: dict[StreamId, int] = {}
 
     def send(
@@ -65,13 +64,13 @@ class IngestedIndex:
         pushed: bool = False,
         model: str = MODEL,
         kind: str = "vllm",
-    ) -> ApplyResult:
+    ) -> None:
         """One batch of `events` from the pod's rank (or its pushed batches), applied at `at`."""
         stream = StreamId(pod, rank, pushed)
         seq = self.seqs[stream] = self.seqs.get(stream, -1) + 1
         batch = EventBatch(ts=float(at), events=list(events))  # type: ignore[arg-type]
         indexed = IndexedStream(stream, model, kind)
-        return self.applier.apply_batches(indexed, [(seq, batch)], now=at)[0]
+        self.applier.apply_batches(indexed, [(seq, batch)], now=at)
 
     def store(self, pod: str, blocks: Iterable[int], medium: str | None = "GPU", **options) -> None:
         """The pod's engine stores blocks (with their tokens) in `medium`, in one event."""
