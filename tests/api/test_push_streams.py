@@ -17,8 +17,9 @@ from kvadmin.ingest.decode import decode_batch
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.ingest.tasks import apply_pushed
 from scoring import keys
+from tests.index import MODEL
 from tests.ingest.blocks import key, stored
-from tests.ingest.conftest import MODEL, snapshot
+from tests.ingest.conftest import snapshot
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,6 +30,7 @@ ZMQ_RANK_0 = StreamId(POD, 0)
 
 @pytest.fixture
 def token() -> str:
+    """An engine pusher's token, for the registered pod."""
     Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:1")
     return ApiToken.issue("engine-pusher", "events:push")[1]
 

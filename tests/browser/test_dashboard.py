@@ -23,10 +23,10 @@ from kvadmin.metrics import recorder
 from kvadmin.routing.service import score
 from tests.browser.conftest import log_in
 from tests.fleet.conftest import local_config
+from tests.index import MODEL
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-MODEL = "Qwen/Qwen3-8B"
 RATES = ("events", "blocks", "decisions")
 
 

@@ -53,6 +53,7 @@ class Listener:
 
 @pytest.fixture
 def fleet(start_fleet: StartFleet) -> Fleet:
+    """Three simulated pods, one per event encoding (vLLM map, vLLM array, SGLang)."""
     return start_fleet(
         local_config("vllm-0.default", gpu_blocks=48, cpu_blocks=64),
         local_config("vllm-1.default", encoding="vllm-array", gpu_blocks=48, bytes_hashes=True),
@@ -62,6 +63,7 @@ def fleet(start_fleet: StartFleet) -> Fleet:
 
 @pytest.fixture
 def listener(fleet: Fleet) -> Iterator[Listener]:
+    """Subscribers to every pod of the fleet, rebuilding each pod's cache from its events."""
     listener = Listener(fleet)
     yield listener
     listener.close()

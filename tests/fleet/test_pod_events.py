@@ -17,6 +17,7 @@ PROMPTS = [list(range(i * 7, i * 7 + 16 * (1 + i % 4) + 5)) for i in range(12)]
 
 @pytest.fixture
 def open_pod() -> Iterator:
+    """Open simulated pods of the given configs; every pod opened is closed after the test."""
     pods: list[SimPod] = []
 
     def open_(config: PodConfig) -> SimPod:

@@ -26,11 +26,13 @@ Subscribe = Callable[[Publisher], zmq.Socket]
 
 @pytest.fixture
 def context() -> zmq.Context:
+    """The process's ZMQ context, for the test's own sockets."""
     return zmq.Context.instance()
 
 
 @pytest.fixture
 def publisher() -> Iterator[Publisher]:
+    """A vLLM publisher on free ports, with a replay socket."""
     with Publisher(topic=b"kv-events") as publisher:
         yield publisher
 

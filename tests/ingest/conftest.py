@@ -13,8 +13,7 @@ from kvadmin.index.writer import Applier
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.streams import StreamSpec
 from scoring.values import ValueFormat
-
-MODEL = "Qwen/Qwen3-8B"
+from tests.index import MODEL
 
 
 def spec_for(publisher: Publisher, pod: str = "vllm-0.default", rank: int = 0) -> StreamSpec:

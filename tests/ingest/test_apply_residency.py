@@ -31,6 +31,7 @@ class _Stream:
 
 @pytest.fixture
 def stream(applier: Applier) -> _Stream:
+    """Rank 0 of one vLLM pod sending batches to the writer."""
     return _Stream(applier)
 
 

@@ -18,8 +18,9 @@ from scoring.keys import block_value, rank_status_keys
 from scoring.score import ScoreResult
 from scoring.values import pod_start
 from scoring.weights import TierWeights
-from tests.ingest.blocks import key, stored, tokens
-from tests.ingest.conftest import MODEL, spec_for
+from tests.index import MODEL, tokens
+from tests.ingest.blocks import key, stored
+from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until
 
 POD = "vllm-0.default"

@@ -29,10 +29,10 @@ from scoring.keys import (
 )
 from scoring.weights import TierWeights
 from tests.conftest import start_worker
+from tests.index import MODEL
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MODEL = "Qwen/Qwen3-8B"
 VALUE = re.compile(r"^\d+\|[A-Z_]+$")
 
 

@@ -16,32 +16,28 @@ from scoring.keys import BLOCK_KEY_PREFIX, block_key
 from scoring.score import score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
+from tests.index import MODEL, OTHER_MODEL
+from tests.index import tokens as block_tokens
 from tests.ingest.blocks import stored
-from tests.ingest.blocks import tokens as ingest_tokens
-from tests.ingest.conftest import MODEL as MODEL_OF_LOOP
 from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until
 
-MODEL = "M"
 WEIGHTS = TierWeights()
 NOW = 1_700_000_000
 
 
-def _tokens(n: int) -> tuple[int, ...]:
-    return tuple(range(16 * n, 16 * n + 16))
-
-
 def _fill(applier: Applier, pods: int = 3, blocks: int = 20, seq: int = 0) -> list[int]:
     """Each pod stores `blocks` blocks in GPU and offloads every third one to CPU (the matrix
-    value names GPU, then CPU once GPU lets it go); returns the request's block hashes."""
-    tokens = [t for n in range(blocks) for t in _tokens(n)]
+    value names GPU, then CPU once GPU lets it go); returns the request's block hashes. Under
+    OTHER_MODEL: these are the tokens the ingest loop is sent, and its walk must count its own."""
+    tokens = [t for n in range(blocks) for t in block_tokens(n)]
     hashes = tuple(str(seq * 1000 + n) for n in range(blocks))
     for pod in range(pods):
         events: list = [BlockStored(hashes, tuple(tokens), 16, "GPU")]
         for n in range(0, blocks, 3):
             events += [BlockStored((hashes[n],), (), 0, "CPU"), BlockRemoved((hashes[n],), "GPU")]
         batch = EventBatch(ts=0.0, events=events)
-        applier.apply_batch(f"p{pod}.ns", MODEL, "vllm", 0, seq, batch, now=NOW + seq)
+        applier.apply_batch(f"p{pod}.ns", OTHER_MODEL, "vllm", 0, seq, batch, now=NOW + seq)
     return block_hashes(tokens)
 
 
@@ -80,7 +76,9 @@ def test_to_legacy_and_back_in_bounded_steps(applier: Applier, redis_client: red
     tiered = _matrix(redis_client)
     bookkeeping = _not_matrix(redis_client)
     reader = IndexReader()
-    tiered_scores = score_walk(reader.walk(redis_client, MODEL, blocks, None, {}), 20, WEIGHTS)
+    tiered_scores = score_walk(
+        reader.walk(redis_client, OTHER_MODEL, blocks, None, {}), 20, WEIGHTS
+    )
 
     shown = _switch(redis_client, ValueFormat.LEGACY)
     first_pass = [percent for passes, percent in shown if passes == 1]
@@ -92,7 +90,7 @@ def test_to_legacy_and_back_in_bounded_steps(applier: Applier, redis_client: red
         for key, owners in tiered.items()
     }
     assert _not_matrix(redis_client) == bookkeeping  # the residency keeps every medium
-    walk = reader.walk(redis_client, MODEL, blocks, None, {}, value_format=ValueFormat.LEGACY)
+    walk = reader.walk(redis_client, OTHER_MODEL, blocks, None, {}, value_format=ValueFormat.LEGACY)
     legacy_scores = score_walk(walk, 20, WEIGHTS)
     assert [p.media_runs for p in legacy_scores.pods] == [p.media_runs for p in tiered_scores.pods]
     assert not _switching(redis_client, ValueFormat.LEGACY)
@@ -172,10 +170,10 @@ def test_the_switch_runs_while_the_ingest_loop_writes(
     values = [v for owners in _matrix(redis_client).values() for v in owners.values()]
     assert values and all("|" not in value for value in values)
     reader = IndexReader()
-    request = [t for n in range(4) for t in ingest_tokens(n)]
+    request = [t for n in range(4) for t in block_tokens(n)]
     walk = reader.walk(
         redis_client,
-        MODEL_OF_LOOP,
+        MODEL,
         block_hashes(request),
         None,
         {},

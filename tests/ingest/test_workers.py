@@ -16,6 +16,7 @@ from kvadmin.index.streams import StreamId
 from kvadmin.ingest.leases import Leases
 from scoring.keys import stream_lease_key
 from tests.conftest import start_worker, stop_process
+from tests.index import MODEL
 from tests.ingest.blocks import key, stored
 from tests.waiting import wait_until
 
@@ -49,7 +50,7 @@ def engines() -> Iterator[list[Publisher]]:
         publishers.append(base)
         Engine.objects.create(
             pod=f"vllm-{n}.default",
-            model="Qwen/Qwen3-8B",
+            model=MODEL,
             kind="vllm",
             events_endpoint=base.endpoint,
             replay_endpoint=base.replay_endpoint,
@@ -123,7 +124,7 @@ def test_registry_changes_reach_running_workers(workers, redis_client) -> None:
     with Publisher(encoding=Encoding.SGLANG_ARRAY) as publisher:
         Engine.objects.create(
             pod="sglang-0.default",
-            model="Qwen/Qwen3-8B",
+            model=MODEL,
             kind="sglang",
             events_endpoint=publisher.endpoint,
             replay_endpoint=publisher.replay_endpoint,

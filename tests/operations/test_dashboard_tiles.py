@@ -11,14 +11,12 @@ import pytest
 from kvadmin.dashboard.tiles import dashboard_tiles
 from kvadmin.engines.models import Engine
 from kvadmin.index import gc
-from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from kvadmin.metrics import recorder
 from scoring.keys import DASHBOARD_SAMPLES_KEY, WORKERS_KEY, stream_lease_key, stream_status_key
-from tests.ingest.blocks import tokens
+from tests.index import MODEL
 
 pytestmark = pytest.mark.django_db
-MODEL = "Qwen/Qwen3-8B"
 PODS = ["vllm-0.default", "vllm-1.default", "vllm-2.default"]
 
 
@@ -45,7 +43,7 @@ class DecisionStub:
 
 
 @pytest.fixture
-def fleet(redis_client) -> Applier:
+def fleet(redis_client, index) -> None:
     """Three engines: vllm-0 read by a live worker, vllm-1 whose worker is gone, vllm-2 read
     by a live worker but late; vllm-0 holds 3 GPU and 2 CPU blocks."""
     for pod in PODS:
@@ -59,15 +57,8 @@ def fleet(redis_client) -> Applier:
     redis_client.hset(
         stream_status_key("vllm-2.default", 0), mapping={"lag_seconds": 42, "last_event_at": now}
     )
-    applier = Applier(redis_client)
-    gpu_tokens = tuple(t for n in range(3) for t in tokens(n))
-    stores = [
-        BlockStored(("0", "1", "2"), gpu_tokens, 16, "GPU"),
-        BlockStored(("0", "1"), (), 0, "CPU"),
-    ]
-    for seq, event in enumerate(stores):
-        applier.apply_batch(PODS[0], MODEL, "vllm", 0, seq, EventBatch(ts=now, events=[event]))
-    return applier
+    index.store(PODS[0], range(3), "GPU", at=now)
+    index.offload(PODS[0], range(2), "CPU", at=now)
 
 
 def _health(tiles) -> dict[str, str]:

@@ -8,6 +8,7 @@ import redis
 
 from kvadmin.index import gc
 from kvadmin.index.writer import Applier
+from tests.index import IngestedIndex
 from tests.operations.synthetic import (
     PODS,
     build_index,
@@ -22,10 +23,10 @@ BLOCKS = 20_000
 
 
 @pytest.fixture
-def large_index(redis_client: redis.Redis) -> dict[str, object]:
+def large_index(redis_client: redis.Redis, index: IngestedIndex) -> dict[str, object]:
     """20,000 blocks over 3 pods (one with 2 ranks), half of them stored two days ago, with
     offloads, shared blocks and doubly-referenced blocks of mixed ages; its snapshot."""
-    build_index(Applier(redis_client), BLOCKS, old=NOW - 2 * MAX_AGE, new=NOW - 60)
+    build_index(index, BLOCKS, old=NOW - 2 * MAX_AGE, new=NOW - 60)
     return snapshot(redis_client)
 
 

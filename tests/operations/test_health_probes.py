@@ -12,7 +12,8 @@ from kvadmin.engines.models import Engine
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
 from kvadmin.ingest.probes import probe_and_record
-from tests.ingest.conftest import MODEL, spec_for
+from tests.index import MODEL
+from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db

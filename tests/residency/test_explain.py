@@ -11,7 +11,8 @@ from django.test import override_settings
 from kvadmin.api.models import ApiToken
 from kvadmin.routing import decisions
 from scoring.keys import stream_status_key
-from tests.residency.conftest import MODEL, NOW, register, tokens
+from tests.index import MODEL, NOW, tokens
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

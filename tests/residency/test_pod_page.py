@@ -9,7 +9,8 @@ import pytest
 from kvadmin.residency.pods import pods_overview
 from kvadmin.residency.samples import RETENTION_SECONDS, record_samples
 from scoring.keys import pod_samples_key, stream_status_key
-from tests.residency.conftest import MODEL, NOW, register, std
+from tests.index import MODEL, NOW, std
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,8 @@ from django.conf import settings
 
 from kvadmin.residency.tasks import sample_pods
 from scoring.keys import pod_samples_key
-from tests.residency.conftest import NOW, register
+from tests.index import NOW
+from tests.residency.conftest import register
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

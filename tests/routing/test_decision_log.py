@@ -9,7 +9,8 @@ from kvadmin.metrics import recorder
 from kvadmin.routing import decisions, service
 from scoring.keys import DECISIONS_KEY
 from scoring.weights import TierWeights
-from tests.routing.conftest import MODEL, PODS, hold, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, tokens
 
 pytestmark = pytest.mark.django_db
 
