@@ -262,19 +262,35 @@ def redis_cpu(client) -> float:
     return info["used_cpu_user"] + info["used_cpu_sys"]
 
 
-def server_cpu(server: Server) -> float:
-    """CPU seconds of the server's processes (uvicorn's workers included). Unlike wall time,
-    it hardly depends on what else the machine runs: 1 / (CPU per decision) is the rate one
-    core could sustain."""
+def _processes(server: Server) -> set[int]:
+    """The server's process and uvicorn's workers."""
     pid = server.process.pid
     processes = {pid}
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(FileNotFoundError):  # a thread that just ended
             processes.update(int(child) for child in (task / "children").read_text().split())
+    return processes
+
+
+def server_cpu(server: Server) -> float:
+    """CPU seconds of the server's processes (uvicorn's workers included). Unlike wall time,
+    it hardly depends on what else the machine runs: 1 / (CPU per decision) is the rate one
+    core could sustain."""
     total = 0.0
-    for process in processes:
+    for process in _processes(server):
         with contextlib.suppress(FileNotFoundError):
             total += _cpu_seconds(process)
+    return total
+
+
+def waited(processes: set[int]) -> float:
+    """Seconds the processes' threads were ready to run but waited for a core (the kernel's
+    schedstat): how much of the latency the machine, not the code, adds."""
+    total = 0.0
+    for process in processes:
+        for task in Path(f"/proc/{process}/task").glob("*/schedstat"):
+            with contextlib.suppress(FileNotFoundError):
+                total += int(task.read_text().split()[1]) / 1e9
     return total
 
 
@@ -284,22 +300,29 @@ def bench_scoring(servers: list[Server], requests: list[bytes], seconds: float) 
 
     # Its own client: INFO may wait longer than the request path's timeout on a busy machine.
     redis = redis_py.Redis.from_url(settings.INDEX_REDIS_URL, socket_timeout=30)
+    redis_pid = {redis.info("server")["process_id"]}
     print(f"\n{'clients':>7}  {'server':<9} {'answers/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'busy':>6} {'failed':>6}   CPU ms per answer: {'server':>6} {'Redis':>6}")  # fmt: skip
+          f"{'busy':>6} {'failed':>6}   CPU ms per answer: {'server':>6} {'Redis':>6}"
+          "   waited for a core, ms per answer: server Redis")  # fmt: skip
     figures: dict = {}
     for clients in CONCURRENCY:
         runs = {server.name: Run() for server in servers}
         redis_seconds = dict.fromkeys(runs, 0.0)
         web_seconds = dict.fromkeys(runs, 0.0)
+        web_waited = dict.fromkeys(runs, 0.0)
+        redis_waited = dict.fromkeys(runs, 0.0)
         for server in servers:  # warm up: connections, scripts, caches
             load(server, HEALTHZ if server.name == "healthz" else requests, clients, WARMUP_SECONDS)
         for _ in range(ROUNDS):
             for server in servers:
                 before, web_before = redis_cpu(redis), server_cpu(server)
+                waits = waited(_processes(server)), waited(redis_pid)
                 run = load(server, HEALTHZ if server.name == "healthz" else requests, clients,
                            seconds)  # fmt: skip
                 redis_seconds[server.name] += redis_cpu(redis) - before
                 web_seconds[server.name] += server_cpu(server) - web_before
+                web_waited[server.name] += waited(_processes(server)) - waits[0]
+                redis_waited[server.name] += waited(redis_pid) - waits[1]
                 runs[server.name].add(run)
                 runs[server.name].seconds += run.seconds
         for name, run in runs.items():
@@ -310,8 +333,13 @@ def bench_scoring(servers: list[Server], requests: list[bytes], seconds: float) 
             per_redis = f"{redis_seconds[name] * 1000 / answered:.2f}" if name != "healthz" else "-"
             per_web = web_seconds[name] * 1000 / answered
             busy = run.statuses[BUSY]
+            waits = web_waited[name] * 1000 / answered, redis_waited[name] * 1000 / answered
             print(f"{clients:>7}  {name:<9} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} "
-                  f"{busy:>6} {other:>6} {per_web:>27.2f} {per_redis:>6}")  # fmt: skip
+                  f"{busy:>6} {other:>6} {per_web:>27.2f} {per_redis:>6}"
+                  f"{waits[0]:>42.2f} {waits[1]:>5.2f}")  # fmt: skip
+            if other:
+                failed = {k: n for k, n in run.statuses.items() if k not in (200, BUSY)}
+                print(f"{'':>18} failed: {failed}")
             redis_per = redis_seconds[name] * 1000 / answered if name != "healthz" else None
             figures[clients, name] = (rate, p50, p99, busy, other, per_web, redis_per)
     return figures
