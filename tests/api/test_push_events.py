@@ -93,7 +93,10 @@ def test_batches_queued_for_a_removed_engine_never_reach_the_next_one(
     Engine.objects.create(pod=POD, model="Qwen/Qwen3-8B", events_endpoint="tcp://127.0.0.1:1")
 
     assert _post(_batch(stored(2)), token).status_code == 202
-    wait_until(lambda: status.read(redis_client, stream).get("stale_pushes") == "1", what="drop")
+    wait_until(
+        lambda: status.read_statuses(redis_client, [stream])[0].status.get("stale_pushes") == "1",
+        what="drop",
+    )
     assert redis_client.hget(key(2), POD)
     assert redis_client.hget(key(1), POD) is None
 

@@ -113,7 +113,7 @@ def test_a_killed_workers_streams_are_taken_over(workers, engines, redis_client)
     )
     for n, (pod, seq) in enumerate(zip(PODS, later, strict=True)):
         _wait_applied(redis_client, pod, seq)
-        counters = status.read(redis_client, StreamId(pod, 0))
+        counters = status.read_statuses(redis_client, [StreamId(pod, 0)])[0].status
         assert counters["batches"] == "2", "each batch applied exactly once"
         assert redis_client.hget(key(20 + n), pod).endswith("|GPU")
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from kvadmin.dashboard.tiles import SAMPLES_KEY, dashboard_tiles
+from kvadmin.dashboard.tiles import dashboard_tiles
 from kvadmin.engines.models import Engine
 from kvadmin.index import gc
 from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from kvadmin.metrics import recorder
-from scoring.keys import WORKERS_KEY, stream_lease_key, stream_status_key
+from scoring.keys import DASHBOARD_SAMPLES_KEY, WORKERS_KEY, stream_lease_key, stream_status_key
 from tests.ingest.blocks import tokens
 
 pytestmark = pytest.mark.django_db
@@ -141,7 +141,7 @@ def test_the_hour_hit_ratio_is_split_by_medium(fleet, redis_client) -> None:
 
 
 def test_the_last_garbage_collection_is_shown(fleet, redis_client) -> None:
-    report = gc.collect_garbage(redis_client, 86400, registered=lambda: set(PODS))
+    report = gc.collect_garbage(Applier(redis_client), 86400, registered=lambda: set(PODS))
 
     tiles = dashboard_tiles(redis_client)
 
@@ -152,8 +152,8 @@ def test_the_last_garbage_collection_is_shown(fleet, redis_client) -> None:
 
 def _age_samples(redis_client, seconds: float) -> None:
     """Pretend the recorded samples were taken `seconds` earlier (no sleeping in tests)."""
-    samples = [json.loads(s) for s in redis_client.lrange(SAMPLES_KEY, 0, -1)]
-    redis_client.delete(SAMPLES_KEY)
+    samples = [json.loads(s) for s in redis_client.lrange(DASHBOARD_SAMPLES_KEY, 0, -1)]
+    redis_client.delete(DASHBOARD_SAMPLES_KEY)
     for sample in reversed(samples):
         sample["t"] -= seconds
-        redis_client.lpush(SAMPLES_KEY, json.dumps(sample))
+        redis_client.lpush(DASHBOARD_SAMPLES_KEY, json.dumps(sample))

@@ -25,7 +25,7 @@ def test_an_unregistered_pod_is_purged(redis_client: redis.Redis) -> None:
     _store(applier, "kept.ns", 1, 2)
     _store(applier, "gone.ns", 1, 2, 3)
 
-    report = gc.collect_garbage(redis_client, 86400, registered=lambda: {"kept.ns"})
+    report = gc.collect_garbage(Applier(redis_client), 86400, registered=lambda: {"kept.ns"})
 
     assert (report.pods_purged, report.purged_blocks) == (1, 3)
     assert redis_client.hkeys(POD_MODELS_KEY) == ["kept.ns"]
@@ -43,7 +43,7 @@ def test_a_second_collector_finds_the_run_taken(redis_client: redis.Redis) -> No
     assert lock.acquire(blocking=False)
     try:
         try:
-            gc.collect_garbage(redis_client, 86400, registered=set)
+            gc.collect_garbage(Applier(redis_client), 86400, registered=set)
         except gc.AnotherRunIsActive:
             pass
         else:
@@ -55,7 +55,7 @@ def test_a_second_collector_finds_the_run_taken(redis_client: redis.Redis) -> No
 
 def test_a_run_is_due_after_the_interval(redis_client: redis.Redis) -> None:
     assert gc.due(redis_client, 600)
-    report = gc.collect_garbage(redis_client, 86400, registered=set)
+    report = gc.collect_garbage(Applier(redis_client), 86400, registered=set)
 
     assert not gc.due(redis_client, 600, now=report.started_at + 599)
     assert gc.due(redis_client, 600, now=report.started_at + 600)

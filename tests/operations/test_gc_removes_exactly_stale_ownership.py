@@ -31,7 +31,9 @@ def large_index(redis_client: redis.Redis) -> dict[str, object]:
 
 def test_it_removes_exactly_the_stale_entries(redis_client, large_index) -> None:
     started = time.perf_counter()
-    report = gc.collect_garbage(redis_client, MAX_AGE, registered=lambda: set(PODS), now=NOW)
+    report = gc.collect_garbage(
+        Applier(redis_client), MAX_AGE, registered=lambda: set(PODS), now=NOW
+    )
     elapsed = time.perf_counter() - started
 
     assert snapshot(redis_client) == expected_after_gc(large_index, NOW - MAX_AGE)
@@ -44,7 +46,9 @@ def test_it_removes_exactly_the_stale_entries(redis_client, large_index) -> None
 
 
 def test_the_report_counts_what_went(redis_client, large_index) -> None:
-    report = gc.collect_garbage(redis_client, MAX_AGE, registered=lambda: set(PODS), now=NOW)
+    report = gc.collect_garbage(
+        Applier(redis_client), MAX_AGE, registered=lambda: set(PODS), now=NOW
+    )
 
     expected = expected_after_gc(large_index, NOW - MAX_AGE)
     residency = sum(len(v) for k, v in large_index.items() if k.startswith("kvadmin:res:"))
@@ -62,7 +66,7 @@ def test_the_report_counts_what_went(redis_client, large_index) -> None:
 def test_every_step_is_bounded(redis_client, large_index) -> None:
     """No step handles more than about one chunk, so no script blocks Redis for long."""
     report = gc.collect_garbage(
-        redis_client, MAX_AGE, registered=lambda: set(PODS), now=NOW, chunk_size=500
+        Applier(redis_client, chunk_size=500), MAX_AGE, registered=lambda: set(PODS), now=NOW
     )
 
     assert report.steps >= BLOCKS // 500
@@ -70,8 +74,10 @@ def test_every_step_is_bounded(redis_client, large_index) -> None:
 
 
 def test_a_second_run_finds_nothing_left(redis_client, large_index) -> None:
-    gc.collect_garbage(redis_client, MAX_AGE, registered=lambda: set(PODS), now=NOW)
-    again = gc.collect_garbage(redis_client, MAX_AGE, registered=lambda: set(PODS), now=NOW)
+    gc.collect_garbage(Applier(redis_client), MAX_AGE, registered=lambda: set(PODS), now=NOW)
+    again = gc.collect_garbage(
+        Applier(redis_client), MAX_AGE, registered=lambda: set(PODS), now=NOW
+    )
 
     assert (again.ownerships, again.blocks) == (0, 0)
     assert gc.totals(redis_client)["runs"] == 2

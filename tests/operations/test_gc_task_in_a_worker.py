@@ -43,7 +43,7 @@ def test_the_task_collects_the_index(celery_worker, redis_client) -> None:
 
 def test_the_task_waits_for_the_interval(celery_worker, redis_client) -> None:
     """Beat sends it every minute; without `force` a run happens only when one is due."""
-    gc.collect_garbage(redis_client, 86400, registered=set)
+    gc.collect_garbage(Applier(redis_client), 86400, registered=set)
 
     collect_garbage.delay()
     collect_garbage.delay(force=True)

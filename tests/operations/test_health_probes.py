@@ -67,7 +67,7 @@ def test_a_worker_holding_the_streams_of_a_live_engine_makes_it_ready(
         topic="kv-events",
     )
     start_loop([spec_for(publisher, POD)])
-    wait_until(lambda: status.read(redis_client, StreamId(POD, 0)).get("connected") == "1")
+    wait_until(lambda: status.read_statuses(redis_client, [StreamId(POD, 0)])[0].connected)
     code, body = _ready(client)
     assert code == 503, "nobody probed the engine yet: no evidence that it lives"
     assert body["checks"]["engines"]["unhealthy"][POD]["state"] == "stale"

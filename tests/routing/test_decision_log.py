@@ -7,7 +7,7 @@ from django.test import override_settings
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
 from kvadmin.routing import decisions, service
-from kvadmin.routing.decisions import DECISIONS_KEY
+from scoring.keys import DECISIONS_KEY
 from scoring.weights import TierWeights
 from tests.routing.conftest import MODEL, PODS, hold, tokens
 

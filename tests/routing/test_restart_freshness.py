@@ -26,7 +26,7 @@ def engine(db) -> Engine:
 
 
 def _started_at(redis_client) -> int | None:
-    value = status.read(redis_client, STREAM).get("started_at")
+    value = status.read_statuses(redis_client, [STREAM])[0].status.get("started_at")
     return int(value) if value is not None else None
 
 
@@ -57,7 +57,7 @@ def test_the_reader_records_a_start_and_the_new_run_counts(
     engine, publisher, start_loop, redis_client
 ) -> None:
     start_loop([spec_for(publisher)])
-    wait_until(lambda: status.read(redis_client, STREAM).get("connected") == "1", what="connect")
+    wait_until(lambda: status.read_statuses(redis_client, [STREAM])[0].connected, what="connect")
     assert _started_at(redis_client) is not None  # the first connection is a start
     publisher.wait_for_subscribers()
     publisher.publish([stored(1)])
@@ -67,7 +67,8 @@ def test_the_reader_records_a_start_and_the_new_run_counts(
     publisher.restart()
     publisher.publish([stored(2)])
     wait_until(
-        lambda: int(status.read(redis_client, STREAM).get("restarts", 0)) == 1, what="restart"
+        lambda: int(status.read_statuses(redis_client, [STREAM])[0].status.get("restarts", 0)) == 1,
+        what="restart",
     )
     assert _started_at(redis_client) >= before_restart - 1
     decision = wait_until(

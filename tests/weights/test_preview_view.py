@@ -2,9 +2,9 @@
 
 import pytest
 
-from kvadmin.routing.decisions import DECISIONS_KEY
 from kvadmin.weights.active import active_weights
 from kvadmin.weights.models import TierWeightsVersion
+from scoring.keys import DECISIONS_KEY
 from tests.weights.forms import HTMX, ttft_fields, weights_form
 from tests.weights.recorded import record
 
