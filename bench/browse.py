@@ -246,7 +246,7 @@ def run(n_blocks: int, rounds: int) -> None:
     browser.force_login(user)
     first = hash_block(tokens(0))
     block_url = f"/blocks/{MODEL}/{first}/"
-    cursor = browse_blocks(BlocksQuery()).page.next_cursor
+    cursor = browse_blocks(BlocksQuery()).next_cursor
     deep = Position(NOW - 3600, "9" * 19)  # about an hour back in the listing
     request = ", ".join(str(t) for b in range(CONVERSATION) for t in tokens(b))
     htmx = {"HX-Request": "true"}

@@ -1,0 +1,89 @@
+"""/blocks/ sorted by how many pods hold each block, within a bounded window.
+
+The index keeps no order by owner count: the number of pods holding a block is the length of
+its matrix HASH, one key per block. Sorting every block of a model by it would read one key
+per block on every page (100,000 blocks, 100,000 HLENs), so the sort covers a window: the
+newest SORT_WINDOW blocks the filters select, in listing order (`listing.merge`), each
+counted with one pipelined HLEN. The page says how many blocks the window held and whether
+that was all of them.
+
+A cursor is the last row's (owners, last store time, std): the next page is the window's rows
+after it in that order, so pages neither repeat nor skip a block that stays in the window
+while blocks are stored around it (the window moves with the newest blocks).
+"""
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import redis
+
+from kvadmin.residency.listing import BlockRow, merge, owners_by_block
+from scoring import keys
+
+SORT_WINDOW = 5_000
+"""The newest blocks a sort by owners ranks (one HLEN each per page)."""
+
+_CURSOR = re.compile(r"[0-9]+-[0-9]+-[0-9]+", re.ASCII)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Ranked:
+    """A block's place in the sort by owners: its owner count, then its listing position."""
+
+    owners: int
+    ts: int
+    std: str
+
+    def __str__(self) -> str:
+        return f"{self.owners}-{self.ts}-{self.std}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Ranked":
+        if not _CURSOR.fullmatch(text):
+            raise ValueError(f"{text!r} is not a cursor ({{owners}}-{{residency score}}-{{std}})")
+        owners, ts, std = text.split("-")
+        return cls(int(owners), int(ts), std)
+
+
+@dataclass(frozen=True, slots=True)
+class RankedPage:
+    rows: list[BlockRow]
+    next_cursor: Ranked | None
+    window: int
+    """Blocks ranked: the newest SORT_WINDOW at most."""
+    whole: bool
+    """The window held every block the filters select."""
+
+
+def by_owners(
+    client: redis.Redis,
+    model: str,
+    zsets: Sequence[str],
+    after: Ranked | None,
+    limit: int,
+    *,
+    fewest_first: bool = False,
+) -> RankedPage:
+    """One page of the window's blocks, most owners first then newest (or all of it reversed:
+    fewest owners first, then oldest)."""
+    positions, resume = merge(client, zsets, None, SORT_WINDOW)
+    window = positions[:SORT_WINDOW]
+    pipe = client.pipeline(transaction=False)
+    for _, std in window:
+        pipe.hlen(keys.block_key(model, int(std)))
+    counts = pipe.execute() if window else []
+    ranked = sorted(
+        (Ranked(n, ts, std) for (ts, std), n in zip(window, counts, strict=True)),
+        reverse=not fewest_first,
+    )
+    if after is not None:
+        ranked = [r for r in ranked if (r > after if fewest_first else r < after)]
+    page, more = ranked[:limit], len(ranked) > limit
+    owners = owners_by_block(client, model, [r.std for r in page])
+    rows = [
+        BlockRow(r.std, keys.residency_seconds(r.ts), held)
+        for r, held in zip(page, owners, strict=True)
+    ]
+    whole = len(positions) <= SORT_WINDOW and resume is None
+    return RankedPage(rows, page[-1] if more else None, len(window), whole)
