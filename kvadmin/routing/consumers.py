@@ -24,8 +24,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from kvadmin.live.consumers import LiveConsumer
-from kvadmin.routing import decisions
-from kvadmin.routing.decisions import ORDERS, Decision
+from kvadmin.routing.decisions import Decision
+from kvadmin.routing.ordering import ORDERS, OrderCursor, Summary, ordered
 from kvadmin.routing.presenters import row_html
 from kvadmin.routing.tail import DecisionTail, FeedItem, tail
 
@@ -45,7 +45,7 @@ POLICIES = ("ttft", "kthena")
 class FeedFilter:
     """Which decisions the feed shows: a model, a pod (chosen or scored), a policy, and only
     ties, only decisions no pod had a hit for, only those priced with a stale engine load;
-    and in which order (decisions.ORDERS), over the whole log."""
+    and in which order (ordering.ORDERS), over the whole log."""
 
     model: str | None = None
     pod: str | None = None
@@ -87,7 +87,7 @@ class FeedFilter:
     def order_label(self) -> str:
         return ORDERS[self.order]
 
-    def matches(self, decision: Decision) -> bool:
+    def matches(self, decision: Decision | Summary) -> bool:
         return (
             (self.model is None or decision.model == self.model)
             and (self.pod is None or decision.involves(self.pod))
@@ -110,7 +110,7 @@ class Pager:
     """The log holds no more (hidden until the page script trims rows)."""
 
 
-def feed_pager(chosen: FeedFilter, after: decisions.OrderCursor | None) -> Pager:
+def feed_pager(chosen: FeedFilter, after: OrderCursor | None) -> Pager:
     query = urlencode(chosen.as_query())
     return Pager(reverse("feed-rows") + (f"?{query}" if query else ""), str(after or ""), not after)
 
@@ -146,7 +146,7 @@ class FeedConsumer(LiveConsumer):
     async def opened(self) -> None:
         try:
             page = await asyncio.to_thread(
-                decisions.ordered, self.filter.order, FEED_ROWS, self.filter.matches
+                ordered, self.filter.order, FEED_ROWS, self.filter.matches
             )
         except redis.RedisError:
             await self.close(code=1011)

@@ -10,11 +10,7 @@ the choice depend on besides the weights, so `rescore` gives the decision that o
 would have made, with the same arithmetic as the live path (`scoring.score.score_walk`).
 """
 
-import heapq
-import math
-import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -239,91 +235,8 @@ def recent(
     return found
 
 
-ORDERS = {"newest": "newest first", "score": "highest score first", "latency": "slowest first"}
-"""How the feed orders decisions: by log id, by the chosen pod's score, by total time."""
-
-_ORDER_CURSOR = re.compile(r"(-?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?)_([0-9]+)-([0-9]+)", re.ASCII)
-
-
 def chosen_score(decision: Decision) -> int:
     return scored.score if (scored := decision.score_of(decision.chosen)) else 0
-
-
-def order_value(order: str, decision: Decision) -> float:
-    """The value `order` sorts by (largest first; log ids break ties, newest first)."""
-    if order == "score":
-        return chosen_score(decision)
-    if order == "latency":
-        return float(decision.timings_ms.get("total", 0.0))
-    return 0.0
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class OrderCursor:
-    """A decision's place in an order: its value, then its log id (milliseconds, sequence)."""
-
-    value: float
-    ms: int
-    seq: int
-
-    @classmethod
-    def of(cls, order: str, decision: Decision) -> "OrderCursor":
-        ms, _, seq = decision.log_id.partition("-")
-        return cls(float(order_value(order, decision)), int(ms), int(seq or 0))
-
-    def __str__(self) -> str:
-        return f"{self.value!r}_{self.ms}-{self.seq}"  # repr: the exact float back
-
-    @classmethod
-    def parse(cls, text: str) -> "OrderCursor":
-        """Raises ValueError for text that is not a cursor."""
-        found = _ORDER_CURSOR.fullmatch(text)
-        if not found or not math.isfinite(value := float(found[1])):
-            raise ValueError(f"{text!r} is not a feed cursor ({{value}}_{{log id}})")
-        return cls(value, int(found[2]), int(found[3]))
-
-
-@dataclass(frozen=True, slots=True)
-class OrderedPage:
-    decisions: list[Decision]
-    """At most `limit`, in the order."""
-    next_cursor: OrderCursor | None
-    """The last decision's place when more follow; None at the end."""
-    matched: int
-    """Decisions in the whole log that `where` accepts."""
-    logged: int
-    """Decisions in the whole log."""
-    newest: str
-    """The newest log id read ("" for an empty log): later decisions were not considered."""
-
-
-def ordered(
-    order: str,
-    limit: int,
-    where: Callable[[Decision], bool] | None = None,
-    after: OrderCursor | None = None,
-    client: redis.Redis | None = None,
-) -> OrderedPage:
-    """One page of the whole log's decisions that `where` accepts, largest `order` value first
-    (newest first among equals), after `after`. The log is capped (DECISIONS_MAX entries), so
-    the whole of it is read: the order and the counts cover every decision it holds, not only
-    the newest."""
-    matched = logged = 0
-    newest = ""
-    candidates: list[tuple[OrderCursor, Decision]] = []
-    for decision in _newest_first(client or index_client()):
-        logged += 1
-        newest = newest or decision.log_id
-        if where is not None and not where(decision):
-            continue
-        matched += 1
-        place = OrderCursor.of(order, decision)
-        if after is None or place < after:
-            candidates.append((place, decision))
-    top = heapq.nlargest(limit + 1, candidates, key=lambda pair: pair[0])
-    page = [decision for _, decision in top[:limit]]
-    next_cursor = top[limit - 1][0] if len(top) > limit and limit > 0 else None
-    return OrderedPage(page, next_cursor, matched, logged, newest)
 
 
 def get(log_id: str, client: redis.Redis | None = None) -> Decision | None:

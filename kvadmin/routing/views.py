@@ -14,6 +14,7 @@ from kvadmin.engines.models import Engine
 from kvadmin.redis_clients import index_client
 from kvadmin.routing import decisions, outcomes
 from kvadmin.routing.consumers import FEED_ROWS, POLICIES, FeedFilter, feed_pager
+from kvadmin.routing.ordering import ORDERS, OrderCursor, ordered
 from kvadmin.routing.presenters import DecisionRow
 
 
@@ -22,7 +23,7 @@ def feed(request: HttpRequest) -> HttpResponse:
     """The first page of the whole decision log in the chosen order, then live ones over
     /ws/feed/ (same filter, same order, same row fragment) and further pages on demand."""
     chosen = FeedFilter.from_params(request.GET.dict())
-    page = decisions.ordered(chosen.order, FEED_ROWS, chosen.matches)
+    page = ordered(chosen.order, FEED_ROWS, chosen.matches)
     engines = Engine.objects.order_by("model", "pod").values_list("model", "pod")
     query = urlencode(chosen.as_query())
     return render(
@@ -33,7 +34,7 @@ def feed(request: HttpRequest) -> HttpResponse:
             "page": page,
             "more": feed_pager(chosen, page.next_cursor),
             "filter": chosen,
-            "orders": decisions.ORDERS,
+            "orders": ORDERS,
             "models": sorted({model for model, _ in engines}),
             "pods": sorted({pod for _, pod in engines}),
             "policies": POLICIES,
@@ -50,10 +51,10 @@ def feed_rows(request: HttpRequest) -> HttpResponse:
     """The next page of the feed after `?after=` (htmx: rows, then the pager again)."""
     chosen = FeedFilter.from_params(request.GET.dict())
     try:
-        after = decisions.OrderCursor.parse(request.GET.get("after", ""))
+        after = OrderCursor.parse(request.GET.get("after", ""))
     except ValueError as error:
         return HttpResponse(str(error), status=400, content_type="text/plain")
-    page = decisions.ordered(chosen.order, FEED_ROWS, chosen.matches, after)
+    page = ordered(chosen.order, FEED_ROWS, chosen.matches, after)
     context = {"rows": _rows(page.decisions), "more": feed_pager(chosen, page.next_cursor)}
     return render(request, "routing/feed.html#page", context)
 
@@ -88,7 +89,7 @@ def feed_csv(request: HttpRequest) -> HttpResponse:
             d.timings_ms.get("total", ""),
             d.log_id,
         )
-        for d in decisions.ordered(chosen.order, EXPORT_MAX_ROWS, chosen.matches).decisions
+        for d in ordered(chosen.order, EXPORT_MAX_ROWS, chosen.matches).decisions
     )
     return csv_response("decisions.csv", header, rows)
 

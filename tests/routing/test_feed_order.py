@@ -106,3 +106,18 @@ def test_a_bad_cursor_is_a_clear_error(operator, logged, after) -> None:
 def test_the_socket_reads_the_order() -> None:
     assert FeedFilter.from_query(b"order=latency").order == "latency"
     assert FeedFilter.from_query(b"order=nonsense") == FeedFilter()
+
+
+def test_each_page_sees_what_the_log_gained_and_trimmed(operator, logged, redis_client) -> None:
+    """The process keeps the log's summaries between pages: a later page still sees the
+    decisions appended since and not those the cap trimmed."""
+    assert f"{COUNT} of the {COUNT} decisions" in operator.get("/feed/?order=score").text
+    redis_client.xtrim(decisions.DECISIONS_KEY, maxlen=5, approximate=False)
+    best = decision("best")
+    best.scores[0].score = 10 * COUNT
+    decisions.append(best)
+
+    html = operator.get("/feed/?order=score").text
+
+    assert "6 of the 6 decisions" in html
+    assert _shown(html) == ["best", *logged[-5:]]
