@@ -297,7 +297,7 @@ def run(n_blocks: int, rounds: int) -> None:
             None,
             htmx,
         ),
-        (f"/blocks/ by owners ({SORT_WINDOW:,} ranked)", "get", "/blocks/?sort=owners", None, {}),
+        (f"/blocks/ by owners ({SORT_WINDOW:,} copies)", "get", "/blocks/?sort=owners", None, {}),
         (
             "/blocks/ by owners, next page",
             "get",

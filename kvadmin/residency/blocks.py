@@ -5,8 +5,9 @@ Sorting is the server's, over every block the filters select, with the sort in t
 (`?sort=...&dir=...`) and a cursor per sort:
 - by last store time, newest first (the default) or oldest first: exact, whatever the number
   of blocks (the residency ZSETs are kept in that order);
-- by owners (how many pods hold the block): over the newest `ranking.SORT_WINDOW` blocks only,
-  which the page says (the index keeps no order by owner count).
+- by owners (how many pods hold the block): over the blocks of the newest
+  `ranking.SORT_WINDOW` block copies only, which the page says (the index keeps no order by
+  owner count).
 The block hash is no sort: its order means nothing to an operator.
 """
 
@@ -79,7 +80,7 @@ class BlocksListing:
     next_cursor: Position | Ranked | None = None
     """Where the next page starts; None at the end."""
     window: int | None = None
-    """Sorted by owners: the blocks ranked (the newest SORT_WINDOW at most)."""
+    """Sorted by owners: the blocks ranked (those of the newest SORT_WINDOW copies)."""
     whole_window: bool = True
     """Sorted by owners: the window held every block the filters select."""
     now: int = 0

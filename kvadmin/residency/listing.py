@@ -22,7 +22,8 @@ One page:
    come first.
 3. One pipelined ZMSCORE per ZSET gives each taken std's newest position among all of them;
    a std whose newest position is elsewhere is listed there (an earlier page newest first, a
-   later one oldest first), so it goes here. Each std is kept once.
+   later one oldest first), so it goes here. Each std is kept once. (The first page newest
+   first needs no check: there the first position taken of a std is its newest.)
 4. Repeat until the page has `limit + 1` blocks, the ZSETs are exhausted, or `MAX_ROUNDS`
    rounds passed. The last case bounds the work of one request (blocks another ZSET re-stored
    more recently can be skipped in bulk): the page is then short and its cursor is the last
@@ -204,7 +205,9 @@ def merge(
             examined = (ts, std)
             if std not in seen:
                 taken.append((ts, std))
-        for kept in _newest_here(client, zsets, taken):
+        # From the newest on, a std's first position taken is its newest: nothing to check.
+        checked = taken if start is None and not oldest_first else None
+        for kept in checked or _newest_here(client, zsets, taken):
             if kept[1] not in seen:
                 seen.add(kept[1])
                 found.append(kept)

@@ -3,9 +3,16 @@
 The index keeps no order by owner count: the number of pods holding a block is the length of
 its matrix HASH, one key per block. Sorting every block of a model by it would read one key
 per block on every page (100,000 blocks, 100,000 HLENs), so the sort covers a window: the
-newest SORT_WINDOW blocks the filters select, in listing order (`listing.merge`), each
-counted with one pipelined HLEN. The page says how many blocks the window held and whether
-that was all of them.
+blocks of the newest SORT_WINDOW block copies the filters select (entries of their residency
+ZSETs, as the page counts them: a block on two pods is two copies), each block at its newest
+store time and counted with one pipelined HLEN. The page says how many blocks the window held
+and whether that was all of them.
+
+The window is read by time, not by merging pages: a binary search over the store time (one
+pipelined ZCOUNT per ZSET a step, about 40 steps) finds the newest time T with at least
+SORT_WINDOW block copies stored at or after it; one pipelined ZRANGE BYSCORE per ZSET then
+reads those copies (SORT_WINDOW and the ties at T, however the blocks spread over the
+ZSETs), and each block keeps its newest.
 
 A cursor is the last row's (owners, last store time, std): the next page is the window's rows
 after it in that order, so pages neither repeat nor skip a block that stays in the window
@@ -18,11 +25,11 @@ from dataclasses import dataclass
 
 import redis
 
-from kvadmin.residency.listing import BlockRow, merge, owners_by_block
+from kvadmin.residency.listing import BlockRow, owners_by_block
 from scoring import keys
 
 SORT_WINDOW = 5_000
-"""The newest blocks a sort by owners ranks (one HLEN each per page)."""
+"""The newest block copies whose blocks a sort by owners ranks (one HLEN a block per page)."""
 
 _CURSOR = re.compile(r"[0-9]+-[0-9]+-[0-9]+", re.ASCII)
 
@@ -67,8 +74,7 @@ def by_owners(
 ) -> RankedPage:
     """One page of the window's blocks, most owners first then newest (or all of it reversed:
     fewest owners first, then oldest)."""
-    positions, resume = merge(client, zsets, None, SORT_WINDOW)
-    window = positions[:SORT_WINDOW]
+    window, whole = newest_window(client, zsets)
     pipe = client.pipeline(transaction=False)
     for _, std in window:
         pipe.hlen(keys.block_key(model, int(std)))
@@ -85,5 +91,49 @@ def by_owners(
         BlockRow(r.std, keys.residency_seconds(r.ts), held)
         for r, held in zip(page, owners, strict=True)
     ]
-    whole = len(positions) <= SORT_WINDOW and resume is None
     return RankedPage(rows, page[-1] if more else None, len(window), whole)
+
+
+def newest_window(
+    client: redis.Redis, zsets: Sequence[str], size: int | None = None
+) -> tuple[list[tuple[int, str]], bool]:
+    """The blocks of the newest `size` (SORT_WINDOW) copies in `zsets` as (newest store time,
+    std), newest first, and whether that is all of them."""
+    size = SORT_WINDOW if size is None else size
+    low = _threshold(client, zsets, size)
+    pipe = client.pipeline(transaction=False)
+    for key in zsets:
+        pipe.zrange(key, low, "+inf", byscore=True, withscores=True)
+    newest: dict[str, int] = {}
+    for entries in pipe.execute() if zsets else []:
+        for std, score in entries:
+            newest[std] = max(newest.get(std, 0), int(score))
+    ordered = sorted(((ts, std) for std, ts in newest.items()), reverse=True)
+    return ordered, low == "-inf"
+
+
+def _threshold(client: redis.Redis, zsets: Sequence[str], size: int) -> int | str:
+    """The newest store time with at least `size` copies at or after it in `zsets` ("-inf"
+    when they hold fewer)."""
+
+    def copies(low: int | str) -> int:
+        pipe = client.pipeline(transaction=False)
+        for key in zsets:
+            pipe.zcount(key, low, "+inf")
+        return sum(pipe.execute()) if zsets else 0
+
+    if copies("-inf") <= size:
+        return "-inf"
+    pipe = client.pipeline(transaction=False)
+    for key in zsets:
+        pipe.zrange(key, 0, 0, withscores=True)
+        pipe.zrange(key, -1, -1, withscores=True)
+    ends = [int(entry[0][1]) for entry in pipe.execute() if entry]
+    low, high = min(ends), max(ends)  # copies(low) > size; copies(high + 1) == 0
+    while low < high:
+        mid = (low + high + 1) // 2
+        if copies(mid) >= size:
+            low = mid
+        else:
+            high = mid - 1
+    return low

@@ -7,9 +7,15 @@ import io
 import re
 
 import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kvadmin.residency.listing import PAGE_SIZE
-from tests.residency.conftest import NOW, std
+from kvadmin.residency.ranking import newest_window
+from scoring import keys
+from tests.residency.conftest import NOW, Index, std
+from tests.residency.test_blocks_pagination import _stores
 
 pytestmark = pytest.mark.django_db
 
@@ -99,3 +105,43 @@ def test_a_bad_sort_is_a_clear_error(browsing, shared_oldest, params, said) -> N
 
     assert response.status_code == 400
     assert said in response.text
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(stores=_stores, size=st.integers(1, 15))
+def test_the_window_holds_the_blocks_of_the_newest_copies(
+    redis_client: redis.Redis, stores, size: int
+) -> None:
+    """Against a brute force: every copy read, the size-th newest's time the threshold."""
+    redis_client.flushdb()
+    index = Index(redis_client)
+    for pod, blocks, action, second in stores:
+        if action == "remove":
+            index.remove(pod, blocks, "GPU", at=NOW + second)
+        elif action == "GPU":
+            index.store(pod, blocks, "GPU", at=NOW + second)
+        else:
+            index.offload(pod, blocks, "CPU", at=NOW + second)
+    zsets = [
+        keys.residency_key(p, m) for p in ("a-0.ns", "a-1.ns", "a-2.ns") for m in ("GPU", "CPU")
+    ]
+    copies = sorted(
+        (
+            (int(ts), std)
+            for key in zsets
+            for std, ts in redis_client.zrange(key, 0, -1, withscores=True)
+        ),
+        reverse=True,
+    )
+    threshold = copies[size - 1][0] if len(copies) > size else 0
+    newest: dict[str, int] = {}
+    for ts, member in copies:
+        if ts >= threshold:
+            newest[member] = max(newest.get(member, 0), ts)
+
+    window, whole = newest_window(redis_client, zsets, size)
+
+    assert window == sorted(((ts, member) for member, ts in newest.items()), reverse=True)
+    assert whole == (len(copies) <= size)
