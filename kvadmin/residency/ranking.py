@@ -8,11 +8,11 @@ ZSETs, as the page counts them: a block on two pods is two copies), each block a
 store time and counted with one pipelined HLEN. The page says how many blocks the window held
 and whether that was all of them.
 
-The window is read by time, not by merging pages: a binary search over the store time (one
-pipelined ZCOUNT per ZSET a step, about 40 steps) finds the newest time T with at least
-SORT_WINDOW block copies stored at or after it; one pipelined ZRANGE BYSCORE per ZSET then
-reads those copies (SORT_WINDOW and the ties at T, however the blocks spread over the
-ZSETs), and each block keeps its newest.
+The window is read by time, not by merging pages: a binary search over the store time inside
+Redis (`window_threshold.lua`: one ZCOUNT per ZSET a step, about 40 steps) finds the newest
+time T with at least SORT_WINDOW block copies stored at or after it; one pipelined
+ZRANGE BYSCORE per ZSET then reads those copies (SORT_WINDOW and the ties at T, however the
+blocks spread over the ZSETs), and each block keeps its newest.
 
 A cursor is the last row's (owners, last store time, std): the next page is the window's rows
 after it in that order, so pages neither repeat nor skip a block that stays in the window
@@ -22,8 +22,11 @@ while blocks are stored around it (the window moves with the newest blocks).
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 import redis
+from redis.commands.core import Script
 
 from kvadmin.residency.listing import BlockRow, owners_by_block
 from scoring import keys
@@ -32,6 +35,7 @@ SORT_WINDOW = 5_000
 """The newest block copies whose blocks a sort by owners ranks (one HLEN a block per page)."""
 
 _CURSOR = re.compile(r"[0-9]+-[0-9]+-[0-9]+", re.ASCII)
+_THRESHOLD = Path(__file__).with_name("window_threshold.lua").read_text()
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -100,7 +104,7 @@ def newest_window(
     """The blocks of the newest `size` (SORT_WINDOW) copies in `zsets` as (newest store time,
     std), newest first, and whether that is all of them."""
     size = SORT_WINDOW if size is None else size
-    low = _threshold(client, zsets, size)
+    low = _threshold()(keys=list(zsets), args=[size], client=client) if zsets else "-inf"
     pipe = client.pipeline(transaction=False)
     for key in zsets:
         pipe.zrange(key, low, "+inf", byscore=True, withscores=True)
@@ -112,28 +116,7 @@ def newest_window(
     return ordered, low == "-inf"
 
 
-def _threshold(client: redis.Redis, zsets: Sequence[str], size: int) -> int | str:
-    """The newest store time with at least `size` copies at or after it in `zsets` ("-inf"
-    when they hold fewer)."""
-
-    def copies(low: int | str) -> int:
-        pipe = client.pipeline(transaction=False)
-        for key in zsets:
-            pipe.zcount(key, low, "+inf")
-        return sum(pipe.execute()) if zsets else 0
-
-    if copies("-inf") <= size:
-        return "-inf"
-    pipe = client.pipeline(transaction=False)
-    for key in zsets:
-        pipe.zrange(key, 0, 0, withscores=True)
-        pipe.zrange(key, -1, -1, withscores=True)
-    ends = [int(entry[0][1]) for entry in pipe.execute() if entry]
-    low, high = min(ends), max(ends)  # copies(low) > size; copies(high + 1) == 0
-    while low < high:
-        mid = (low + high + 1) // 2
-        if copies(mid) >= size:
-            low = mid
-        else:
-            high = mid - 1
-    return low
+@cache
+def _threshold() -> Script:
+    # A Script keeps the source and its SHA; each call runs on the client given.
+    return Script(None, _THRESHOLD.encode())  # type: ignore[arg-type]

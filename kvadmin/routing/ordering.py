@@ -97,22 +97,23 @@ class _Projection:
     """This process's copy of the log's summaries, oldest first (see the module)."""
 
     def __init__(self) -> None:
-        self.entries: list[tuple[str, Summary]] = []
+        self.entries: list[tuple[tuple[int, int], str, Summary]] = []
+        """(log id as numbers, log id, summary), oldest first."""
         self.lock = threading.Lock()
 
-    def current(self, client: redis.Redis) -> list[tuple[str, Summary]]:
+    def current(self, client: redis.Redis) -> list[tuple[tuple[int, int], str, Summary]]:
         with self.lock:
             first = client.xrange(DECISIONS_KEY, count=1)
             if not first:
                 self.entries = []
                 return []
             start = _log_order(first[0][0])
-            held = [entry for entry in self.entries if _log_order(entry[0]) >= start]
-            after = f"({held[-1][0]}" if held else "-"
+            held = [entry for entry in self.entries if entry[0] >= start]
+            after = f"({held[-1][1]}" if held else "-"
             while entries := client.xrange(DECISIONS_KEY, min=after, count=_READ_COUNT):
                 for log_id, fields in entries:
                     try:
-                        held.append((log_id, _summary.decode(fields["d"])))
+                        held.append((_log_order(log_id), log_id, _summary.decode(fields["d"])))
                     except (KeyError, msgspec.DecodeError, msgspec.ValidationError):
                         continue  # not a decision (another version's): `decoded` skips it too
                 after = f"({entries[-1][0]}"
@@ -159,14 +160,15 @@ def ordered(
     first (newest first among equals), after `after`."""
     client = client or index_client()
     entries = _projection(client).current(client)
+    bound = (after.value, after.ms, after.seq) if after else None
     matched = 0
-    candidates: list[tuple[OrderCursor, str]] = []
-    for log_id, summary in entries:
+    candidates: list[tuple[tuple[float, int, int], str]] = []  # plain tuples: 10,000 of them
+    for (ms, seq), log_id, summary in entries:
         if where is not None and not where(summary):
             continue
         matched += 1
-        place = OrderCursor(summary.value(order), *_log_order(log_id))
-        if after is None or place < after:
+        place = (summary.value(order), ms, seq)
+        if bound is None or place < bound:
             candidates.append((place, log_id))
     top = heapq.nlargest(limit + 1, candidates) if limit > 0 else []
     shown = top[:limit]
@@ -174,6 +176,6 @@ def ordered(
     for _, log_id in shown:
         pipe.xrange(DECISIONS_KEY, log_id, log_id)
     found = [entry for reply in (pipe.execute() if shown else []) for entry in reply]
-    next_cursor = shown[-1][0] if len(top) > limit else None
-    newest = entries[-1][0] if entries else ""
+    next_cursor = OrderCursor(*shown[-1][0]) if len(top) > limit else None
+    newest = entries[-1][1] if entries else ""
     return OrderedPage(list(decoded(found)), next_cursor, matched, len(entries), newest)
