@@ -97,11 +97,13 @@ class _Projection:
     """This process's copy of the log's summaries, oldest first (see the module)."""
 
     def __init__(self) -> None:
-        self.entries: list[tuple[tuple[int, int], str, Summary]] = []
-        """(log id as numbers, log id, summary), oldest first."""
+        self.entries: list[tuple[tuple[int, int], str, Summary, dict[str, float]]] = []
+        """(log id as numbers, log id, summary, its value per order), oldest first."""
         self.lock = threading.Lock()
 
-    def current(self, client: redis.Redis) -> list[tuple[tuple[int, int], str, Summary]]:
+    def current(
+        self, client: redis.Redis
+    ) -> list[tuple[tuple[int, int], str, Summary, dict[str, float]]]:
         with self.lock:
             first = client.xrange(DECISIONS_KEY, count=1)
             if not first:
@@ -113,9 +115,11 @@ class _Projection:
             while entries := client.xrange(DECISIONS_KEY, min=after, count=_READ_COUNT):
                 for log_id, fields in entries:
                     try:
-                        held.append((_log_order(log_id), log_id, _summary.decode(fields["d"])))
+                        summary = _summary.decode(fields["d"])
                     except (KeyError, msgspec.DecodeError, msgspec.ValidationError):
                         continue  # not a decision (another version's): `decoded` skips it too
+                    values = {order: summary.value(order) for order in ORDERS}
+                    held.append((_log_order(log_id), log_id, summary, values))
                 after = f"({entries[-1][0]}"
                 if len(entries) < _READ_COUNT:
                     break
@@ -163,11 +167,11 @@ def ordered(
     bound = (after.value, after.ms, after.seq) if after else None
     matched = 0
     candidates: list[tuple[tuple[float, int, int], str]] = []  # plain tuples: 10,000 of them
-    for (ms, seq), log_id, summary in entries:
+    for (ms, seq), log_id, summary, values in entries:
         if where is not None and not where(summary):
             continue
         matched += 1
-        place = (summary.value(order), ms, seq)
+        place = (values[order], ms, seq)
         if bound is None or place < bound:
             candidates.append((place, log_id))
     top = heapq.nlargest(limit + 1, candidates) if limit > 0 else []
