@@ -36,6 +36,10 @@ SORT_WINDOW = 5_000
 
 _CURSOR = re.compile(r"[0-9]+-[0-9]+-[0-9]+", re.ASCII)
 _THRESHOLD = Path(__file__).with_name("window_threshold.lua").read_text()
+_OWNER_COUNTS = Script(
+    None,  # type: ignore[arg-type]
+    b"local n = {} for i, key in ipairs(KEYS) do n[i] = redis.call('HLEN', key) end return n",
+)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -79,17 +83,18 @@ def by_owners(
     """One page of the window's blocks, most owners first then newest (or all of it reversed:
     fewest owners first, then oldest)."""
     window, whole = newest_window(client, zsets)
-    pipe = client.pipeline(transaction=False)
-    for _, std in window:
-        pipe.hlen(keys.block_key(model, int(std)))
-    counts = pipe.execute() if window else []
+    block_keys = [keys.block_key(model, int(std)) for _, std in window]
+    # One HLEN per block in one call: thousands of commands in a pipeline cost more to pack
+    # and parse than Redis takes to answer them.
+    counts = _OWNER_COUNTS(keys=block_keys, client=client) if window else []
     ranked = sorted(
-        (Ranked(n, ts, std) for (ts, std), n in zip(window, counts, strict=True)),
+        ((n, ts, std) for (ts, std), n in zip(window, counts, strict=True)),
         reverse=not fewest_first,
     )
     if after is not None:
-        ranked = [r for r in ranked if (r > after if fewest_first else r < after)]
-    page, more = ranked[:limit], len(ranked) > limit
+        bound = (after.owners, after.ts, after.std)
+        ranked = [r for r in ranked if (r > bound if fewest_first else r < bound)]
+    page, more = [Ranked(*r) for r in ranked[:limit]], len(ranked) > limit
     owners = owners_by_block(client, model, [r.std for r in page])
     rows = [
         BlockRow(r.std, keys.residency_seconds(r.ts), held)
