@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import configure, percentile
 from kvadmin.redis_server import RedisServer, free_port
+from scoring import keys
 
 BASELINE_REV = "709bc81"
 """The last commit before the lean path: POST /api/v1/score in Django's view."""
@@ -380,7 +381,7 @@ def _produce(template, pods, published: dict[str, float], stop: threading.Event)
                 chosen=pods[n % len(pods)],
             )
             batch.append(record.id)
-            pipeline.xadd(decisions.DECISIONS_KEY, {"d": decisions.encode(record)}, maxlen=10_000)
+            pipeline.xadd(keys.DECISIONS_KEY, {"d": decisions.encode(record)}, maxlen=10_000)
             n += 1
         if batch:
             pipeline.execute()

@@ -131,11 +131,11 @@ def build_index(client, n_blocks: int, rng: random.Random) -> int:
 def record_day_of_samples(client) -> None:
     """24 h of 5-second samples per pod, as `sample_pods` leaves them."""
     from kvadmin.residency.pods import pods_overview
-    from kvadmin.residency.samples import samples_key
+    from scoring.keys import pod_samples_key
 
     pipe = client.pipeline(transaction=False)
     for summary in pods_overview(client).pods:
-        key = samples_key(summary.pod)
+        key = pod_samples_key(summary.pod)
         for at in range(NOW - 86400, NOW, SAMPLE_SECONDS):
             counts = {m: max(0, c - (NOW - at) // 60) for m, c in summary.counts.items()}
             member = json.dumps({"t": at, "c": counts}, separators=(",", ":"))

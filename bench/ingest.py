@@ -101,7 +101,7 @@ def run_loop(redis_url: str, specs: list[StreamSpec], stop: "multiprocessing.Eve
     from kvadmin.ingest.reader import IngestLoop
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
-    loop = IngestLoop(client, lambda: specs, lambda: 0, worker_id="bench")
+    loop = IngestLoop(Applier(client), lambda: specs, lambda: 0, worker_id="bench")
     thread = threading.Thread(target=loop.run)
     thread.start()
     stop.wait()

@@ -28,6 +28,7 @@ from kvadmin.index.writer import Applier
 from kvadmin.redis_server import RedisServer
 from scoring.hashing import block_hashes
 from scoring.index import IndexReader
+from scoring.keys import BLOCK_KEY_PREFIX
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
 
@@ -92,7 +93,7 @@ def main() -> None:
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url, decode_responses=True)
         blocks = block_hashes(build_index(client, rng))
-        matrix_keys = sum(1 for _ in client.scan_iter("matrix:kv:block:*", count=1000))
+        matrix_keys = sum(1 for _ in client.scan_iter(f"{BLOCK_KEY_PREFIX}*", count=1000))
         tiered = walk_ms(client, blocks, ValueFormat.TIERED)
         to_legacy = switch(client, ValueFormat.LEGACY)
         legacy = walk_ms(client, blocks, ValueFormat.LEGACY)

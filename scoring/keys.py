@@ -147,6 +147,10 @@ REGISTRY_VERSION_KEY = "kvadmin:registry:version"
 WORKERS_KEY = "kvadmin:ingest:workers"
 """ZSET: ingest worker id -> last heartbeat (unix seconds)."""
 
+API_CACHE_VERSION_KEY = "kvadmin:api:registry_version"
+"""STRING: a random value set anew by every change of API tokens or engines: web processes
+reload their copies of both when it moves (kvadmin.api.process_cache)."""
+
 
 def push_queue_key(pod: str) -> str:
     """LIST: "{seq}|{msgpack batch}" pushed through the API, applied in order."""

@@ -21,6 +21,7 @@ from kvadmin.redis_server import free_port
 from kvadmin.weights.config import KTHENA_DEFAULTS
 from kvadmin.weights.models import TierWeightsVersion
 from tests import services
+from tests.index import IngestedIndex
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +31,7 @@ CONFORMANCE = ROOT / "tests" / "conformance" / "kthena.json"
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
+    """The session's own redis-server (started once), never one already running."""
     return services.redis_server().url
 
 
@@ -40,6 +42,12 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture
+def index(redis_client: redis.Redis) -> IngestedIndex:
+    """An empty index (the test Redis, flushed) and a way to fill it through ingestion."""
+    return IngestedIndex(redis_client)
 
 
 def test_database_url() -> str:

@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 import pytest
 from django.test import Client, override_settings
 
-from tests.residency.conftest import MODEL, register
+from tests.index import MODEL
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

@@ -21,6 +21,7 @@ PASSWORD = "pw-bob-12345"
 
 @pytest.fixture
 def bob(django_user_model):
+    """Bob has an account (password PASSWORD) for the logins to fail and succeed against."""
     return django_user_model.objects.create_user("bob", password=PASSWORD)
 
 

@@ -5,8 +5,8 @@ Both tables are small (tens of tokens, hundreds of engines) and change rarely, s
 loads all of each at once and keeps them until they change:
 1. Any save or delete of an `ApiToken` or an `Engine` (admin, forms, commands, `revoke`)
    drops this process's copy at once and, once its transaction commits, sets a new random
-   version in Redis (`VERSION_KEY`). Random, not a counter: a counter starts again after a
-   Redis flush and could come back to the value a process loaded under.
+   version in Redis (`keys.API_CACHE_VERSION_KEY`). Random, not a counter: a counter starts
+   again after a Redis flush and could come back to the value a process loaded under.
 2. Every process compares that version with the one its copy was loaded under, at most every
    API_CACHE_REFRESH_SECONDS (one GET), and reloads when it moved: a revoked token or a
    disabled engine stops counting everywhere within about half a second. The check runs
@@ -41,11 +41,9 @@ from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
 from kvadmin.redis_clients import index_client
 from kvadmin.routing.service import ENGINE_COLUMNS, EngineRow
+from scoring import keys
 
 log = logging.getLogger(__name__)
-
-VERSION_KEY = "kvadmin:api:registry_version"
-"""STRING: a random value set anew by every change of API tokens or engines (module doc)."""
 
 LAST_USED_RESOLUTION_SECONDS = 60.0
 """As `kvadmin.api.auth`: recording every use would make each call a database write."""
@@ -80,11 +78,11 @@ _state = _State()
 
 
 async def snapshot(client: redis.asyncio.Redis, recheck: bool = False) -> Snapshot:
-    """The tokens and engines, from memory; checked against VERSION_KEY at most every
-    API_CACHE_REFRESH_SECONDS, in the background (a stalled Redis must not hold requests).
-    Checked now when `recheck` (a caller that found no token or engine where one may just
-    have been added) or when the process has no copy yet: only then can it raise a Redis
-    error."""
+    """The tokens and engines, from memory; checked against `keys.API_CACHE_VERSION_KEY` at
+    most every API_CACHE_REFRESH_SECONDS, in the background (a stalled Redis must not hold
+    requests). Checked now when `recheck` (a caller that found no token or engine where one
+    may just have been added) or when the process has no copy yet: only then can it raise a
+    Redis error."""
     current = _state.snapshot
     if current is None or recheck:
         return await _checked(client, current)
@@ -98,7 +96,7 @@ async def snapshot(client: redis.asyncio.Redis, recheck: bool = False) -> Snapsh
 async def _checked(client: redis.asyncio.Redis, current: Snapshot | None) -> Snapshot:
     try:
         try:
-            version = await client.get(VERSION_KEY)
+            version = await client.get(keys.API_CACHE_VERSION_KEY)
         except redis.RedisError:
             if current is None:
                 raise
@@ -162,7 +160,7 @@ def changed() -> None:
 def _announce() -> None:
     forget()
     try:
-        index_client().set(VERSION_KEY, secrets.token_hex(8))
+        index_client().set(keys.API_CACHE_VERSION_KEY, secrets.token_hex(8))
     except redis.RedisError as error:
         # The other processes keep their copy until the version moves: say so.
         log.warning("API cache: could not announce a token or engine change (%s)", error)

@@ -26,7 +26,6 @@ from kvadmin.metrics.recorder import hits_key, outcome_minute_key
 from scoring import keys
 from scoring.weights import TierWeights
 
-SAMPLES_KEY = keys.DASHBOARD_SAMPLES_KEY
 SAMPLES_KEPT = 90
 RATE_WINDOW = 10.0
 FAULT_WINDOW = 60.0
@@ -137,7 +136,7 @@ def dashboard_tiles(client: redis.Redis, record_sample: bool = False) -> Tiles:
     now = time.time()
     fleet = read_fleet(client, registered_engines(), knob("LEASE_SECONDS"), now)
     pipe = client.pipeline(transaction=False)
-    pipe.lrange(SAMPLES_KEY, 0, -1)
+    pipe.lrange(keys.DASHBOARD_SAMPLES_KEY, 0, -1)
     pipe.hvals(families.DECISIONS.key)
     minute = int(now // 60)
     minutes = list(range(minute - CHART_MINUTES + 1, minute + 1))
@@ -150,8 +149,8 @@ def dashboard_tiles(client: redis.Redis, record_sample: bool = False) -> Tiles:
     samples = [json.loads(raw) for raw in samples_raw]
     current = _sample(fleet, sum(int(v) for v in decisions_raw), now)
     if record_sample:
-        pipe.lpush(SAMPLES_KEY, json.dumps(current, separators=(",", ":")))
-        pipe.ltrim(SAMPLES_KEY, 0, SAMPLES_KEPT - 1)
+        pipe.lpush(keys.DASHBOARD_SAMPLES_KEY, json.dumps(current, separators=(",", ":")))
+        pipe.ltrim(keys.DASHBOARD_SAMPLES_KEY, 0, SAMPLES_KEPT - 1)
         pipe.execute()
 
     recent_faults = _fault_growth(current, samples)

@@ -3,12 +3,10 @@
 from kvadmin.redis_clients import index_client
 from scoring import keys
 
-REGISTRY_VERSION_KEY = keys.REGISTRY_VERSION_KEY
-
 
 def bump_registry_version() -> int:
-    return int(index_client().incr(REGISTRY_VERSION_KEY))
+    return int(index_client().incr(keys.REGISTRY_VERSION_KEY))
 
 
 def registry_version() -> int:
-    return int(index_client().get(REGISTRY_VERSION_KEY) or 0)
+    return int(index_client().get(keys.REGISTRY_VERSION_KEY) or 0)

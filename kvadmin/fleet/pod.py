@@ -20,7 +20,7 @@ from typing import Any
 
 from kvadmin.fleet.cache import CacheModel, EngineKind, ServeResult, lower_tiers_for
 from kvadmin.fleet.offload import write_policy_for
-from kvadmin.fleet.publisher import Publisher
+from kvadmin.fleet.publisher import Publisher, open_ranks
 from kvadmin.fleet.traffic import PodEndpoint
 from kvadmin.fleet.wire import Encoding
 from kvadmin.index.events import Event
@@ -173,21 +173,15 @@ class SimPod:
         ]
         self._lock = threading.Lock()
         self._next_rank = 0
-        self._senders: list[_Sender] = []
-        try:
-            for rank in range(config.dp_size):
-                publisher = Publisher(
-                    config.events_endpoint,
-                    config.replay_endpoint,
-                    encoding=config.wire_encoding,
-                    topic=config.topic.encode(),
-                    data_parallel_rank=rank,
-                    buffer_steps=config.replay_buffer,
-                )
-                self._senders.append(_Sender(publisher))
-        except BaseException:
-            self.close()
-            raise
+        publishers = open_ranks(
+            config.dp_size,
+            config.events_endpoint,
+            config.replay_endpoint,
+            encoding=config.wire_encoding,
+            topic=config.topic.encode(),
+            buffer_steps=config.replay_buffer,
+        )
+        self._senders = [_Sender(publisher) for publisher in publishers]
 
     @property
     def name(self) -> str:

@@ -67,18 +67,6 @@ class RandomRouter:
         return self._rng.choice(list(pods)), None
 
 
-class FunctionRouter:
-    """Adapts a plain callable with `Router.choose`'s signature."""
-
-    def __init__(
-        self,
-        choose: Callable[
-            [str, Sequence[int], Sequence[PodEndpoint]], tuple[PodEndpoint, int | None]
-        ],
-    ) -> None:
-        self.choose = choose
-
-
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
     index: int

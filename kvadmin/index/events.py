@@ -32,15 +32,12 @@ def engine_hash_value(text: str) -> int | bytes:
 class BlockStored(msgspec.Struct, frozen=True, gc=False):
     block_hashes: tuple[str, ...]
     token_ids: tuple[int, ...] = ()
+    """Empty for a placeholder: vLLM's offloading connector re-announces known blocks in a new
+    tier without their tokens."""
     block_size: int = 0
     medium: str | None = None
     parent_block_hash: str | None = None
     lora_name: str | None = None
-
-    @property
-    def is_placeholder(self) -> bool:
-        """vLLM's offloading connector re-announces known blocks in a new tier, no tokens."""
-        return not self.token_ids
 
 
 class BlockRemoved(msgspec.Struct, frozen=True, gc=False):

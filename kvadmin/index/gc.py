@@ -32,11 +32,12 @@ from kvadmin.index.inventory import PodInventory, read_inventory
 from kvadmin.index.replies import from_hash, texts
 from kvadmin.index.writer import Applier, ExpireStep
 from scoring import keys
-from scoring.values import ValueFormat
-from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
 LOCK_SECONDS = 120
 """Renewed after every step: a run holding it longer than this has died."""
+
+STEP_BLOCKS = 250
+"""Engine blocks per step in the worker: about 3 ms of Redis time each."""
 
 TOTALLED = ("ownerships", "blocks", "orphans", "pods_purged", "purged_blocks")
 
@@ -72,23 +73,21 @@ class GcReport:
 
 
 def collect_garbage(
-    client: redis.Redis,
+    applier: Applier,
     max_age: float,
     registered: Callable[[], set[str]],
     now: float | None = None,
-    chunk_size: int = 250,
-    preference: MediaPreference | None = None,
     interval: float | None = None,
-    value_format: ValueFormat = ValueFormat.TIERED,
 ) -> GcReport | None:
     """One complete run; raises AnotherRunIsActive when another one holds the lock. With an
     `interval`, only if a run is due (None otherwise), decided once the lock is held: two
     workers handed the task at once must not both find it due and run one after the other.
 
-    `registered` lists the engine registry's pods; `preference` orders media as the applier
-    writing the index does (the active tier weights), for the matrix values that change;
-    `value_format` is the one it writes them in (compatibility.md 2.7).
-    Steps of `chunk_size` engine blocks take about 3 ms of Redis time each."""
+    `registered` lists the engine registry's pods. `applier` writes what changes: the
+    ingest writers' media order and value format (the worker's task passes
+    `kvadmin.weights.active.active_applier`), its `chunk_size` engine blocks per step
+    (`STEP_BLOCKS` in the worker)."""
+    client = applier.client
     lock = client.lock(keys.GC_LOCK_KEY, timeout=LOCK_SECONDS, blocking=False, thread_local=False)
     if not lock.acquire(token=uuid.uuid4().hex):
         raise AnotherRunIsActive()
@@ -98,9 +97,6 @@ def collect_garbage(
         began = time.monotonic()
         report = GcReport(started_at=time.time() if now is None else now)
         report.cutoff = int(report.started_at - max_age)
-        applier = Applier(
-            client, preference or DEFAULT_PREFERENCE, chunk_size, value_format=value_format
-        )
         _Run(client, applier, report, lock.reacquire).run(registered)
         report.finished_at = report.started_at + (time.monotonic() - began)
         _store(client, report)

@@ -1,4 +1,9 @@
-"""Index maintenance entry points for the Django side (engine removal, purge buttons)."""
+"""Index maintenance entry points for the Django side (engine removal, purge buttons).
+
+A purge deletes a pod's entries and writes no matrix value, so its writer orders no media:
+unlike every other writer (`kvadmin.weights.active.active_applier`), it needs no tier weights,
+which the engine registry, below them in the import rule, could not ask for.
+"""
 
 import logging
 

@@ -195,10 +195,6 @@ def count(client: redis.Redis, stream: StreamId, counter: str, amount: int = 1) 
     client.hincrby(_key(stream), counter, amount)
 
 
-def read(client: redis.Redis, stream: StreamId) -> dict[str, str]:
-    return client.hgetall(_key(stream))
-
-
 def applied(pipe: Pipeline, stream: StreamId, published: float, now: float) -> None:
     """A run of the stream's batches was applied at `now`: when (`last_event_at`, unix seconds)
     and how far behind its engine (`lag_seconds`, from the last batch's publish time

@@ -35,8 +35,6 @@ from scoring import keys
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
 
-STATE_KEY = keys.VALUE_FORMAT_KEY
-LOCK_KEY = keys.VALUE_FORMAT_LOCK_KEY
 LOCK_SECONDS = 60
 """Renewed after every step: a rewriter holding it longer than this has died."""
 
@@ -65,7 +63,7 @@ class AnotherRewriteIsActive(Exception):
 
 @dataclass(slots=True)
 class RewriteProgress:
-    """Where the switch to `target` stands (stored as the hash at `STATE_KEY`)."""
+    """Where the switch to `target` stands (stored as the hash at `keys.VALUE_FORMAT_KEY`)."""
 
     target: str
     current: str = ""
@@ -100,17 +98,8 @@ class RewriteProgress:
 def progress(client: redis.Redis) -> RewriteProgress | None:
     """The stored state; None when no switch ever ran (every value is tiered then: the only
     format before the setting existed)."""
-    stored = client.hgetall(STATE_KEY)
+    stored = client.hgetall(keys.VALUE_FORMAT_KEY)
     return from_hash(RewriteProgress, stored) if stored else None
-
-
-def served_format(client: redis.Redis, configured: ValueFormat) -> ValueFormat | None:
-    """The format every value of the index is in: the configured one once its switch finished,
-    None while values of both formats may be there."""
-    state = progress(client)
-    if state is None:
-        return ValueFormat.TIERED if configured is ValueFormat.TIERED else None
-    return configured if state.done and state.target_format is configured else None
 
 
 def rewrite(
@@ -127,9 +116,11 @@ def rewrite(
         return RewriteProgress(target.value, current=target.value)
     if state is not None and state.done and state.target_format is target:
         return state
-    lock = client.lock(LOCK_KEY, timeout=LOCK_SECONDS, blocking=False, thread_local=False)
+    lock = client.lock(
+        keys.VALUE_FORMAT_LOCK_KEY, timeout=LOCK_SECONDS, blocking=False, thread_local=False
+    )
     if not lock.acquire(token=uuid.uuid4().hex):
-        raise AnotherRewriteIsActive(LOCK_KEY)
+        raise AnotherRewriteIsActive(keys.VALUE_FORMAT_LOCK_KEY)
     try:
         deadline = time.monotonic() + seconds
         while True:
@@ -251,7 +242,7 @@ def _write(client: redis.Redis, changes: dict[str, list[Change]]) -> int:
 
 def _begun(client: redis.Redis, target: ValueFormat, state: RewriteProgress) -> RewriteProgress:
     state.estimate = _estimate(client)
-    client.delete(STATE_KEY)
+    client.delete(keys.VALUE_FORMAT_KEY)
     _store(client, state)
     return state
 
@@ -275,7 +266,9 @@ def _estimate(client: redis.Redis) -> int:
 
 
 def _store(client: redis.Redis, state: RewriteProgress) -> None:
-    client.hset(STATE_KEY, mapping={name: str(value) for name, value in asdict(state).items()})
+    client.hset(
+        keys.VALUE_FORMAT_KEY, mapping={name: str(value) for name, value in asdict(state).items()}
+    )
 
 
 def _std(key: str) -> str:

@@ -68,57 +68,29 @@ Decisions:
    blocks belong to the old model.
 """
 
-import contextlib
-import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import redis
-from hiredis import pack_command
-from redis.exceptions import NoScriptError
 
 from kvadmin.index.events import (
-    UNKNOWN_TAGS_MAX,
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
     EventBatch,
 )
 from kvadmin.index.scripts import script
+from kvadmin.index.session import ApplyResult, ApplySession, ScriptCall, Submission
 from kvadmin.index.streams import IndexedStream, StreamId
 from scoring import keys
 from scoring.hashing import block_hashes
 from scoring.values import ValueFormat
 from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
-SCRIPT_COUNTERS = (
-    "blocks_stored",
-    "blocks_removed",
-    "clears",
-    "unresolved_placeholders",
-    "unknown_removals",
-    "std_conflicts",
-)
-"""Per-batch counts the apply script returns, in its order."""
-
 MAX_CHUNK = 5000
 """Lua's unpack() takes about 8,000 values; chunks stay well below."""
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyResult:
-    seq: int
-    applied: bool
-    """False when the seq was at or below the stream's last applied one: nothing changed."""
-    counts: dict[str, int] = field(default_factory=dict)
-    """What this batch added to the stream's counters (empty for a duplicate)."""
-
-    @property
-    def duplicate(self) -> bool:
-        return not self.applied
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +117,7 @@ def _prefix(key: str, suffix: str) -> str:
 @lru_cache(maxsize=4096)
 def _pod_keys(pod: str, model: str, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The KEYS of every index script and the pod part of their ARGV (lua/includes/pod_args.lua),
-    less the value format and the media preference (`_script_args`)."""
+    less the value format and the media preference (`Applier.script_args`)."""
     script_keys = (
         keys.refcount_key(pod),
         keys.pod_media_key(pod),
@@ -266,69 +238,6 @@ def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str,
     return blocks, counters
 
 
-@dataclass(slots=True)
-class _Submission:
-    """One `ApplySession.submit`: its script calls and who wants their results."""
-
-    stream: StreamId
-    model: str
-    kind: str
-    preference: MediaPreference
-    done: Callable[["ApplyResults"], None] | None
-    calls: list["_Call"] = field(default_factory=list)
-    unread: int = 0
-    """Calls sent whose reply is not read yet."""
-    sealed: bool = False
-    """Every call is sent."""
-
-    def finish_if_complete(self) -> None:
-        if self.sealed and not self.unread and self.done is not None:
-            done, self.done = self.done, None
-            done(ApplyResults(self.calls))
-
-
-@dataclass(slots=True)
-class _Call:
-    """One script call: its arguments, and per batch its seq and the counters Python knows."""
-
-    submission: _Submission
-    args: list[str]
-    batches: list[tuple[int, dict[str, int]]] = field(default_factory=list)
-    reply: list[int] | None = None
-    """Set once read: the script's reply (see `results`)."""
-
-    def results(self) -> Iterator[ApplyResult]:
-        width = 1 + len(SCRIPT_COUNTERS)
-        for i, (seq, counters) in enumerate(self.batches):
-            applied, *counts = self.reply[1 + i * width : 1 + (i + 1) * width]
-            if applied:
-                script_counts = dict(zip(SCRIPT_COUNTERS, counts, strict=True))
-                yield ApplyResult(seq, True, counters | script_counts)
-            else:
-                yield ApplyResult(seq, False)
-
-
-class ApplyResults(Sequence[ApplyResult]):
-    """One result per batch of a submission, in seq order, built when first looked at: the
-    ingest loop never looks, and building them cost it about 4% of its time (0.6 us per
-    stored block on the benchmark)."""
-
-    def __init__(self, calls: list[_Call]) -> None:
-        self._calls = calls
-        self._results: list[ApplyResult] | None = None
-
-    def _built(self) -> list[ApplyResult]:
-        if self._results is None:
-            self._results = [result for call in self._calls for result in call.results()]
-        return self._results
-
-    def __getitem__(self, index: int) -> ApplyResult:
-        return self._built()[index]
-
-    def __len__(self) -> int:
-        return len(self._built())
-
-
 def _text(value: bytes | str | None) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -340,12 +249,18 @@ class Applier:
     blocks every other Redis client, the router's reads included, so calls stay at a few
     milliseconds (10 to 30 us of Redis time per block, by machine); pipelining keeps the
     throughput of longer calls. `chunk_size` bounds one step of a drain or purge the same way.
+
+    `preference` gives the media order of the matrix values (compatibility.md 5.4); it is
+    asked at every command (once per submission of a session), so a long-lived applier
+    follows the tier weights when they change. Product code builds its appliers with
+    `kvadmin.weights.active.active_applier` (the active weights' order); the default is the
+    order of kthena's default weights.
     """
 
     def __init__(
         self,
         client: redis.Redis,
-        preference: MediaPreference = DEFAULT_PREFERENCE,
+        preference: Callable[[], MediaPreference] = lambda: DEFAULT_PREFERENCE,
         chunk_size: int = 1000,
         blocks_per_call: int = 256,
         value_format: ValueFormat = ValueFormat.TIERED,
@@ -371,30 +286,28 @@ class Applier:
         seq: int,
         batch: EventBatch,
         now: float | None = None,
-        preference: MediaPreference | None = None,
     ) -> ApplyResult:
         stream = IndexedStream(StreamId(pod, rank), model, kind)
-        return self.apply_batches(stream, [(seq, batch)], now, preference)[0]
+        return self.apply_batches(stream, [(seq, batch)], now)[0]
 
     def apply_batches(
         self,
         stream: IndexedStream,
         batches: Sequence[tuple[int, EventBatch]],
         now: float | None = None,
-        preference: MediaPreference | None = None,
     ) -> list[ApplyResult]:
         """Apply (seq, batch) pairs of one stream in seq order, in as few round trips as
         `blocks_per_call` allows; seqs at or below the last applied one are skipped."""
         results: list[ApplyResult] = []
         session = self.session()
         try:
-            session.submit(stream, batches, now, preference, results.extend)
+            session.submit(stream, batches, now, results.extend)
             session.wait()
         finally:
             session.close()
         return results
 
-    def session(self, window: int = 1) -> "ApplySession":
+    def session(self, window: int = 1) -> ApplySession:
         """A connection on which script calls go out ahead of their replies (see
         `ApplySession`); `window` is how many calls may wait for theirs."""
         return ApplySession(self, window)
@@ -405,7 +318,7 @@ class Applier:
         Leaves `last_seq` to the caller."""
         model, kind = self._pod_identity(pod)
         self._run("retire", pod, model, kind, [stream])
-        self._drain(pod, model, kind)
+        self.drain(pod, model, kind)
 
     def forget_legacy_streams(self, pod: str) -> int:
         """Purge the streams of the pod named as no current stream is: builds before pushed
@@ -447,7 +360,7 @@ class Applier:
         """Release every retired engine block of the pod (left by a worker that died between
         a clear or stream purge and its drain), in bounded steps."""
         model, kind = self._pod_identity(pod)
-        self._drain(pod, model, kind)
+        self.drain(pod, model, kind)
 
     def expire_step(self, pod: str, stream: str, cursor: str, cutoff: int) -> ExpireStep:
         """One bounded garbage-collection step over a stream's engine blocks (an HSCAN step
@@ -470,11 +383,11 @@ class Applier:
         reply = self._run("sweep", pod, model, kind, [medium, before, str(self.chunk_size)])
         return ExpireStep(str(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]))
 
-    def _calls(
-        self, submission: _Submission, head: list[str], batches: Sequence[tuple[int, EventBatch]]
-    ) -> Iterator[_Call]:
+    def encoded_calls(
+        self, submission: Submission, head: list[str], batches: Sequence[tuple[int, EventBatch]]
+    ) -> Iterator[ScriptCall]:
         """Runs of batches of at most about `blocks_per_call` blocks, encoded when needed."""
-        call = _Call(submission, list(head))
+        call = ScriptCall(submission, list(head))
         blocks = 0
         for seq, batch in batches:
             count, counters = _encode(seq, batch, call.args)
@@ -482,23 +395,25 @@ class Applier:
             blocks += count
             if blocks >= self.blocks_per_call:
                 yield call
-                call, blocks = _Call(submission, list(head)), 0
+                call, blocks = ScriptCall(submission, list(head)), 0
         if call.batches:
             yield call
 
-    def _drain(
+    def drain(
         self, pod: str, model: str, kind: str, preference: MediaPreference | None = None
     ) -> None:
+        """Release the pod's retired engine blocks in bounded steps, the values they leave
+        ordered by `preference` (by default the applier's own)."""
         while self._run("drain", pod, model, kind, [str(self.chunk_size)], preference):
             pass
 
-    def _script_args(
-        self, pod: str, model: str, kind: str, preference: MediaPreference | None
+    def script_args(
+        self, pod: str, model: str, kind: str, preference: MediaPreference
     ) -> tuple[tuple[str, ...], list[str]]:
         """The KEYS of every index script and the part of ARGV they share; each command's
         own arguments follow (see its script's Input header)."""
         script_keys, pod_args = _pod_keys(pod, model, kind)
-        preference_args = _preference_args(preference or self.preference)
+        preference_args = _preference_args(preference)
         return script_keys, [*pod_args, self.value_format.value, *preference_args]
 
     def _run(
@@ -510,7 +425,7 @@ class Applier:
         own: Sequence[str],
         preference: MediaPreference | None = None,
     ) -> Any:
-        script_keys, args = self._script_args(pod, model, kind, preference)
+        script_keys, args = self.script_args(pod, model, kind, preference or self.preference())
         return self.scripts[command](keys=script_keys, args=[*args, *own], client=self.client)
 
     def _pod_identity(self, pod: str) -> tuple[str, str]:
@@ -520,172 +435,3 @@ class Applier:
         pipe.hget(keys.POD_KINDS_KEY, pod)
         model, kind = pipe.execute()
         return _text(model) or "", _text(kind) or ""
-
-
-class ApplySession:
-    """Script calls sent ahead of their replies on one connection: while Redis applies them,
-    the caller goes on (the ingest loop decodes the next batches), and at most `window`
-    calls wait for their reply at any time.
-
-    `submit` returns once its calls are sent; their results reach its `done` callback when
-    the replies are read, which happens when the window is full or on `wait`. Commands
-    given to `send` follow on the same connection, so they run after the calls sent
-    before them. After any exception the session is spent: `close` drops the connection
-    with the replies still unread, whose calls may or may not have been applied (as after
-    a lost connection; the stream's `last_seq` in Redis says which).
-    """
-
-    def __init__(self, applier: Applier, window: int) -> None:
-        self.applier = applier
-        self.window = window
-        self.pool = applier.client.connection_pool
-        self.connection = self.pool.get_connection()
-        self.in_flight: deque[_Call | None] = deque()
-        """Replies to read, in order: a script call's, or None for a command of `send`."""
-        self.calls = 0
-        """Script calls in `in_flight`."""
-        self.unanswered: dict[StreamId, _Call] = {}
-        """Per stream, its last script call in `in_flight`."""
-        self.retired: dict[str, _Submission] = {}
-        """Pods whose calls cleared a stream: their retired engine blocks wait to be drained."""
-        self.spent = False
-
-    def submit(
-        self,
-        stream: IndexedStream,
-        batches: Sequence[tuple[int, EventBatch]],
-        now: float | None = None,
-        preference: MediaPreference | None = None,
-        done: Callable[["ApplyResults"], None] | None = None,
-    ) -> None:
-        """Send one stream's (seq, batch) pairs, in seq order, as script calls of at most
-        about `blocks_per_call` blocks each, encoding the next call while Redis applies
-        this one."""
-        applier = self.applier
-        model, kind = stream.model, stream.kind
-        preference = preference or applier.preference
-        submission = _Submission(stream.id, model, kind, preference, done)
-        script_keys, head = applier._script_args(stream.id.pod, model, kind, preference)
-        head += [
-            stream.id.name,
-            str(keys.residency_score(time.time() if now is None else now)),
-            str(keys.ENGINE_HASH_TTL_SECONDS),
-            str(UNKNOWN_TAGS_MAX),
-            "",  # after: set per call
-        ]
-        with self._spending():
-            sha = applier.scripts["apply"].sha
-            command = ("EVALSHA", sha, str(len(script_keys)), *script_keys)
-            for call in applier._calls(submission, head, batches):
-                # A call must not apply when the stream's call before it failed (see
-                # `_again`): the script checks that one's last seq is applied.
-                before = self.unanswered.get(stream.id)
-                call.args[len(head) - 1] = str(before.batches[-1][0]) if before else ""
-                self.unanswered[stream.id] = call
-                submission.calls.append(call)
-                submission.unread += 1
-                # hiredis packs the thousands of arguments of a call in C; redis-py's
-                # send_command would first look at each of them in Python.
-                self.connection.send_packed_command([pack_command((*command, *call.args))])
-                self.in_flight.append(call)
-                self.calls += 1
-                while self.calls > self.window:
-                    self._read()
-            submission.sealed = True
-            submission.finish_if_complete()
-            self._drain_retired()
-
-    def send(self, pipeline: "redis.client.Pipeline") -> None:
-        """Send a pipeline's commands after the calls submitted so far, without waiting; an
-        error reply raises when it is read."""
-        with self._spending():
-            for args, _options in pipeline.command_stack:
-                self.connection.send_command(*args)
-                self.in_flight.append(None)
-        pipeline.reset()
-
-    def wait(self) -> None:
-        """Read every outstanding reply, then drain what cleared streams retired."""
-        with self._spending():
-            while self.in_flight:
-                self._read()
-            self._drain_retired()
-
-    def close(self) -> None:
-        """Give the connection back; unread replies must not reach its next user."""
-        if self.spent or self.in_flight:
-            self.connection.disconnect()
-            self.in_flight.clear()
-            self.unanswered.clear()
-            self.spent = True
-        self.pool.release(self.connection)
-
-    @contextlib.contextmanager
-    def _spending(self) -> Iterator[None]:
-        if self.spent:
-            raise RuntimeError("this apply session failed before; start another")
-        try:
-            yield
-        except BaseException:
-            self.spent = True
-            raise
-
-    def _drain_retired(self) -> None:
-        """Release the engine blocks that the calls read so far retired (on another
-        connection: draining commutes with the calls still in flight)."""
-        retired, self.retired = self.retired, {}
-        for pod, submission in sorted(retired.items()):
-            self.applier._drain(pod, submission.model, submission.kind, submission.preference)
-
-    def _read(self) -> None:
-        failed = self._read_one()
-        if failed is not None:
-            # The failed call changed nothing (a missing script, or a model change found
-            # before any write), and the calls of its stream sent after it failed too (the
-            # script refuses them as out of order), whatever another client did meanwhile:
-            # read every reply, then remove the causes and run the failed calls again.
-            failures = [failed]
-            while self.in_flight:
-                if (failed := self._read_one()) is not None:
-                    failures.append(failed)
-            self._again(failures)
-
-    def _read_one(self) -> tuple[_Call, redis.ResponseError] | None:
-        """Read the next reply; a script call's error reply is returned, not raised."""
-        sent = self.in_flight.popleft()
-        if sent is None:
-            self.connection.read_response()
-            return None
-        self.calls -= 1
-        stream = sent.submission.stream
-        if self.unanswered.get(stream) is sent:
-            del self.unanswered[stream]
-        try:
-            reply = self.connection.read_response()
-        except redis.ResponseError as error:
-            return sent, error
-        self._finish(sent, reply)
-        return None
-
-    def _again(self, failed: list[tuple[_Call, redis.ResponseError]]) -> None:
-        """Run failed calls again, in order, once their causes are removed."""
-        purged: set[str] = set()
-        for call, error in failed:
-            pod = call.submission.stream.pod
-            if str(error).startswith("MODEL_CHANGED"):
-                if pod not in purged:
-                    self.applier.purge_pod(pod)
-                    purged.add(pod)
-            elif not (isinstance(error, NoScriptError) or str(error).startswith("OUT_OF_ORDER")):
-                raise error
-            script_keys = _pod_keys(pod, call.submission.model, call.submission.kind)[0]
-            again = self.applier.scripts["apply"]
-            self._finish(call, again(keys=script_keys, args=call.args, client=self.applier.client))
-
-    def _finish(self, call: _Call, reply: list[int]) -> None:
-        submission = call.submission
-        submission.unread -= 1
-        if reply[0]:
-            self.retired[submission.stream.pod] = submission
-        call.reply = reply
-        submission.finish_if_complete()

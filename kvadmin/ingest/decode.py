@@ -113,14 +113,6 @@ class BadFrames(ValueError):
     """A ZMQ message does not have the frame layout of a KV-event stream."""
 
 
-class PublishedBatch(NamedTuple):
-    """One message of the stream: `topic` is None for replay layouts that carry none."""
-
-    topic: bytes | None
-    seq: int
-    batch: EventBatch
-
-
 def decode_batch(payload: bytes) -> EventBatch:
     """Decode one msgpack batch payload; raises `UndecodableBatch` (and nothing else) when it
     is not a batch, is beyond the limits, or the decoder fails on it in any way."""
@@ -158,12 +150,6 @@ def undecodable_batch() -> EventBatch:
     return EventBatch(ts=0.0, events=[], skipped={"undecodable": 1})
 
 
-def decode_frames(frames: Sequence[bytes]) -> PublishedBatch:
-    """Decode one PUB message `[topic, seq(8 bytes big-endian), payload]`."""
-    topic, seq, payload = split_frames(frames)
-    return PublishedBatch(topic, seq, decode_batch(payload))
-
-
 def split_frames(frames: Sequence[bytes]) -> tuple[bytes, int, bytes]:
     """Check one PUB message's frames and read its seq, leaving the payload undecoded: a
     consumer tracking seq needs the seq even of a batch it then cannot decode."""
@@ -171,12 +157,6 @@ def split_frames(frames: Sequence[bytes]) -> tuple[bytes, int, bytes]:
         raise BadFrames(f"a published message is [topic, seq, payload], not {len(frames)} frames")
     topic, seq_frame, payload = frames
     return bytes(topic), _seq(seq_frame), payload
-
-
-def decode_replay_frames(frames: Sequence[bytes]) -> PublishedBatch | None:
-    """Decode one message a DEALER receives from a replay socket; None for the end marker."""
-    split = split_replay_frames(frames)
-    return None if split is None else PublishedBatch(split[0], split[1], decode_batch(split[2]))
 
 
 def split_replay_frames(frames: Sequence[bytes]) -> tuple[bytes | None, int, bytes] | None:

@@ -33,8 +33,9 @@ import zmq
 
 from kvadmin.index import status
 from kvadmin.index.events import EventBatch
+from kvadmin.index.session import ApplySession
 from kvadmin.index.streams import StreamId
-from kvadmin.index.writer import Applier, ApplySession
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.decode import (
     BadFrames,
     UndecodableBatch,
@@ -47,8 +48,6 @@ from kvadmin.ingest.replay import Replayed, ReplayFailed, request_replay
 from kvadmin.ingest.streams import SeqAction, StreamSpec, classify_seq
 from kvadmin.log_once import OncePerKind
 from kvadmin.metrics import recorder
-from scoring.values import ValueFormat
-from scoring.weights import DEFAULT_PREFERENCE, MediaPreference
 
 log = logging.getLogger(__name__)
 
@@ -85,23 +84,23 @@ def payload_digest(payload: bytes) -> str:
 class IngestLoop:
     def __init__(
         self,
-        client: redis.Redis,
+        applier: Applier,
         load_streams: Callable[[], list[StreamSpec]],
         registry_version: Callable[[], int],
         lease_seconds: float = 10.0,
         purge_on_gap: bool = True,
         worker_id: str | None = None,
-        preference: Callable[[], MediaPreference] = lambda: DEFAULT_PREFERENCE,
-        value_format: ValueFormat = ValueFormat.TIERED,
     ) -> None:
-        self.client = client
+        """The loop writes the index through `applier` (the worker's orders media by the
+        active weights: `kvadmin.weights.active.active_applier`) and keeps its leases and
+        stream status on the applier's Redis client."""
+        self.client = client = applier.client
         self.load_streams = load_streams
         self.registry_version = registry_version
         self.purge_on_gap = purge_on_gap
-        self.preference = preference
         self.worker_id = worker_id or f"{socket.gethostname()}:{threading.get_native_id()}"
         self.leases = Leases(client, self.worker_id, lease_seconds)
-        self.applier = Applier(client, value_format=value_format)
+        self.applier = applier
         self.session: ApplySession | None = None
         self.context = zmq.Context.instance()
         self.poller = zmq.Poller()
@@ -322,7 +321,7 @@ class IngestLoop:
             status.applied_digest(pipe, stream_id, digest)
             session.send(pipe)
 
-        session.submit(stream.spec, batches, preference=self.preference(), done=applied)
+        session.submit(stream.spec, batches, done=applied)
         stream.last_applied = batches[-1][0]
 
     def settle(self) -> None:

@@ -5,7 +5,7 @@ import threading
 
 from celery import bootsteps
 
-from kvadmin.conf import knob, value_format
+from kvadmin.conf import knob
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.redis_clients import ingest_client
 
@@ -15,17 +15,15 @@ log = logging.getLogger(__name__)
 def build_loop(worker_id: str | None = None) -> IngestLoop:
     from kvadmin.engines.registry import registry_version
     from kvadmin.ingest.registered import load_streams
-    from kvadmin.weights.active import active_media_preference
+    from kvadmin.weights.active import active_applier
 
     return IngestLoop(
-        client=ingest_client(),
+        applier=active_applier(ingest_client()),
         load_streams=load_streams,
         registry_version=registry_version,
         lease_seconds=knob("LEASE_SECONDS"),
         purge_on_gap=knob("PURGE_ON_GAP"),
         worker_id=worker_id,
-        preference=active_media_preference,
-        value_format=value_format(),
     )
 
 

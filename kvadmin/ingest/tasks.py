@@ -15,7 +15,7 @@ from kvadmin.ingest.decode import UndecodableBatch, decode_batch, undecodable_ba
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import ingest_bytes_client, ingest_client
-from kvadmin.weights.active import active_media_preference, active_weights
+from kvadmin.weights.active import active_applier, active_weights
 from scoring import keys
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ def _spec(engine: Engine, rank: int | None) -> StreamSpec:
 def apply_pushed(pod: str) -> int:
     """Apply a pod's pushed batches in the order they were accepted; returns how many."""
     client = ingest_bytes_client()
-    applier = Applier(client, value_format=configured_value_format())
+    applier = active_applier(client)
     applied = 0
     while True:
         lock = DrainLock(client, pod)
@@ -91,7 +91,7 @@ def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> bo
         return False
     spec = _spec(engine, batch.rank)
     started = time.perf_counter()
-    applier.apply_batches(spec, [(seq, batch)], preference=active_media_preference())
+    applier.apply_batches(spec, [(seq, batch)])
     recorder.record_apply(applier.client, spec.id, [(seq, batch)], time.perf_counter() - started)
     return True
 
@@ -100,15 +100,12 @@ def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> bo
 def collect_garbage(force: bool = False) -> None:
     """Beat sends this every minute; a run happens once GC_INTERVAL_SECONDS have passed since
     the last one started (at once with `force`), unless another process is running one."""
-    client = ingest_client()
     try:
         gc.collect_garbage(
-            client,
+            active_applier(ingest_client(), chunk_size=gc.STEP_BLOCKS),
             knob("GC_MAX_AGE_SECONDS"),
             registered=lambda: set(Engine.objects.values_list("pod", flat=True)),
-            preference=active_media_preference(),
             interval=None if force else knob("GC_INTERVAL_SECONDS"),
-            value_format=configured_value_format(),
         )
     except gc.AnotherRunIsActive:
         return

@@ -35,7 +35,6 @@ from scoring import keys
 
 log = logging.getLogger(__name__)
 
-HITS_KEY_PREFIX = keys.HITS_KEY_PREFIX
 HITS_TTL_SECONDS = 25 * 3600
 """The per-minute hit buckets are kept a day (and an hour): the time ranges of the dashboard
 and the pod pages reach back 24 h."""
@@ -67,7 +66,7 @@ class DecisionLike(Protocol):
 
 def hits_key(minute: int) -> str:
     """`minute` is unix seconds // 60."""
-    return f"{HITS_KEY_PREFIX}{minute}"
+    return f"{keys.HITS_KEY_PREFIX}{minute}"
 
 
 def outcome_minute_key(minute: int) -> str:

@@ -1,24 +1,20 @@
 """The /explain/ page: what the index holds for one request, block by block, and why each pod
 scores what it does.
 
-The scores come from `kvadmin.routing.service.score` itself (not recorded), so they are the
-ones POST /api/v1/score returns for the same input. The page adds what the score walk does not
-return: the request's block hashes and, per block, every owner with its medium, read with ONE
-pipelined HGETALL over the request's block keys, as kthena's reader does.
-
-Token ids for text and chat inputs: `score()` tokenizes through the engines' /tokenize and
-caches the token ids per prompt; the grid asks the same tokenizer for the same input, which is
-normally a cache hit. Should the cache have dropped it meanwhile, the engines are asked again
-(tokenization is deterministic), and a mismatch with the decision is shown, not hidden.
+The scores come from `kvadmin.routing.service.scored` itself (not recorded), so they are the
+ones POST /api/v1/score returns for the same input, and so are the block hashes the grid's
+columns stand for: the page never tokenizes or hashes the request again. It adds what the score
+walk does not read: per block, every owner with its medium (non-candidates and blocks past
+the walk's stop included), read with ONE pipelined HGETALL over the request's block keys, as
+kthena's reader does.
 """
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgspec
 from django import forms
 
-from kvadmin.conf import knob
 from kvadmin.engines.model_names import validate_model_name
 from kvadmin.engines.models import Engine
 from kvadmin.media import medium_class, medium_label
@@ -26,9 +22,7 @@ from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import owners_by_block
 from kvadmin.routing import outcomes, service
 from kvadmin.routing.decisions import Decision, PodExplanation
-from kvadmin.routing.tokenize import TokenizationFailed, Tokenizer, tokenize
 from kvadmin.untrusted_json import InvalidJson, decode_json
-from scoring.hashing import block_hashes
 from scoring.values import BlockValue
 
 INPUTS = (
@@ -138,7 +132,6 @@ class Explanation:
     rows: list[GridRow]
     api: str
     """The decision as POST /api/v1/score returns it (pretty JSON)."""
-    warnings: list[str] = field(default_factory=list)
 
 
 def explain_request(form: ExplainForm) -> Explanation | None:
@@ -149,58 +142,17 @@ def explain_request(form: ExplainForm) -> Explanation | None:
     data = form.cleaned_data
     model, kind, value = data["model"], data["input"], data["value"]
     try:
-        decision = service.score(model, pods=data["pod_list"], record=False, **{kind: value})
+        scored = service.scored(model, pods=data["pod_list"], record=False, **{kind: value})
     except service.ScoreError as error:
         form.add_error(_FIELDS.get(error.field or ""), error.message)
         return None
-    warnings: list[str] = []
-    try:
-        tokens = value if kind == "token_ids" else _tokens(model, kind, value, decision)
-    except TokenizationFailed as error:
-        tokens, warnings = [], [f"the block grid needs the token ids again: {error}"]
-    blocks = block_hashes(tokens, knob("BLOCK_SIZE"), knob("MAX_BLOCKS"))
-    if len(blocks) != decision.n_blocks or (blocks and blocks[0] != decision.first_block):
-        warnings.append("the token ids changed since scoring: the grid may not match the scores")
+    decision = scored.decision
     return Explanation(
         decision=decision,
-        blocks=blocks,
-        rows=_grid(model, blocks, decision),
+        blocks=scored.blocks,
+        rows=_grid(model, scored.blocks, decision),
         api=json.dumps(msgspec.to_builtins(outcomes.decision_answer(decision)), indent=2),
-        warnings=warnings,
     )
-
-
-def _tokens(model: str, kind: str, value: object, decision: Decision) -> list[int]:
-    """The token ids `score()` used: its tokenizer cache holds them (see the module doc)."""
-    engines = Engine.objects.filter(pod__in=decision.candidates).exclude(http_base_url="")
-    tokenizers = [Tokenizer(e.pod, e.kind, e.http_base_url) for e in engines]
-    messages = _plain_messages(value) if kind == "messages" else None
-    tokenized = tokenize(
-        model,
-        tokenizers,
-        prompt=value if kind == "prompt" else None,  # type: ignore[arg-type]
-        messages=messages,
-        keep=knob("BLOCK_SIZE") * knob("MAX_BLOCKS"),
-        timeout=knob("TOKENIZE_TIMEOUT"),
-        cache_size=knob("TOKENIZE_CACHE_SIZE"),
-    )
-    return list(tokenized.tokens)
-
-
-def _plain_messages(value: object) -> list[dict[str, str]]:
-    """Messages as score() passed them on: list contents keep their text parts joined with
-    newlines (compatibility.md 2.6). score() has validated the shape already."""
-    plain = []
-    for message in value:  # type: ignore[attr-defined]
-        content = message["content"]
-        if isinstance(content, list):
-            content = "\n".join(
-                part["text"]
-                for part in content
-                if isinstance(part, dict) and part.get("type") == "text"
-            )
-        plain.append({"role": message["role"], "content": content})
-    return plain
 
 
 def _grid(model: str, blocks: list[int], decision: Decision) -> list[GridRow]:

@@ -45,9 +45,6 @@ return out
 find the range's ranks, then each pick is one O(log n) ZRANGE by rank."""
 
 
-samples_key = keys.pod_samples_key
-
-
 @cache
 def _evenly() -> Script:
     return Script(None, _EVENLY.encode())  # type: ignore[arg-type]
@@ -69,7 +66,7 @@ def record_samples(client: redis.Redis, summaries: Iterable[PodSummary], now: in
     """Append one sample per pod, dropping what is older than the retention, one round trip."""
     pipe = client.pipeline(transaction=False)
     for summary in summaries:
-        key = samples_key(summary.pod)
+        key = keys.pod_samples_key(summary.pod)
         member = json.dumps({"t": now, "c": summary.counts}, separators=(",", ":"))
         pipe.zadd(key, {member: now})
         pipe.zremrangebyscore(key, "-inf", f"({now - RETENTION_SECONDS}")
@@ -80,7 +77,7 @@ def record_samples(client: redis.Redis, summaries: Iterable[PodSummary], now: in
 def read_chart(client: redis.Redis, pod: str, start: float = 0, end: float = float("inf")) -> Chart:
     """The pod's samples taken from `start` to `end` (unix seconds), at most MAX_POINTS."""
     bounds = [MAX_POINTS, f"{start:.0f}", "+inf" if end == float("inf") else f"{end:.0f}"]
-    members = _evenly()(keys=[samples_key(pod)], args=bounds, client=client)
+    members = _evenly()(keys=[keys.pod_samples_key(pod)], args=bounds, client=client)
     samples = [json.loads(member) for member in members]
     media = medium_order({m for sample in samples for m in sample["c"]})
     return Chart(

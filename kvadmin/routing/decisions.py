@@ -24,9 +24,6 @@ from scoring.choice import choose
 from scoring.score import PodScore, PrefixWalk, score_walk
 from scoring.weights import TierWeights
 
-DECISIONS_KEY = keys.DECISIONS_KEY
-"""STREAM: one entry per scoring decision, field "d" = the Decision as JSON. Capped."""
-
 _SCAN_PAGE = 200
 
 
@@ -205,7 +202,7 @@ def queue_append(pipeline: Pipeline, decision: Decision) -> None:
     """Add the XADD of a decision to `pipeline` (its reply is the log id). Trimming is
     approximate (`MAXLEN ~`): Redis drops whole macro nodes, so it costs next to nothing."""
     pipeline.xadd(
-        DECISIONS_KEY, {"d": encode(decision)}, maxlen=knob("DECISIONS_MAX"), approximate=True
+        keys.DECISIONS_KEY, {"d": encode(decision)}, maxlen=knob("DECISIONS_MAX"), approximate=True
     )
 
 
@@ -243,7 +240,7 @@ def get(log_id: str, client: redis.Redis | None = None) -> Decision | None:
     """The decision recorded under `log_id`, None when the log no longer has it."""
     client = client or index_client()
     try:
-        entries = client.xrange(DECISIONS_KEY, log_id, log_id)
+        entries = client.xrange(keys.DECISIONS_KEY, log_id, log_id)
     except redis.ResponseError:  # not a stream id
         return None
     return next(decoded(entries), None)
@@ -252,7 +249,7 @@ def get(log_id: str, client: redis.Redis | None = None) -> Decision | None:
 def _newest_first(client: redis.Redis) -> Iterator[Decision]:
     upper = "+"
     while True:
-        entries = client.xrevrange(DECISIONS_KEY, max=upper, count=_SCAN_PAGE)
+        entries = client.xrevrange(keys.DECISIONS_KEY, max=upper, count=_SCAN_PAGE)
         yield from decoded(entries)
         if len(entries) < _SCAN_PAGE:
             return

@@ -152,7 +152,7 @@ def find(decision_id: str, client: redis.Redis) -> Decision | None:
         return None
     # Entries of the same millisecond are few: the decision is among them.
     millisecond = str(int(logged_ms))
-    entries = client.xrange(decisions.DECISIONS_KEY, millisecond, millisecond)
+    entries = client.xrange(keys.DECISIONS_KEY, millisecond, millisecond)
     return _among(entries, decision_id)
 
 
@@ -164,7 +164,7 @@ async def find_async(decision_id: str, client: redis.asyncio.Redis) -> Decision 
     if logged_ms is None:
         return None
     millisecond = str(int(logged_ms))
-    entries = await client.xrange(decisions.DECISIONS_KEY, millisecond, millisecond)
+    entries = await client.xrange(keys.DECISIONS_KEY, millisecond, millisecond)
     return _among(entries, decision_id)
 
 

@@ -25,6 +25,9 @@ chooses a pod and records the decision:
    feed reads the log on its own (`routing.tail`). An unrecorded scoring (`record=False`, an
    explain page) writes nothing, routing state included.
 
+`scored()` is `score()` also returning the request's block hashes, for the explain page
+(kvadmin/residency/explain.py), which lays its grid out over them.
+
 `score_async()` is the same steps for the API's lean path (kvadmin/api/fast_path.py) on an
 event loop: the steps that touch nothing are shared, the Redis round trips go through
 redis.asyncio, and the registry and the weights come from the caller's per-process caches
@@ -138,6 +141,16 @@ class _Candidate:
     tokenizer: str
 
 
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A decision and what scoring computed on the way to it, for a page that shows more than
+    the decision (the explain page): nothing is tokenized or hashed twice."""
+
+    decision: Decision
+    blocks: list[int]
+    """The request's block hashes, as the index read hashed them (`decision.n_blocks`)."""
+
+
 def score(
     model: object,
     *,
@@ -157,6 +170,30 @@ def score(
     DECISIONS_RECORD knob) allow; a log that cannot be written is logged, not raised: the
     caller still gets its decision (with an empty `log_id`).
     """
+    return scored(
+        model,
+        token_ids=token_ids,
+        prompt=prompt,
+        messages=messages,
+        pods=pods,
+        request_id=request_id,
+        policy=policy,
+        record=record,
+    ).decision
+
+
+def scored(
+    model: object,
+    *,
+    token_ids: object = None,
+    prompt: object = None,
+    messages: object = None,
+    pods: object = None,
+    request_id: object = None,
+    policy: object = None,
+    record: bool = True,
+) -> Scored:
+    """`score`, with the request's block hashes."""
     started = perf_counter()
     request = _validated(model, token_ids, prompt, messages, pods, request_id, policy)
     candidates = _candidates(request.model, request.pods, registered(request.model))
@@ -180,7 +217,7 @@ def score(
             _recorded(decision, replies)
         except redis.RedisError as error:
             log.warning("decision %s not recorded: %s", decision.id, error)
-    return decision
+    return Scored(decision, read.blocks)
 
 
 async def score_async(

@@ -30,6 +30,7 @@ from django.utils.safestring import SafeString
 from kvadmin.routing import decisions
 from kvadmin.routing.decisions import Decision
 from kvadmin.routing.presenters import row_html
+from scoring import keys
 
 log = logging.getLogger(__name__)
 
@@ -112,13 +113,13 @@ class DecisionTail:
 
     async def _read(self, client: redis.asyncio.Redis) -> None:
         if self.cursor is None:
-            newest = await client.xrevrange(decisions.DECISIONS_KEY, count=1)
+            newest = await client.xrevrange(keys.DECISIONS_KEY, count=1)
             self.cursor = newest[0][0] if newest else "0-0"
             self.read_at = time.time()
             self._ready.set()
         while True:
             reply = await client.xread(
-                {decisions.DECISIONS_KEY: self.cursor}, count=READ_COUNT, block=BLOCK_MS
+                {keys.DECISIONS_KEY: self.cursor}, count=READ_COUNT, block=BLOCK_MS
             )
             self.read_at = time.time()
             for _key, entries in reply or ():

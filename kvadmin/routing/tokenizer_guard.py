@@ -37,7 +37,6 @@ from scoring import keys
 
 log = logging.getLogger(__name__)
 
-GUARD_KEY = keys.TOKENIZER_GUARD_KEY
 CHECK_QUEUE = 16
 FIELDS = ("checks", "mismatches", "disabled_at")
 
@@ -130,15 +129,17 @@ def record(model: str, matched: bool, client: redis.Redis | None = None) -> Guar
     """Count one check; disables the model's local tokenizer when the rule says so."""
     client = client or index_client()
     pipe = client.pipeline(transaction=False)
-    pipe.hincrby(GUARD_KEY, _field(model, "checks"), 1)
-    pipe.hincrby(GUARD_KEY, _field(model, "mismatches"), 0 if matched else 1)
+    pipe.hincrby(keys.TOKENIZER_GUARD_KEY, _field(model, "checks"), 1)
+    pipe.hincrby(keys.TOKENIZER_GUARD_KEY, _field(model, "mismatches"), 0 if matched else 1)
     inc(pipe, f.TOKENIZER_CHECKS, (model, "match" if matched else "mismatch"))
     checks, mismatches, _ = pipe.execute()
     state = GuardState(checks, mismatches)
     if (
         checks >= knob("TOKENIZER_CHECK_MIN")
         and state.mismatch_rate > knob("TOKENIZER_MISMATCH_MAX")
-        and client.hsetnx(GUARD_KEY, _field(model, "disabled_at"), f"{time.time():.3f}")
+        and client.hsetnx(
+            keys.TOKENIZER_GUARD_KEY, _field(model, "disabled_at"), f"{time.time():.3f}"
+        )
     ):
         log.warning(
             "local tokenizer of %s disabled: %d of %d checks differed from the engines",
@@ -182,7 +183,7 @@ def disabled(model: str) -> bool:
 def states(client: redis.Redis | None = None) -> dict[str, GuardState]:
     """Every checked model's state, in one read."""
     values: dict[str, dict[str, str]] = {}
-    for field, value in (client or index_client()).hgetall(GUARD_KEY).items():
+    for field, value in (client or index_client()).hgetall(keys.TOKENIZER_GUARD_KEY).items():
         parts = label_values(field)
         if len(parts) == 2 and parts[1] in FIELDS:
             values.setdefault(parts[0], {})[parts[1]] = value
@@ -212,7 +213,7 @@ class GuardCollector(Collector):
 
 def state(model: str, client: redis.Redis | None = None) -> GuardState:
     checks, mismatches, disabled_at = (client or index_client()).hmget(
-        GUARD_KEY, [_field(model, name) for name in FIELDS]
+        keys.TOKENIZER_GUARD_KEY, [_field(model, name) for name in FIELDS]
     )
     return GuardState(
         int(checks or 0), int(mismatches or 0), float(disabled_at) if disabled_at else None
@@ -222,5 +223,7 @@ def state(model: str, client: redis.Redis | None = None) -> GuardState:
 def reset(model: str, client: redis.Redis | None = None) -> None:
     """Re-arm the model's local tokenizer: forget its checks (and that it was disabled)."""
     global _disabled
-    (client or index_client()).hdel(GUARD_KEY, *(_field(model, name) for name in FIELDS))
+    (client or index_client()).hdel(
+        keys.TOKENIZER_GUARD_KEY, *(_field(model, name) for name in FIELDS)
+    )
     _disabled = (0.0, frozenset())

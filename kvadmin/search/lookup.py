@@ -180,7 +180,7 @@ def _decision(client: redis.Redis, decision_id: str) -> list[Match]:
     needle = f'"id":"{decision_id}"'
     lower, upper = f"{max(0, millisecond - 1000)}-0", f"{millisecond + DECISION_WINDOW_MS}-0"
     while True:
-        entries = client.xrange(decisions.DECISIONS_KEY, lower, upper, count=LOG_PAGE)
+        entries = client.xrange(keys.DECISIONS_KEY, lower, upper, count=LOG_PAGE)
         hits = [(log_id, fields) for log_id, fields in entries if needle in fields.get("d", "")]
         if hits:
             return [_decision_match("decision", d) for d in decisions.decoded(hits)]
@@ -196,7 +196,7 @@ def _requests(client: redis.Redis, request_id: str) -> list[Match]:
     found: list[Match] = []
     upper = "+"
     while len(found) < MAX_LISTED:
-        entries = client.xrevrange(decisions.DECISIONS_KEY, max=upper, count=SCAN_PAGE)
+        entries = client.xrevrange(keys.DECISIONS_KEY, max=upper, count=SCAN_PAGE)
         hits = [(log_id, fields) for log_id, fields in entries if needle in fields.get("d", "")]
         found += [
             _decision_match("request", d)

@@ -1,11 +1,11 @@
 """The tier weights and TTFT parameters every scoring process uses right now, with the version
 that names them (a version holds both, kvadmin.weights.parameters).
 
-A saved version is published to Redis (`VERSION_KEY` + `CONFIG_KEY`, set together by one
-script). Each process (web or worker, however many) keeps the weights in memory and re-reads
-the version with one GET at most every `WEIGHTS_REFRESH_SECONDS` (0.5 s), loading the config
-only when the version moved: a save reaches every process within about half a second, and the
-scoring hot path costs a clock read, never a database query.
+A saved version is published to Redis (`keys.WEIGHTS_VERSION_KEY` + `keys.WEIGHTS_CONFIG_KEY`,
+set together by one script). Each process (web or worker, however many) keeps the weights in
+memory and re-reads the version with one GET at most every `WEIGHTS_REFRESH_SECONDS` (0.5 s),
+loading the config only when the version moved: a save reaches every process within about half
+a second, and the scoring hot path costs a clock read, never a database query.
 
 Decisions:
 1. Publishing only moves the version forward (the script compares), so a process that
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import redis
 
-from kvadmin.conf import knob
+from kvadmin.conf import knob, value_format
+from kvadmin.index.writer import Applier
 from kvadmin.log_once import OncePerKind
 from kvadmin.redis_clients import index_client
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
@@ -36,9 +37,6 @@ from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
 from scoring.weights import InvalidTierWeights, MediaPreference, TierWeights
 
 log = logging.getLogger(__name__)
-
-VERSION_KEY = keys.WEIGHTS_VERSION_KEY
-CONFIG_KEY = keys.WEIGHTS_CONFIG_KEY
 
 _PUBLISH = """
 local current = tonumber(redis.call('GET', KEYS[1]) or '-1')
@@ -117,6 +115,18 @@ def active_media_preference() -> MediaPreference:
     return cached[1]
 
 
+def active_applier(client: redis.Redis, **options: int) -> Applier:
+    """The index writer product code uses: matrix values name the tier the active weights
+    score highest (`active_media_preference`, asked at every command, so a long-lived writer
+    follows a saved version) in the configured value format (compatibility.md 2.7). Every
+    writer that orders media is built here (purges order none: kvadmin/index/purge.py), so
+    no drain or collection orders them by other weights.
+    `options`: the `Applier`'s bounds (`chunk_size`, `blocks_per_call`)."""
+    return Applier(
+        client, preference=active_media_preference, value_format=value_format(), **options
+    )
+
+
 def publish(version: int, config: WeightConfig, *, force: bool = False) -> bool:
     """Announce `version` to every process; False when Redis already has it or a newer one
     (unless `force`: the repair after restoring an older database). This process switches at
@@ -124,7 +134,15 @@ def publish(version: int, config: WeightConfig, *, force: bool = False) -> bool:
     payload = json.dumps({"version": version, **config.to_json()})
     client = index_client()
     published = bool(
-        client.eval(_PUBLISH, 2, VERSION_KEY, CONFIG_KEY, version, payload, "1" if force else "0")
+        client.eval(
+            _PUBLISH,
+            2,
+            keys.WEIGHTS_VERSION_KEY,
+            keys.WEIGHTS_CONFIG_KEY,
+            version,
+            payload,
+            "1" if force else "0",
+        )
     )
     if published:
         _state.active = ActiveWeights.of(version, config)
@@ -160,13 +178,13 @@ def _refreshed(active: ActiveWeights | None) -> ActiveWeights:
 def _checked(current: ActiveWeights | None) -> ActiveWeights:
     try:
         client = index_client()
-        version = client.get(VERSION_KEY)
+        version = client.get(keys.WEIGHTS_VERSION_KEY)
         _failures.recovered("redis")
         if version is None:
             return _bootstrapped(current)
         if current is not None and int(version) == current.version:
             return current
-        return _parsed(client.get(CONFIG_KEY)) or current or _DEFAULTS
+        return _parsed(client.get(keys.WEIGHTS_CONFIG_KEY)) or current or _DEFAULTS
     except (redis.RedisError, ValueError) as error:
         _failures.failed("redis", "tier weights: cannot read the published version (%s)", error)
         return current or _DEFAULTS
@@ -195,7 +213,7 @@ def _bootstrapped(current: ActiveWeights | None) -> ActiveWeights:
         return current or _DEFAULTS
     version, config = found[0]
     publish(version, config)
-    return _parsed(index_client().get(CONFIG_KEY)) or ActiveWeights.of(version, config)
+    return _parsed(index_client().get(keys.WEIGHTS_CONFIG_KEY)) or ActiveWeights.of(version, config)
 
 
 def _read_latest_saved(found: list[tuple[int, WeightConfig] | Exception]) -> None:

@@ -19,7 +19,8 @@ import websockets
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from tests.conftest import http_json, start_asgi_server, stop_process
-from tests.routing.conftest import MODEL, PODS, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, tokens
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def engines(redis_client) -> list[Engine]:
+    """Three vLLM engines serving MODEL, registered (the index database flushed first)."""
     return [
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint=f"tcp://127.0.0.1:{5557 + i}")
         for i, pod in enumerate(PODS)

@@ -13,7 +13,8 @@ from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.index.pod_lock import DrainLock
 from scoring import keys
-from tests.ingest.conftest import MODEL, snapshot
+from tests.index import MODEL
+from tests.ingest.conftest import snapshot
 from tests.ingest.malicious import any_payloads, rejected_payloads
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,6 +25,7 @@ FIXTURES = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
 @pytest.fixture
 def token() -> str:
+    """An engine pusher's token, for a registered two-rank pod."""
     Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:1", dp_size=2)
     return ApiToken.issue("engine-pusher", "events:push")[1]
 

@@ -12,6 +12,7 @@ from kvadmin.index import status
 from kvadmin.index.streams import push_stream
 from kvadmin.ingest import pushed
 from scoring import keys
+from tests.index import MODEL
 from tests.ingest.blocks import key, removed, stored
 from tests.waiting import wait_until
 
@@ -22,7 +23,8 @@ URL = f"/api/v1/events/{POD}"
 
 @pytest.fixture
 def token() -> str:
-    Engine.objects.create(pod=POD, model="Qwen/Qwen3-8B", events_endpoint="tcp://127.0.0.1:1")
+    """An engine pusher's token, for the registered pod."""
+    Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:1")
     return ApiToken.issue("engine-pusher", "events:push")[1]
 
 
@@ -90,10 +92,13 @@ def test_batches_queued_for_a_removed_engine_never_reach_the_next_one(
     stream = push_stream(POD, 0)
     pushed.enqueue(redis_client, stream, Engine.objects.get(pod=POD).pk, _batch(stored(1)))
     remove_engine(POD)
-    Engine.objects.create(pod=POD, model="Qwen/Qwen3-8B", events_endpoint="tcp://127.0.0.1:1")
+    Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:1")
 
     assert _post(_batch(stored(2)), token).status_code == 202
-    wait_until(lambda: status.read(redis_client, stream).get("stale_pushes") == "1", what="drop")
+    wait_until(
+        lambda: status.read_statuses(redis_client, [stream])[0].status.get("stale_pushes") == "1",
+        what="drop",
+    )
     assert redis_client.hget(key(2), POD)
     assert redis_client.hget(key(1), POD) is None
 

@@ -17,8 +17,9 @@ from kvadmin.ingest.decode import decode_batch
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.ingest.tasks import apply_pushed
 from scoring import keys
+from tests.index import MODEL
 from tests.ingest.blocks import key, stored
-from tests.ingest.conftest import MODEL, snapshot
+from tests.ingest.conftest import snapshot
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,6 +30,7 @@ ZMQ_RANK_0 = StreamId(POD, 0)
 
 @pytest.fixture
 def token() -> str:
+    """An engine pusher's token, for the registered pod."""
     Engine.objects.create(pod=POD, model=MODEL, events_endpoint="tcp://127.0.0.1:1")
     return ApiToken.issue("engine-pusher", "events:push")[1]
 
@@ -67,12 +69,12 @@ def test_a_rank_outside_the_engine_is_400_and_changes_nothing(token, redis_clien
 def test_a_pushed_rank_0_batch_leaves_the_zmq_rank_0_stream_alone(
     token, redis_client, zmq_state, celery_worker
 ) -> None:
-    zmq_before = status.read(redis_client, ZMQ_RANK_0)
+    zmq_before = status.read_statuses(redis_client, [ZMQ_RANK_0])[0].status
     engine_blocks = redis_client.hgetall(keys.engine_blocks_key(POD, "0"))
     assert _post(_clear(0), token).status_code == 202
     assert _post(_batch(stored(2)), token).status_code == 202
     wait_until(lambda: redis_client.hget(key(2), POD), what="the push applied")
-    assert status.read(redis_client, ZMQ_RANK_0) == zmq_before
+    assert status.read_statuses(redis_client, [ZMQ_RANK_0])[0].status == zmq_before
     assert redis_client.hgetall(keys.engine_blocks_key(POD, "0")) == engine_blocks
     assert redis_client.hget(key(1), POD)  # the ZMQ stream's block survived the pushed clear
     assert status.last_seq(redis_client, push_stream(POD, 0)) == 2
@@ -86,10 +88,15 @@ def test_the_task_refuses_a_queued_rank_the_engine_does_not_have(
     redis_client.rpush(keys.push_queue_key(POD), b"1|" + _clear(-1))
     assert _post(_batch(stored(2)), token).status_code == 202
     wait_until(lambda: redis_client.hget(key(2), POD), what="the next push applied")
-    refused = status.read(redis_client, push_stream(POD, 0)).get("bad_rank_pushes")
+    refused = status.read_statuses(redis_client, [push_stream(POD, 0)])[0].status.get(
+        "bad_rank_pushes"
+    )
     assert refused == "1"
     assert redis_client.hget(key(1), POD)
-    assert status.read(redis_client, ZMQ_RANK_0) == zmq_state[keys.stream_status_key(POD, "0")]
+    assert (
+        status.read_statuses(redis_client, [ZMQ_RANK_0])[0].status
+        == zmq_state[keys.stream_status_key(POD, "0")]
+    )
 
 
 def test_a_disabled_engine_is_409_and_queues_nothing(token, redis_client) -> None:
@@ -108,7 +115,10 @@ def test_batches_queued_before_the_disable_are_not_applied(
     Engine.objects.filter(pod=POD).update(enabled=False)
     apply_pushed.delay(POD)
     wait_until(lambda: not redis_client.exists(keys.push_queue_key(POD)), what="queue drained")
-    assert status.read(redis_client, push_stream(POD, 0)).get("disabled_pushes") == "1"
+    assert (
+        status.read_statuses(redis_client, [push_stream(POD, 0)])[0].status.get("disabled_pushes")
+        == "1"
+    )
     assert redis_client.hget(key(1), POD) is None
 
 

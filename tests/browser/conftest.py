@@ -13,6 +13,7 @@ CHROMIUM = "/usr/bin/chromium"
 
 @pytest.fixture(scope="package")
 def browser():
+    """One headless Chromium for the package's tests (launched once: it takes seconds)."""
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API runs an event loop in this thread; the ORM calls of the test
@@ -37,6 +38,7 @@ def browser():
 
 @pytest.fixture
 def page(browser):
+    """A page in a fresh browser context (no cookies from other tests), quick to time out."""
     context = browser.new_context()
     page = context.new_page()
     page.set_default_timeout(10_000)

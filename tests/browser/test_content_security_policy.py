@@ -27,6 +27,7 @@ document.addEventListener("securitypolicyviolation",
 
 @pytest.fixture
 def operator(django_user_model):
+    """Olga, a superuser who may open every page, and one engine for the pages to show."""
     Engine.objects.create(
         pod="vllm-0.default", model="Qwen/Qwen3-8B", kind="vllm", events_endpoint="tcp://h:5557"
     )

@@ -12,9 +12,10 @@ import redis
 from kvadmin.dashboard.tasks import publish_tiles
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
-from kvadmin.fleet.traffic import FunctionRouter, PodEndpoint, TrafficGenerator
+from kvadmin.fleet.traffic import PodEndpoint, TrafficGenerator
 from kvadmin.fleet.workload import Workload
 from kvadmin.index import status
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.probes import probe_engines
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.registered import load_streams
@@ -22,10 +23,10 @@ from kvadmin.metrics import recorder
 from kvadmin.routing.service import score
 from tests.browser.conftest import log_in
 from tests.fleet.conftest import local_config
+from tests.index import MODEL
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-MODEL = "Qwen/Qwen3-8B"
 RATES = ("events", "blocks", "decisions")
 
 
@@ -42,12 +43,12 @@ def fleet(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
     specs = load_streams()  # the registered engines' streams, as a worker reads them
     with Fleet(configs) as fleet:
         client = redis.Redis.from_url(redis_url, decode_responses=True)
-        loop = IngestLoop(client, lambda: specs, int)
+        loop = IngestLoop(Applier(client), lambda: specs, int)
         thread = threading.Thread(target=loop.run, daemon=True)
         thread.start()
         for spec in specs:
             wait_until(
-                lambda spec=spec: status.read(redis_client, spec.id).get("connected") == "1",
+                lambda spec=spec: status.read_statuses(redis_client, [spec.id])[0].connected,
                 what=f"{spec.id} connected",
             )
         yield fleet
@@ -55,18 +56,19 @@ def fleet(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
         thread.join(timeout=15)
 
 
-def _kvadmin_router(client: redis.Redis) -> FunctionRouter:
+class KvadminRouter:
     """Routes as a gateway asking kvadmin would: the scoring service decides, and the
     decision is recorded for the metrics and the dashboard."""
 
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
     def choose(
-        model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
+        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
     ) -> tuple[PodEndpoint, int | None]:
         decision = score(model, token_ids=list(token_ids), record=False)
-        recorder.record_decision(client, decision)
+        recorder.record_decision(self.client, decision)
         return next(p for p in pods if p.name == decision.chosen), None
-
-    return FunctionRouter(choose)
 
 
 def _publish() -> None:
@@ -85,7 +87,7 @@ def test_the_tiles_follow_the_fleet(
     page.wait_for_selector("#dashboard[data-live=connected]")
     assert page.locator("#tile-media [data-total]").get_attribute("data-total") == "0"
     assert page.locator("#tile-ingest [data-rate=events]").inner_text() == "—"
-    traffic = TrafficGenerator(fleet.endpoints(), _kvadmin_router(redis_client), Workload(MODEL))
+    traffic = TrafficGenerator(fleet.endpoints(), KvadminRouter(redis_client), Workload(MODEL))
 
     def updated() -> bool:
         traffic.run(requests=4)

@@ -38,11 +38,11 @@ from tests.conftest import (
     start_worker,
     stop_process,
 )
+from tests.index import MODEL
 from tests.waiting import wait_until
 from tests.weights.forms import operator_cookie, save_at_once, weights_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-MODEL = "Qwen/Qwen3-8B"
 PROMPT = list(range(1000, 1064))  # four blocks
 
 
@@ -81,6 +81,8 @@ class Deployment:
 
 @pytest.fixture
 def deployment(subprocess_env, tmp_path, version_one) -> Iterator[Deployment]:
+    """Two web servers, two workers and beat on a Redis of their own, a simulated vLLM and SGLang
+    pod registered, every stream owned by a worker."""
     server = RedisServer().start()
     env = subprocess_env | {"REDIS_URL": server.url, "KVADMIN_LEASE_SECONDS": "3"}
     configs = [local_config("vllm-0.default", model=MODEL),

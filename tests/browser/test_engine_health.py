@@ -15,6 +15,7 @@ from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.probes import probe_engines
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.registered import load_streams
@@ -33,12 +34,11 @@ def engine(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
     Engine.objects.create(**config.engine_fields())
     spec = load_streams()[0]  # the registered engine's stream, as a worker reads it
     with Fleet([config]) as fleet:
-        loop = IngestLoop(
-            redis.Redis.from_url(redis_url, decode_responses=True), lambda: [spec], int
-        )
+        client = redis.Redis.from_url(redis_url, decode_responses=True)
+        loop = IngestLoop(Applier(client), lambda: [spec], int)
         thread = threading.Thread(target=loop.run, daemon=True)
         thread.start()
-        wait_until(lambda: status.read(redis_client, spec.id).get("connected") == "1")
+        wait_until(lambda: status.read_statuses(redis_client, [spec.id])[0].connected)
         yield fleet
         loop.stop()
         thread.join(timeout=15)
@@ -72,7 +72,7 @@ def test_a_dead_engine_shows_as_unreachable_everywhere(
     page.locator("#health span[data-state=unreachable]").wait_for()
     assert replay.get_attribute("data-ok") == "no"
     assert "failed" in replay.inner_text() and "ago" in replay.inner_text()
-    assert status.read(redis_client, StreamId(POD, 0)).get("connected") == "1", (
+    assert status.read_statuses(redis_client, [StreamId(POD, 0)])[0].connected, (
         "the ingest stream still says connected: only the evidence tells"
     )
     page.goto(f"{asgi_server}/")

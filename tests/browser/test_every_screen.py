@@ -9,7 +9,8 @@ from tests.browser.accessibility import SWAGGER_UI_MARKUP, violations
 from tests.browser.conftest import log_in
 from tests.conftest import http_json
 from tests.faults.conftest import site  # noqa: F401 (a web server on a Redis of its own)
-from tests.residency.conftest import MODEL, NOW, Index, register, std, tokens
+from tests.index import MODEL, NOW, IngestedIndex, std, tokens
+from tests.residency.conftest import register
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -18,12 +19,12 @@ MISSING = 12345
 
 
 @pytest.fixture
-def fleet(redis_client, django_user_model) -> Index:
+def fleet(redis_client, django_user_model) -> IngestedIndex:
     """Two pods holding blocks in every styled medium, one scored request on the feed, and
     Carol, an operator with every permission (so pages show their edit controls too)."""
     register("vllm-0.default")
     register("vllm-1.default")
-    index = Index(redis_client)
+    index = IngestedIndex(redis_client)
     index.store("vllm-0.default", range(10), at=NOW)
     index.offload("vllm-0.default", range(3), "CPU", at=NOW + 60)
     index.offload("vllm-0.default", range(3, 5), "DISK", at=NOW + 60)

@@ -6,7 +6,8 @@ from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from tests.browser.conftest import log_in
 from tests.conftest import http_json
-from tests.routing.conftest import MODEL, PODS, hold, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, tokens
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -8,15 +8,8 @@ import pytest
 
 from kvadmin.routing.service import score
 from tests.browser.conftest import log_in
-from tests.residency.conftest import (  # noqa: F401  (the index fixture)
-    MODEL,
-    OTHER_MODEL,
-    engine_hash,
-    index,
-    register,
-    std,
-    tokens,
-)
+from tests.index import MODEL, OTHER_MODEL, engine_hash, std, tokens
+from tests.residency.conftest import register
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -8,18 +8,19 @@ from playwright.sync_api import expect
 from kvadmin.residency.listing import PAGE_SIZE
 from kvadmin.residency.tasks import sample_pods
 from tests.browser.conftest import log_in
-from tests.residency.conftest import MODEL, NOW, Index, register, std
+from tests.index import MODEL, NOW, IngestedIndex, std
+from tests.residency.conftest import register
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def fleet(redis_client) -> Index:
+def fleet(redis_client) -> IngestedIndex:
     """vllm-0 holds blocks 0-9 in GPU and offloaded 0-2 to CPU; vllm-1 holds 10-69 in GPU."""
     register("vllm-0.default")
     register("vllm-1.default")
-    index = Index(redis_client)
+    index = IngestedIndex(redis_client)
     index.store("vllm-0.default", range(10), at=NOW)
     index.offload("vllm-0.default", range(3), "CPU", at=NOW + 60)
     index.store("vllm-1.default", range(10, 70), at=NOW + 30)

@@ -8,7 +8,7 @@ import pytest
 from kvadmin.metrics import recorder
 from tests.browser.conftest import log_in
 from tests.operations.test_dashboard_tiles import DecisionStub, Scored
-from tests.residency.conftest import index, register  # noqa: F401  (the index fixture)
+from tests.residency.conftest import register
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 POD = "vllm-0.default"

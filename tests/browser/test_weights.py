@@ -13,7 +13,7 @@ from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.versions import save_version
 from tests.browser.conftest import log_in
-from tests.weights.index import MODEL, cache_blocks
+from tests.index import MODEL
 from tests.weights.recorded import record
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -23,7 +23,7 @@ POD = "sglang-0.default"
 
 
 @pytest.fixture
-def weights_setup(redis_client, django_user_model):
+def weights_setup(index, django_user_model):
     """Erin may edit, Victor may look; version 1 holds kthena's defaults; the pod caches the
     first two blocks of a request in CPU memory."""
     forget_cached_weights()
@@ -36,7 +36,7 @@ def weights_setup(redis_client, django_user_model):
     Engine.objects.create(
         pod=POD, model=MODEL, kind="sglang", events_endpoint="tcp://127.0.0.1:30001"
     )
-    cache_blocks(redis_client, POD, ["CPU", "CPU"])
+    index.store(POD, range(2), "CPU", kind="sglang")
     yield
     forget_cached_weights()
 

@@ -8,50 +8,37 @@ from django.db import connection
 
 from kvadmin.engines.models import Engine
 from kvadmin.index import status
-from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.pod_lock import DrainLock
 from kvadmin.index.streams import StreamId, push_stream
-from kvadmin.index.writer import Applier
-from kvadmin.ingest.streams import StreamSpec
-from scoring.hashing import hash_block
 from scoring.keys import block_key, stream_status_key
+from tests.index import MODEL, std
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MODEL = "m"
 
 
-def _store(redis_client, pod: str, blocks: range, stream: StreamId | None = None) -> None:
-    stream = stream or StreamId(pod, 0)
-    spec = StreamSpec(stream, MODEL, "vllm", "tcp://x:1", None, b"", 16)
-    events = [
-        BlockStored((str(1000 + n),), tuple(range(n * 16, n * 16 + 16)), 16, "GPU") for n in blocks
-    ]
-    Applier(redis_client).apply_batches(spec, [(0, EventBatch(ts=0.0, events=events))], now=1)
-
-
-def test_it_purges_the_removed_pod_only(redis_client) -> None:
+def test_it_purges_the_removed_pod_only(redis_client, index) -> None:
     for pod in ("a-0.default", "b-0.default"):
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint="tcp://127.0.0.1:1")
-        _store(redis_client, pod, range(3))
+        index.store(pod, range(3))
     call_command("engines", "remove", "--pod", "a-0.default")
-    key = block_key(MODEL, hash_block(list(range(16))))
+    key = block_key(MODEL, std(0))
     assert redis_client.hgetall(key).keys() == {"b-0.default"}
     assert not Engine.objects.filter(pod="a-0.default").exists()
     assert not redis_client.keys("*a-0.default*")
 
 
-def test_its_streams_start_afresh_when_registered_again(redis_client) -> None:
+def test_its_streams_start_afresh_when_registered_again(redis_client, index) -> None:
     """A stream's last seq outliving its engine would make a new engine's first batches
     look applied already: every stream of the pod goes, pushed ones and ones that stored
     nothing included."""
     pod = "a-0.default"
     Engine.objects.create(pod=pod, model=MODEL, events_endpoint="tcp://127.0.0.1:1", dp_size=2)
-    _store(redis_client, pod, range(2))
-    _store(redis_client, pod, range(2, 4), push_stream(pod, 1))
+    index.store(pod, range(2))
+    index.store(pod, range(2, 4), rank=1, pushed=True)
     status.connected(redis_client, StreamId(pod, 1), "worker")  # connected, nothing stored
     Engine.objects.create(pod="b-0.default", model=MODEL, events_endpoint="tcp://127.0.0.1:1")
-    _store(redis_client, "b-0.default", range(2))
+    index.store("b-0.default", range(2))
 
     call_command("engines", "remove", "--pod", pod)
 
@@ -61,7 +48,7 @@ def test_its_streams_start_afresh_when_registered_again(redis_client) -> None:
     assert status.last_seq(redis_client, StreamId("b-0.default", 0)) == 0
 
 
-def test_it_waits_for_a_chunk_of_pushed_batches_being_applied(redis_client) -> None:
+def test_it_waits_for_a_chunk_of_pushed_batches_being_applied(redis_client, index) -> None:
     """A task applying pushed batches holds the pod's drain lock; a chunk it had started
     when the engine went must not land after the purge."""
     pod = "a-0.default"
@@ -78,7 +65,7 @@ def test_it_waits_for_a_chunk_of_pushed_batches_being_applied(redis_client) -> N
     remover = threading.Thread(target=remove)
     remover.start()
     wait_until(lambda: not Engine.objects.filter(pod=pod).exists(), what="the engine row gone")
-    _store(redis_client, pod, range(2), push_stream(pod, 0))  # the task's chunk
+    index.store(pod, range(2), pushed=True)  # the task's chunk
     task.release()
     remover.join(timeout=30)
     assert not remover.is_alive()

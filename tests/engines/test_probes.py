@@ -44,7 +44,7 @@ def engine(start_fleet, start_loop, redis_client: redis.Redis):  # noqa: F811
     )
     start_loop([spec])
     wait_until(
-        lambda: status.read(redis_client, spec.id).get("connected") == "1",
+        lambda: status.read_statuses(redis_client, [spec.id])[0].connected,
         what="the stream connected",
     )
     return fleet

@@ -17,8 +17,8 @@ from kvadmin.engines.models import Engine
 from kvadmin.fleet.wire import Encoding, encode_batch
 from kvadmin.redis_server import RedisServer
 from tests.conftest import start_asgi_server, stop_process
+from tests.index import MODEL
 
-MODEL = "Qwen/Qwen3-8B"
 POD = "vllm-0.default"
 # What an outage must answer within (the bound), and what waiting forever looks like.
 FAST_SECONDS = 2.0

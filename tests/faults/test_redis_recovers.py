@@ -43,6 +43,7 @@ class Load:
 
 @pytest.fixture
 def load(site: Site) -> Iterator[Load]:
+    """Callers hitting the site's pages and endpoints without pause until the test ends."""
     load = Load(site)
     with ThreadPoolExecutor(CALLERS) as pool:
         running = [pool.submit(load.run, offset) for offset in range(CALLERS)]

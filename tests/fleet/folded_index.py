@@ -19,7 +19,7 @@ class FoldedIndex:
             self.clear()
         elif isinstance(event, BlockStored):
             for i, key in enumerate(event.block_hashes):
-                if not event.is_placeholder:
+                if event.token_ids:
                     size = event.block_size
                     self.std_of[key] = hash_block(event.token_ids[i * size : (i + 1) * size])
                 assert key in self.std_of, "a placeholder names a block never stored with tokens"

@@ -37,7 +37,7 @@ def test_vllm_stores_every_computed_block_to_cpu_with_one_placeholder_store() ->
     placeholder = events[1]
     assert isinstance(placeholder, BlockStored)
     assert (placeholder.token_ids, placeholder.block_size) == ((), 0)
-    assert placeholder.is_placeholder
+    assert not placeholder.token_ids
     # A GPU eviction is a plain removal: the block was stored when it was computed.
     events = cache.serve(_prompt(1000, 1)).events
     assert events[0] == BlockRemoved((a1,), GPU)

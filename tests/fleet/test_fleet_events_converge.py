@@ -10,7 +10,7 @@ import zmq
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.traffic import RandomRouter, TrafficGenerator
 from kvadmin.fleet.workload import Workload, WorkloadShape
-from kvadmin.ingest.decode import decode_frames
+from kvadmin.ingest.decode import decode_batch, split_frames
 from tests.fleet.conftest import StartFleet, local_config
 from tests.fleet.folded_index import FoldedIndex
 from tests.waiting import wait_until
@@ -34,12 +34,12 @@ class Listener:
     def drain(self) -> None:
         for name, sub in self.sockets.items():
             while sub.poll(0):
-                published = decode_frames(sub.recv_multipart())
-                assert published.seq == self.last_seq[name] + 1 or published.seq == 0
-                if published.seq <= self.last_seq[name]:
+                _topic, seq, payload = split_frames(sub.recv_multipart())
+                assert seq == self.last_seq[name] + 1 or seq == 0
+                if seq <= self.last_seq[name]:
                     self.indexes[name].clear()
-                self.last_seq[name] = published.seq
-                for event in published.batch.events:
+                self.last_seq[name] = seq
+                for event in decode_batch(payload).events:
                     self.indexes[name].apply(event)
 
     def matches(self, fleet: Fleet) -> bool:
@@ -53,6 +53,7 @@ class Listener:
 
 @pytest.fixture
 def fleet(start_fleet: StartFleet) -> Fleet:
+    """Three simulated pods, one per event encoding (vLLM map, vLLM array, SGLang)."""
     return start_fleet(
         local_config("vllm-0.default", gpu_blocks=48, cpu_blocks=64),
         local_config("vllm-1.default", encoding="vllm-array", gpu_blocks=48, bytes_hashes=True),
@@ -62,6 +63,7 @@ def fleet(start_fleet: StartFleet) -> Fleet:
 
 @pytest.fixture
 def listener(fleet: Fleet) -> Iterator[Listener]:
+    """Subscribers to every pod of the fleet, rebuilding each pod's cache from its events."""
     listener = Listener(fleet)
     yield listener
     listener.close()

@@ -8,8 +8,8 @@ import zmq
 
 from kvadmin.fleet.pod import PodConfig, SimPod
 from kvadmin.fleet.wire import Encoding
-from kvadmin.index.events import AllBlocksCleared
-from kvadmin.ingest.decode import PublishedBatch, decode_frames
+from kvadmin.index.events import AllBlocksCleared, EventBatch
+from kvadmin.ingest.decode import decode_batch, split_frames
 from tests.fleet.conftest import local_config
 
 PROMPTS = [list(range(i * 7, i * 7 + 16 * (1 + i % 4) + 5)) for i in range(12)]
@@ -17,6 +17,7 @@ PROMPTS = [list(range(i * 7, i * 7 + 16 * (1 + i % 4) + 5)) for i in range(12)]
 
 @pytest.fixture
 def open_pod() -> Iterator:
+    """Open simulated pods of the given configs; every pod opened is closed after the test."""
     pods: list[SimPod] = []
 
     def open_(config: PodConfig) -> SimPod:
@@ -37,8 +38,10 @@ def subscribe(pod: SimPod, rank: int = 0) -> zmq.Socket:
     return sub
 
 
-def receive(sub: zmq.Socket, count: int) -> list[PublishedBatch]:
-    return [decode_frames(sub.recv_multipart()) for _ in range(count)]
+def receive(sub: zmq.Socket, count: int) -> list[tuple[bytes, int, EventBatch]]:
+    """(topic, seq, batch) of the next `count` messages, read as the ingest reader reads them."""
+    messages = [split_frames(sub.recv_multipart()) for _ in range(count)]
+    return [(topic, seq, decode_batch(payload)) for topic, seq, payload in messages]
 
 
 @pytest.mark.parametrize(
@@ -66,10 +69,10 @@ def test_decoded_batches_equal_the_cache_models_events(
     expected.append([AllBlocksCleared()])
     batches = receive(sub, len(expected))
     sub.close()
-    assert [b.seq for b in batches] == list(range(len(expected)))
-    assert [b.topic for b in batches] == [b"kv"] * len(expected)
-    assert [b.batch.events for b in batches] == expected
-    assert all(b.batch.skipped == {} for b in batches)
+    assert [seq for _topic, seq, _batch in batches] == list(range(len(expected)))
+    assert [topic for topic, _seq, _batch in batches] == [b"kv"] * len(expected)
+    assert [batch.events for _topic, _seq, batch in batches] == expected
+    assert all(batch.skipped == {} for _topic, _seq, batch in batches)
     media = {e.medium for events in expected for e in events if hasattr(e, "medium")}
     assert len(media) >= 2, "the prompts should have pushed blocks into a lower tier"
 
@@ -84,6 +87,7 @@ def test_data_parallel_ranks_publish_on_offset_ports_each_with_its_own_seq(open_
     for rank, sub in enumerate(subs):
         batches = receive(sub, 2)
         sub.close()
-        assert [b.seq for b in batches] == [0, 1]
-        assert [b.batch.rank for b in batches] == [rank, rank]
-        assert [b.batch.events for b in batches] == [r.events for k, r in served if k == rank]
+        assert [seq for _topic, seq, _batch in batches] == [0, 1]
+        assert [batch.rank for _topic, _seq, batch in batches] == [rank, rank]
+        events = [batch.events for _topic, _seq, batch in batches]
+        assert events == [r.events for k, r in served if k == rank]

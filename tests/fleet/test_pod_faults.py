@@ -5,7 +5,7 @@ import time
 
 import zmq
 
-from kvadmin.ingest.decode import decode_batch, decode_frames
+from kvadmin.ingest.decode import decode_batch, split_frames
 from kvadmin.ingest.replay import request_replay
 from tests.conftest import http_json
 from tests.fleet.conftest import StartFleet, local_config
@@ -23,7 +23,7 @@ def subscribe(endpoint: str) -> zmq.Socket:
 
 
 def seq_of(sub: zmq.Socket) -> int:
-    return decode_frames(sub.recv_multipart()).seq
+    return split_frames(sub.recv_multipart())[1]
 
 
 def test_restart_resets_the_seq_and_forgets_the_cache(start_fleet: StartFleet) -> None:

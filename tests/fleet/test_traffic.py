@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.tokenizer import Message, encode_chat
 from kvadmin.fleet.traffic import (
-    FunctionRouter,
     PodEndpoint,
     RandomRouter,
     RequestRecord,
@@ -71,22 +70,26 @@ def test_random_routing_spreads_load_and_makes_no_predictions(start_fleet: Start
     traffic.close()
 
 
-def test_a_function_router_gets_the_token_ids_of_the_templated_prompt(
-    start_fleet: StartFleet,
-) -> None:
-    fleet = start_fleet(local_config())
-    calls: list[list[int]] = []
+class FirstPod:
+    """A router that sends every request to the first pod, keeping the token ids it got."""
 
-    def first_pod(
-        model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
+    def __init__(self) -> None:
+        self.calls: list[list[int]] = []
+
+    def choose(
+        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
     ) -> tuple[PodEndpoint, int | None]:
-        calls.append(list(token_ids))
+        self.calls.append(list(token_ids))
         return pods[0], 0
 
+
+def test_a_router_gets_the_token_ids_of_the_templated_prompt(start_fleet: StartFleet) -> None:
+    fleet = start_fleet(local_config())
+    router = FirstPod()
+    calls = router.calls
+
     shape = WorkloadShape(cold_fraction=0)
-    traffic = TrafficGenerator(
-        fleet.endpoints(), FunctionRouter(first_pod), Workload("Qwen/Qwen3-8B", 9, shape)
-    )
+    traffic = TrafficGenerator(fleet.endpoints(), router, Workload("Qwen/Qwen3-8B", 9, shape))
     record = traffic.step()
     same = Workload("Qwen/Qwen3-8B", 9, shape).next_request()
     assert calls == [encode_chat([Message(m["role"], m["content"]) for m in same.body["messages"]])]

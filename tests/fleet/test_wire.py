@@ -10,7 +10,12 @@ import zmq
 from kvadmin.fleet.publisher import Publisher, offset_endpoint, open_ranks
 from kvadmin.fleet.wire import Encoding, block_removed
 from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored
-from kvadmin.ingest.decode import END_OF_REPLAY, decode_frames, decode_replay_frames
+from kvadmin.ingest.decode import (
+    END_OF_REPLAY,
+    decode_batch,
+    split_frames,
+    split_replay_frames,
+)
 from tests.fleet.conftest import free_base_port
 
 TIMEOUT_MS = 5000
@@ -21,11 +26,13 @@ Subscribe = Callable[[Publisher], zmq.Socket]
 
 @pytest.fixture
 def context() -> zmq.Context:
+    """The process's ZMQ context, for the test's own sockets."""
     return zmq.Context.instance()
 
 
 @pytest.fixture
 def publisher() -> Iterator[Publisher]:
+    """A vLLM publisher on free ports, with a replay socket."""
     with Publisher(topic=b"kv-events") as publisher:
         yield publisher
 
@@ -72,12 +79,12 @@ def replay(context: zmq.Context, publisher: Publisher, start: int) -> list[list[
 
 def replayed_seqs(context: zmq.Context, publisher: Publisher, start: int) -> list[int]:
     *batches, end = replay(context, publisher, start)
-    assert decode_replay_frames(end) is None
-    return [message.seq for message in map(decode_replay_frames, batches) if message]
+    assert split_replay_frames(end) is None
+    return [message[1] for message in map(split_replay_frames, batches) if message]
 
 
 def received_seqs(sub: zmq.Socket, count: int) -> list[int]:
-    return [decode_frames(sub.recv_multipart()).seq for _ in range(count)]
+    return [split_frames(sub.recv_multipart())[1] for _ in range(count)]
 
 
 def test_a_subscriber_receives_seq_numbered_batches_that_decode_back(
@@ -90,10 +97,11 @@ def test_a_subscriber_receives_seq_numbered_batches_that_decode_back(
     first, second = sub.recv_multipart(), sub.recv_multipart()
     assert first[:2] == [b"kv-events", b"\x00" * 8]
     assert second[1] == b"\x00" * 7 + b"\x01"
-    topic, seq, batch = decode_frames(second)
+    topic, seq, payload = split_frames(second)
+    batch = decode_batch(payload)
     assert (topic, seq, batch.ts, batch.rank) == (b"kv-events", 1, 11.0, 0)
     assert batch.events == [BlockRemoved(("-5",), "CPU"), AllBlocksCleared()]
-    assert decode_frames(first).batch.events == [STORE]
+    assert decode_batch(split_frames(first)[2]).events == [STORE]
     assert publisher.next_seq == 2
 
 
@@ -104,7 +112,7 @@ def test_every_encoding_publishes_decodable_batches(
     with Publisher(encoding=encoding, replay_endpoint=None) as publisher:
         sub = subscribe(publisher)
         publisher.publish([block_removed(encoding, [2**63, -1])])
-        events = decode_frames(sub.recv_multipart()).batch.events
+        events = decode_batch(split_frames(sub.recv_multipart())[2]).events
         assert [e.block_hashes for e in events] == [(str(2**63), "-1")]
 
 
@@ -123,13 +131,13 @@ def test_replay_answers_every_batch_from_start_then_the_end_marker(
         *batches, end = replay(context, publisher, 2)
 
     assert [len(message) for message in batches] == [frame_count] * 3
-    decoded = [decode_replay_frames(message) for message in batches]
-    assert [(m.seq, m.batch.events[0].block_hashes) for m in decoded if m] == [
+    decoded = [split_replay_frames(message) for message in batches]
+    assert [(m[1], decode_batch(m[2]).events[0].block_hashes) for m in decoded if m] == [
         (2, ("2",)),
         (3, ("3",)),
         (4, ("4",)),
     ]
-    assert {m.topic for m in decoded if m} == {b"kv-events" if topic_frame else None}
+    assert {m[0] for m in decoded if m} == {b"kv-events" if topic_frame else None}
     if topic_frame:
         assert end == [b"", b"", END_OF_REPLAY, b""]
     else:
@@ -167,7 +175,7 @@ def test_a_malformed_replay_request_is_ignored_like_engines_do(
         dealer.send_multipart([b"", b"\x00" * 8, b"surplus"])
         dealer.send_multipart([b"", b"\x00" * 8])
         first = dealer.recv_multipart()
-        assert decode_replay_frames(first) is not None and first[-2] == b"\x00" * 8
+        assert split_replay_frames(first) is not None and first[-2] == b"\x00" * 8
         assert dealer.recv_multipart()[-2] == END_OF_REPLAY
     finally:
         dealer.close()
@@ -227,9 +235,9 @@ def test_data_parallel_ranks_publish_on_offset_ports_with_their_own_seq(
         ranks[1].publish([STORE])
         ranks[0].publish([STORE])
 
-        rank_zero, rank_one = (decode_frames(sub.recv_multipart()) for sub in subs)
-        assert (rank_zero.seq, rank_zero.batch.rank) == (0, 0)
-        assert (rank_one.seq, rank_one.batch.rank) == (0, 1)
+        rank_zero, rank_one = (split_frames(sub.recv_multipart()) for sub in subs)
+        assert (rank_zero[1], decode_batch(rank_zero[2]).rank) == (0, 0)
+        assert (rank_one[1], decode_batch(rank_one[2]).rank) == (0, 1)
         assert received_seqs(subs[1], 1) == [1]
         assert replayed_seqs(context, ranks[1], 0) == [0, 1]
         assert replayed_seqs(context, ranks[0], 0) == [0]

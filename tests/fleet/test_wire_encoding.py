@@ -321,7 +321,7 @@ def test_kvadmin_events_go_out_with_native_hashes_and_decode_back(encoding: Enco
         "-9",
         "sql" if carries_lora else None,
     )
-    assert placeholder.block_hashes == (DIGEST.hex(),) and placeholder.is_placeholder
+    assert placeholder.block_hashes == (DIGEST.hex(),) and not placeholder.token_ids
     assert removed == BlockRemoved(("5",), "GPU" if carries_medium else None)
     assert cleared == AllBlocksCleared()
 

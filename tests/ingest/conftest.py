@@ -12,8 +12,8 @@ from kvadmin.index.streams import StreamId
 from kvadmin.index.writer import Applier
 from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.streams import StreamSpec
-
-MODEL = "Qwen/Qwen3-8B"
+from scoring.values import ValueFormat
+from tests.index import MODEL
 
 
 def spec_for(publisher: Publisher, pod: str = "vllm-0.default", rank: int = 0) -> StreamSpec:
@@ -65,9 +65,15 @@ def start_loop(redis_url: str) -> Iterator[StartLoop]:
     """Run ingest loops in threads (as the worker bootstep does); all stopped after the test."""
     running: list[tuple[IngestLoop, threading.Thread]] = []
 
-    def start(specs: list[StreamSpec], url: str = redis_url, **options) -> IngestLoop:
+    def start(
+        specs: list[StreamSpec],
+        url: str = redis_url,
+        value_format: ValueFormat = ValueFormat.TIERED,
+        **options,
+    ) -> IngestLoop:
         client = redis.Redis.from_url(url, decode_responses=True)
-        loop = IngestLoop(client, lambda: specs, lambda: 0, **options)
+        applier = Applier(client, value_format=value_format)
+        loop = IngestLoop(applier, lambda: specs, lambda: 0, **options)
         thread = threading.Thread(target=loop.run, daemon=True)
         thread.start()
         running.append((loop, thread))

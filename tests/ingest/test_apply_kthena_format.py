@@ -13,13 +13,14 @@ from scoring.hashing import block_hashes
 from scoring.keys import block_key, engine_hash_key, residency_key, residency_score
 from scoring.values import ValueFormat
 from tests.conftest import CONFORMANCE
-from tests.scoring.index_data import VALUE_FORMATS
+from tests.index import VALUE_FORMATS
 
 NOW = 1_700_000_000
 
 
 @pytest.fixture(params=VALUE_FORMATS)
 def value_format(request: pytest.FixtureRequest) -> ValueFormat:
+    """Each value format in turn: the writer must follow kthena's layout under both."""
     return request.param
 
 

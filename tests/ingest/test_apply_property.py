@@ -30,7 +30,7 @@ from scoring.keys import (
 )
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.scoring.index_data import VALUE_FORMATS
+from tests.index import VALUE_FORMATS
 
 PODS = ("a.ns", "b.ns")
 RANKS = (0, 1)

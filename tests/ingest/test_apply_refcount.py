@@ -30,6 +30,7 @@ class _Pod:
 
 @pytest.fixture
 def pod(applier: Applier) -> _Pod:
+    """A two-rank pod sending its streams' batches to the writer."""
     return _Pod(applier)
 
 

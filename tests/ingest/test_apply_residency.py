@@ -31,6 +31,7 @@ class _Stream:
 
 @pytest.fixture
 def stream(applier: Applier) -> _Stream:
+    """Rank 0 of one vLLM pod sending batches to the writer."""
     return _Stream(applier)
 
 
@@ -101,14 +102,13 @@ def test_the_best_medium_does_not_depend_on_arrival_order(
     assert redis_client.hget(KEY, POD) == "102|GPU"
 
 
-def test_the_preference_can_follow_tier_weights(
-    applier: Applier, redis_client: redis.Redis
-) -> None:
+def test_the_preference_can_follow_tier_weights(redis_client: redis.Redis) -> None:
     """With kthena's weights an unlisted DISK weighs the 1.0 fallback: it scores above CPU."""
     preference = MediaPreference.from_tier_weights(TierWeights({"gpu": 1.0, "cpu": 0.8}))
+    applier = Applier(redis_client, preference=lambda: preference)
     for seq, medium in enumerate(("CPU", "DISK")):
         batch = EventBatch(ts=0.0, events=[BlockStored((str(seq),), TOKENS, 16, medium)])
-        applier.apply_batch(POD, "M", "vllm", 0, seq, batch, now=100, preference=preference)
+        applier.apply_batch(POD, "M", "vllm", 0, seq, batch, now=100)
 
     assert redis_client.hget(KEY, POD) == "100|DISK"
 

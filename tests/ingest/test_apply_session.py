@@ -8,8 +8,9 @@ import redis
 
 from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.scripts import load
+from kvadmin.index.session import ApplyResult
 from kvadmin.index.streams import StreamId
-from kvadmin.index.writer import Applier, ApplyResult
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.streams import StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import POD_MODELS_KEY, block_key, stream_status_key

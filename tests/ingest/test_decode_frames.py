@@ -7,11 +7,10 @@ from kvadmin.index.events import AllBlocksCleared, EventBatch
 from kvadmin.ingest.decode import (
     END_OF_REPLAY,
     BadFrames,
-    PublishedBatch,
     UndecodableBatch,
-    decode_frames,
-    decode_replay_frames,
+    decode_batch,
     split_frames,
+    split_replay_frames,
 )
 
 PAYLOAD = msgspec.msgpack.encode([1.5, [["AllBlocksCleared"]], 0])
@@ -23,31 +22,31 @@ def seq(value: int) -> bytes:
 
 
 def test_a_published_message_gives_topic_seq_and_batch() -> None:
-    topic, number, batch = decode_frames([b"kv-events", seq(41), PAYLOAD])
-    assert (topic, number, batch) == (b"kv-events", 41, BATCH)
+    topic, number, payload = split_frames([b"kv-events", seq(41), PAYLOAD])
+    assert (topic, number, decode_batch(payload)) == (b"kv-events", 41, BATCH)
 
 
 def test_seq_is_unsigned_big_endian_over_8_bytes() -> None:
-    assert decode_frames([b"", seq(2**64 - 2), PAYLOAD]).seq == 2**64 - 2
-    assert decode_frames([b"", b"\x00" * 7 + b"\x01", PAYLOAD]).seq == 1
+    assert split_frames([b"", seq(2**64 - 2), PAYLOAD])[1] == 2**64 - 2
+    assert split_frames([b"", b"\x00" * 7 + b"\x01", PAYLOAD])[1] == 1
 
 
 @pytest.mark.parametrize("count", [0, 1, 2, 4, 5])
 def test_a_published_message_needs_exactly_3_frames(count: int) -> None:
     frames = [b"", seq(0), PAYLOAD, b"", b""][:count]
     with pytest.raises(BadFrames, match=f"not {count} frames"):
-        decode_frames(frames)
+        split_frames(frames)
 
 
 @pytest.mark.parametrize("size", [0, 1, 7, 9, 16])
 def test_a_seq_frame_must_have_8_bytes(size: int) -> None:
     with pytest.raises(BadFrames, match=f"8 bytes, not {size}"):
-        decode_frames([b"", b"\x00" * size, PAYLOAD])
+        split_frames([b"", b"\x00" * size, PAYLOAD])
 
 
 def test_a_bad_payload_in_good_frames_is_undecodable() -> None:
     with pytest.raises(UndecodableBatch):
-        decode_frames([b"", seq(0), b"\xc1"])
+        decode_batch(split_frames([b"", seq(0), b"\xc1"])[2])
 
 
 def test_split_frames_reads_the_seq_of_a_payload_it_leaves_undecoded() -> None:
@@ -63,12 +62,12 @@ def test_bad_frames_is_a_value_error() -> None:
 
 def test_replay_without_topic_frame() -> None:
     """vLLM <= 0.25 and older SGLang: `[b"", seq, payload]`."""
-    assert decode_replay_frames([b"", seq(7), PAYLOAD]) == PublishedBatch(None, 7, BATCH)
+    assert split_replay_frames([b"", seq(7), PAYLOAD]) == (None, 7, PAYLOAD)
 
 
 def test_replay_with_topic_frame() -> None:
     """vLLM >= 0.26 and SGLang >= 0.5.23: `[b"", topic, seq, payload]`."""
-    assert decode_replay_frames([b"", b"kv", seq(7), PAYLOAD]) == PublishedBatch(b"kv", 7, BATCH)
+    assert split_replay_frames([b"", b"kv", seq(7), PAYLOAD]) == (b"kv", 7, PAYLOAD)
 
 
 @pytest.mark.parametrize(
@@ -78,20 +77,20 @@ def test_replay_with_topic_frame() -> None:
 )
 def test_the_end_marker_of_either_layout_is_none(frames: list[bytes]) -> None:
     assert END_OF_REPLAY == b"\xff" * 8
-    assert decode_replay_frames(frames) is None
+    assert split_replay_frames(frames) is None
 
 
 @pytest.mark.parametrize("count", [1, 2, 5])
 def test_a_replay_message_has_3_or_4_frames(count: int) -> None:
     with pytest.raises(BadFrames, match=f"not {count}"):
-        decode_replay_frames([b"", b"", seq(0), PAYLOAD, b""][:count])
+        split_replay_frames([b"", b"", seq(0), PAYLOAD, b""][:count])
 
 
 def test_a_replay_message_starts_with_an_empty_delimiter() -> None:
     with pytest.raises(BadFrames, match="empty delimiter"):
-        decode_replay_frames([b"x", seq(0), PAYLOAD])
+        split_replay_frames([b"x", seq(0), PAYLOAD])
 
 
 def test_a_replay_seq_frame_must_have_8_bytes() -> None:
     with pytest.raises(BadFrames, match="8 bytes"):
-        decode_replay_frames([b"", b"kv", b"\x01", PAYLOAD])
+        split_replay_frames([b"", b"kv", b"\x01", PAYLOAD])

@@ -18,8 +18,9 @@ from scoring.keys import block_value, rank_status_keys
 from scoring.score import ScoreResult
 from scoring.values import pod_start
 from scoring.weights import TierWeights
-from tests.ingest.blocks import key, stored, tokens
-from tests.ingest.conftest import MODEL, spec_for
+from tests.index import MODEL, tokens
+from tests.ingest.blocks import key, stored
+from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until
 
 POD = "vllm-0.default"
@@ -38,7 +39,7 @@ def ranks(start_loop, redis_client: redis.Redis):
         for rank, publisher in enumerate(publishers):
             stream = StreamId(POD, rank)
             wait_until(
-                lambda stream=stream: status.read(redis_client, stream).get("connected") == "1",
+                lambda stream=stream: status.read_statuses(redis_client, [stream])[0].connected,
                 what=f"rank {rank} connected",
             )
             publisher.wait_for_subscribers()
@@ -59,7 +60,10 @@ def _restart(redis_client: redis.Redis, publisher: Publisher, *blocks: int) -> N
     stream = StreamId(POD, publisher.rank)
     publisher.restart()
     publisher.publish([stored(*blocks)])
-    wait_until(lambda: status.read(redis_client, stream).get("restarts") == "1", what="restart")
+    wait_until(
+        lambda: status.read_statuses(redis_client, [stream])[0].status.get("restarts") == "1",
+        what="restart",
+    )
     wait_until(lambda: redis_client.hget(key(blocks[-1]), POD), what="new run applied")
 
 
@@ -89,7 +93,10 @@ def test_a_rank_restart_keeps_the_blocks_the_other_rank_holds(
     _restart(redis_client, rank1, 5)
 
     written = int(redis_client.hget(key(1), POD).partition("|")[0])
-    assert int(status.read(redis_client, StreamId(POD, 1))["started_at"]) >= written
+    assert (
+        int(status.read_statuses(redis_client, [StreamId(POD, 1)])[0].status["started_at"])
+        >= written
+    )
     result = _score(redis_client, reader, 1, 2, 3)
     assert result.scores == {POD: 100}  # written before rank 1's start, held by rank 0
     assert result.dropped_stale == ()
@@ -108,7 +115,10 @@ def test_a_container_restart_drops_what_was_written_before_it(
     _publish(redis_client, rank1, 2)
     _restart(redis_client, rank0, 3)
     _restart(redis_client, rank1, 4)
-    starts = [int(status.read(redis_client, StreamId(POD, rank))["started_at"]) for rank in (0, 1)]
+    starts = [
+        int(status.read_statuses(redis_client, [StreamId(POD, rank)])[0].status["started_at"])
+        for rank in (0, 1)
+    ]
     start = pod_start(starts)
     assert start == min(starts)
     # An entry of the old run that no purge released (kthena's own writer leaves those).

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.wire import Encoding
 from kvadmin.index import status
+from kvadmin.index.writer import Applier
 from kvadmin.ingest.reader import IngestLoop
 from tests.ingest.blocks import key, stored
 from tests.ingest.conftest import snapshot, spec_for
@@ -37,14 +38,13 @@ def fleet(redis_url, redis_client) -> Iterator[tuple[Publisher, Publisher, Inges
         Publisher(encoding=Encoding.VLLM_ARRAY) as good,
     ):
         specs = [spec_for(bad, pod=BAD), spec_for(good, pod=GOOD)]
-        loop = IngestLoop(
-            redis.Redis.from_url(redis_url, decode_responses=True), lambda: specs, lambda: 0
-        )
+        client = redis.Redis.from_url(redis_url, decode_responses=True)
+        loop = IngestLoop(Applier(client), lambda: specs, lambda: 0)
         thread = threading.Thread(target=loop.run, daemon=True)
         thread.start()
         for spec in specs:
             wait_until(
-                lambda s=spec: status.read(redis_client, s.id).get("connected") == "1",
+                lambda s=spec: status.read_statuses(redis_client, [s.id])[0].connected,
                 what="connect",
             )
         # A stream's first applied batch names its pod in the index, whatever it holds.
@@ -85,6 +85,6 @@ def test_the_other_stream_still_writes_the_index_after_a_crash_sized_batch(fleet
         lambda: status.last_seq(redis_client, spec_for(good, pod=GOOD).id) == seq, what="good"
     )
     assert redis_client.hget(key(1), GOOD)
-    bad_status = status.read(redis_client, spec_for(bad, pod=BAD).id)
+    bad_status = status.read_statuses(redis_client, [spec_for(bad, pod=BAD).id])[0].status
     assert bad_status["skipped_undecodable"] == "1" and bad_status["last_seq"] == "1"
     assert not loop.failures.failing("bug")

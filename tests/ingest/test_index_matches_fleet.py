@@ -29,10 +29,10 @@ from scoring.keys import (
 )
 from scoring.weights import TierWeights
 from tests.conftest import start_worker
+from tests.index import MODEL
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MODEL = "Qwen/Qwen3-8B"
 VALUE = re.compile(r"^\d+\|[A-Z_]+$")
 
 
@@ -140,7 +140,7 @@ def _caught_up(redis_client, fleet: Fleet) -> None:
         lambda: all(status.last_seq(redis_client, s) == seq for s, seq in streams),
         timeout=30,
         what=f"every stream to catch up: {streams} "
-        + str([status.read(redis_client, s) for s, _ in streams]),
+        + str([status.read_statuses(redis_client, [s])[0].status for s, _ in streams]),
     )
 
 
@@ -205,9 +205,26 @@ def test_the_index_equals_the_fleets_caches(subprocess_env, redis_client) -> Non
             assert set(redis_client.hkeys(POD_MODELS_KEY)) <= {c.name for c in configs}
             assert sum(len(held) for held in fleet.contents().values()) > 100
         # The faults really happened and were handled as such.
-        assert int(status.read(redis_client, StreamId("vllm-0.default", 0))["gaps"]) >= 1
-        assert status.read(redis_client, StreamId("sglang-0.default", 0)).get("restarts") == "1"
-        assert status.read(redis_client, StreamId("vllm-1.default", 0)).get("restarts") == "1"
+        assert (
+            int(
+                status.read_statuses(redis_client, [StreamId("vllm-0.default", 0)])[0].status[
+                    "gaps"
+                ]
+            )
+            >= 1
+        )
+        assert (
+            status.read_statuses(redis_client, [StreamId("sglang-0.default", 0)])[0].status.get(
+                "restarts"
+            )
+            == "1"
+        )
+        assert (
+            status.read_statuses(redis_client, [StreamId("vllm-1.default", 0)])[0].status.get(
+                "restarts"
+            )
+            == "1"
+        )
         assert workers[owner].returncode == -signal.SIGKILL
     finally:
         for process in workers.values():

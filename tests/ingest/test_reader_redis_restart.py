@@ -20,7 +20,7 @@ def test_it_resumes_after_a_redis_restart(publisher, start_loop, tmp_path: Path)
     client = redis.Redis.from_url(server.url, decode_responses=True)
     try:
         start_loop([spec_for(publisher)], url=server.url)
-        wait_until(lambda: status.read(client, STREAM).get("connected") == "1", what="connect")
+        wait_until(lambda: status.read_statuses(client, [STREAM])[0].connected, what="connect")
         publisher.wait_for_subscribers()
         first = publisher.publish([stored(1)])
         wait_until(lambda: status.last_seq(client, STREAM) == first, what="first batch applied")
@@ -35,7 +35,9 @@ def test_it_resumes_after_a_redis_restart(publisher, start_loop, tmp_path: Path)
             what="the reader to resume",
         )
         assert all(client.hget(key(n), "vllm-0.default") for n in (1, 2, 3, 4))
-        assert status.read(client, STREAM)["batches"] == "4", "each batch applied exactly once"
+        assert status.read_statuses(client, [STREAM])[0].status["batches"] == "4", (
+            "each batch applied exactly once"
+        )
     finally:
         client.close()
         server.stop()

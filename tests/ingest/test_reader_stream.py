@@ -28,7 +28,7 @@ def _applied(redis_client, seq: int) -> bool:
 
 def _caught_up(publisher, redis_client) -> None:
     """The reader has connected and replayed what the engine had: live batches follow."""
-    wait_until(lambda: status.read(redis_client, STREAM).get("connected") == "1", what="connect")
+    wait_until(lambda: status.read_statuses(redis_client, [STREAM])[0].connected, what="connect")
     publisher.wait_for_subscribers()
 
 
@@ -42,7 +42,7 @@ def test_it_applies_live_batches(publisher, start_loop, redis_client) -> None:
     assert redis_client.hget(key(1), POD) is None
     assert _medium(redis_client, 2) == "GPU"
     assert _medium(redis_client, 3) == "CPU"
-    assert status.read(redis_client, STREAM)["connected"] == "1"
+    assert status.read_statuses(redis_client, [STREAM])[0].connected
 
 
 def test_it_replays_what_was_published_before_it_started(publisher, start_loop, redis_client):
@@ -63,7 +63,7 @@ def test_a_gap_is_repaired_through_replay(publisher, start_loop, redis_client) -
     seq = publisher.publish([stored(4)])
     wait_until(lambda: _applied(redis_client, seq), what="gap repaired")
     assert all(_medium(redis_client, n) == "GPU" for n in (1, 2, 3, 4))
-    counters = status.read(redis_client, STREAM)
+    counters = status.read_statuses(redis_client, [STREAM])[0].status
     assert int(counters["gaps"]) >= 1
     assert int(counters.get("batches_lost", 0)) == 0
 
@@ -79,7 +79,7 @@ def test_a_publisher_restart_purges_its_stale_entries(publisher, start_loop, red
     wait_until(lambda: _medium(redis_client, 3) == "GPU", what="new run applied")
     assert redis_client.hget(key(1), POD) is None
     assert redis_client.hget(key(2), POD) is None
-    assert int(status.read(redis_client, STREAM)["restarts"]) == 1
+    assert int(status.read_statuses(redis_client, [STREAM])[0].status["restarts"]) == 1
 
 
 def test_a_restart_while_nobody_read_is_detected_on_takeover(publisher, start_loop, redis_client):
@@ -93,7 +93,7 @@ def test_a_restart_while_nobody_read_is_detected_on_takeover(publisher, start_lo
     start_loop([spec_for(publisher)])
     wait_until(lambda: _medium(redis_client, 3) == "GPU", what="new run applied")
     assert redis_client.hget(key(1), POD) is None
-    assert int(status.read(redis_client, STREAM)["restarts"]) == 1
+    assert int(status.read_statuses(redis_client, [STREAM])[0].status["restarts"]) == 1
 
 
 def test_without_replay_a_restart_while_nobody_read_is_told_by_publish_times(
@@ -108,7 +108,10 @@ def test_without_replay_a_restart_while_nobody_read_is_told_by_publish_times(
     seq = publisher.publish([stored(2)])
     wait_until(lambda: _applied(redis_client, seq), what="first run applied")
     loop.stop()
-    wait_until(lambda: status.read(redis_client, STREAM).get("connected") == "0", what="stop")
+    wait_until(
+        lambda: status.read_statuses(redis_client, [STREAM])[0].status.get("connected") == "0",
+        what="stop",
+    )
     publisher.restart()
     publisher.publish([stored(3)])  # seq 0, published while nobody reads: lost
     start_loop([spec])
@@ -116,7 +119,7 @@ def test_without_replay_a_restart_while_nobody_read_is_told_by_publish_times(
     publisher.publish([stored(4)])  # seq 1, the last applied seq
     wait_until(lambda: _medium(redis_client, 4) == "GPU", what="new run applied")
     assert redis_client.hget(key(1), POD) is None
-    counters = status.read(redis_client, STREAM)
+    counters = status.read_statuses(redis_client, [STREAM])[0].status
     assert (counters["restarts"], counters["batches_lost"]) == ("1", "1")
 
 
@@ -130,7 +133,10 @@ def test_without_replay_an_applied_seq_published_no_later_stays_a_duplicate(
     seq = publisher.publish([stored(2)], ts=200.0)
     wait_until(lambda: _applied(redis_client, seq), what="batches applied")
     loop.stop()
-    wait_until(lambda: status.read(redis_client, STREAM).get("connected") == "0", what="stop")
+    wait_until(
+        lambda: status.read_statuses(redis_client, [STREAM])[0].status.get("connected") == "0",
+        what="stop",
+    )
     publisher.restart()  # only to send seq 1 again, as a late duplicate
     publisher.publish([stored(8)], ts=200.0)  # seq 0, nobody reads
     start_loop([spec])
@@ -139,7 +145,7 @@ def test_without_replay_an_applied_seq_published_no_later_stays_a_duplicate(
     publisher.publish([stored(3)], ts=300.0)  # seq 2
     wait_until(lambda: _medium(redis_client, 3) == "GPU", what="seq 2 applied")
     assert _medium(redis_client, 1) == "GPU" and _medium(redis_client, 9) is None
-    assert "restarts" not in status.read(redis_client, STREAM)
+    assert "restarts" not in status.read_statuses(redis_client, [STREAM])[0].status
 
 
 def test_a_gap_beyond_the_replay_buffer_is_counted_and_purged(start_loop, redis_client) -> None:
@@ -153,7 +159,7 @@ def test_a_gap_beyond_the_replay_buffer_is_counted_and_purged(start_loop, redis_
             publisher.publish([stored(n)])
         seq = publisher.publish([stored(9)])
         wait_until(lambda: _applied(redis_client, seq), what="stream resumed")
-        counters = status.read(redis_client, STREAM)
+        counters = status.read_statuses(redis_client, [STREAM])[0].status
     assert int(counters["batches_lost"]) == 3  # seqs 1-3; the buffer still held 4 and 5
     assert int(counters["purges"]) == 1
     assert redis_client.hget(key(1), POD) is None  # purged: the index could not be trusted
@@ -172,7 +178,7 @@ def test_an_undecodable_payload_is_counted_and_the_stream_goes_on(
     assert _medium(redis_client, 2) == "GPU"
     # The clear's retired blocks are drained once its reply is read, just after.
     wait_until(lambda: redis_client.hget(key(1), POD) is None, what="cleared block drained")
-    assert int(status.read(redis_client, STREAM)["skipped_undecodable"]) == 1
+    assert int(status.read_statuses(redis_client, [STREAM])[0].status["skipped_undecodable"]) == 1
 
 
 def test_a_message_with_wrong_frames_is_counted(start_loop, redis_client) -> None:
@@ -187,7 +193,7 @@ def test_a_message_with_wrong_frames_is_counted(start_loop, redis_client) -> Non
         wait_until(lambda: pub.poll(100) and pub.recv(), what="a subscription")
         pub.send_multipart([b"", b"only two frames"])
         wait_until(
-            lambda: status.read(redis_client, STREAM).get("bad_frames") == "1",
+            lambda: status.read_statuses(redis_client, [STREAM])[0].status.get("bad_frames") == "1",
             what="bad frames counted",
         )
     finally:

@@ -7,39 +7,37 @@ import redis
 
 from kvadmin.index import status, value_format
 from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.serving import Serving
 from kvadmin.index.writer import Applier
+from scoring import keys
 from scoring.hashing import block_hashes
 from scoring.index import IndexReader
 from scoring.keys import BLOCK_KEY_PREFIX, block_key
 from scoring.score import score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
+from tests.index import MODEL, OTHER_MODEL
+from tests.index import tokens as block_tokens
 from tests.ingest.blocks import stored
-from tests.ingest.blocks import tokens as ingest_tokens
-from tests.ingest.conftest import MODEL as MODEL_OF_LOOP
 from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until
 
-MODEL = "M"
 WEIGHTS = TierWeights()
 NOW = 1_700_000_000
 
 
-def _tokens(n: int) -> tuple[int, ...]:
-    return tuple(range(16 * n, 16 * n + 16))
-
-
 def _fill(applier: Applier, pods: int = 3, blocks: int = 20, seq: int = 0) -> list[int]:
     """Each pod stores `blocks` blocks in GPU and offloads every third one to CPU (the matrix
-    value names GPU, then CPU once GPU lets it go); returns the request's block hashes."""
-    tokens = [t for n in range(blocks) for t in _tokens(n)]
+    value names GPU, then CPU once GPU lets it go); returns the request's block hashes. Under
+    OTHER_MODEL: these are the tokens the ingest loop is sent, and its walk must count its own."""
+    tokens = [t for n in range(blocks) for t in block_tokens(n)]
     hashes = tuple(str(seq * 1000 + n) for n in range(blocks))
     for pod in range(pods):
         events: list = [BlockStored(hashes, tuple(tokens), 16, "GPU")]
         for n in range(0, blocks, 3):
             events += [BlockStored((hashes[n],), (), 0, "CPU"), BlockRemoved((hashes[n],), "GPU")]
         batch = EventBatch(ts=0.0, events=events)
-        applier.apply_batch(f"p{pod}.ns", MODEL, "vllm", 0, seq, batch, now=NOW + seq)
+        applier.apply_batch(f"p{pod}.ns", OTHER_MODEL, "vllm", 0, seq, batch, now=NOW + seq)
     return block_hashes(tokens)
 
 
@@ -51,8 +49,13 @@ def _not_matrix(client: redis.Redis) -> dict[str, object]:
     return {
         key: client.dump(key)
         for key in client.scan_iter()
-        if not key.startswith((BLOCK_KEY_PREFIX, value_format.STATE_KEY))
+        if not key.startswith((BLOCK_KEY_PREFIX, keys.VALUE_FORMAT_KEY))
     }
+
+
+def _switching(client: redis.Redis, configured: ValueFormat) -> bool:
+    """Whether values of the other format may still be in the index, as the pages say it."""
+    return Serving(configured, "", value_format.progress(client)).switching
 
 
 def _switch(
@@ -73,7 +76,9 @@ def test_to_legacy_and_back_in_bounded_steps(applier: Applier, redis_client: red
     tiered = _matrix(redis_client)
     bookkeeping = _not_matrix(redis_client)
     reader = IndexReader()
-    tiered_scores = score_walk(reader.walk(redis_client, MODEL, blocks, None, {}), 20, WEIGHTS)
+    tiered_scores = score_walk(
+        reader.walk(redis_client, OTHER_MODEL, blocks, None, {}), 20, WEIGHTS
+    )
 
     shown = _switch(redis_client, ValueFormat.LEGACY)
     first_pass = [percent for passes, percent in shown if passes == 1]
@@ -85,10 +90,10 @@ def test_to_legacy_and_back_in_bounded_steps(applier: Applier, redis_client: red
         for key, owners in tiered.items()
     }
     assert _not_matrix(redis_client) == bookkeeping  # the residency keeps every medium
-    walk = reader.walk(redis_client, MODEL, blocks, None, {}, value_format=ValueFormat.LEGACY)
+    walk = reader.walk(redis_client, OTHER_MODEL, blocks, None, {}, value_format=ValueFormat.LEGACY)
     legacy_scores = score_walk(walk, 20, WEIGHTS)
     assert [p.media_runs for p in legacy_scores.pods] == [p.media_runs for p in tiered_scores.pods]
-    assert value_format.served_format(redis_client, ValueFormat.LEGACY) is ValueFormat.LEGACY
+    assert not _switching(redis_client, ValueFormat.LEGACY)
 
     _switch(redis_client, ValueFormat.TIERED)
     assert _matrix(redis_client) == tiered
@@ -98,7 +103,7 @@ def test_a_switch_resumes_where_it_stopped(applier: Applier, redis_client: redis
     _fill(applier)
     first = value_format.rewrite_step(redis_client, ValueFormat.LEGACY, WEIGHTS, 4)
     assert first.cursor != "0" and not first.done
-    assert value_format.served_format(redis_client, ValueFormat.LEGACY) is None  # both formats
+    assert _switching(redis_client, ValueFormat.LEGACY)  # both formats
     # Another process (a new client, a restarted worker) goes on from the stored cursor.
     other = redis.Redis(connection_pool=redis_client.connection_pool)
     second = value_format.rewrite_step(other, ValueFormat.LEGACY, WEIGHTS, 4)
@@ -124,20 +129,20 @@ def test_values_written_in_the_old_format_meanwhile_are_caught_by_another_pass(
 def test_a_legacy_value_without_residency_stays_as_it_is(redis_client: redis.Redis) -> None:
     """kthena's own sidecar, or an index from before kvadmin kept residency: no medium known."""
     redis_client.hset(block_key(MODEL, 5), "p.ns", "123")
-    redis_client.hset(value_format.STATE_KEY, mapping={"target": "legacy", "current": "legacy"})
+    redis_client.hset(keys.VALUE_FORMAT_KEY, mapping={"target": "legacy", "current": "legacy"})
     _switch(redis_client, ValueFormat.TIERED)
     assert redis_client.hget(block_key(MODEL, 5), "p.ns") == "123"
 
 
 def test_an_index_with_no_switch_is_tiered(redis_client: redis.Redis) -> None:
-    assert value_format.served_format(redis_client, ValueFormat.TIERED) is ValueFormat.TIERED
+    assert not _switching(redis_client, ValueFormat.TIERED)
     done = value_format.rewrite(redis_client, ValueFormat.TIERED, WEIGHTS)
-    assert done.done and not redis_client.exists(value_format.STATE_KEY)
+    assert done.done and not redis_client.exists(keys.VALUE_FORMAT_KEY)
 
 
 def test_one_rewriter_at_a_time(applier: Applier, redis_client: redis.Redis) -> None:
     _fill(applier)
-    lock = redis_client.lock(value_format.LOCK_KEY, timeout=10)
+    lock = redis_client.lock(keys.VALUE_FORMAT_LOCK_KEY, timeout=10)
     assert lock.acquire(blocking=False)
     with pytest.raises(value_format.AnotherRewriteIsActive):
         value_format.rewrite(redis_client, ValueFormat.LEGACY, WEIGHTS)
@@ -153,7 +158,7 @@ def test_the_switch_runs_while_the_ingest_loop_writes(
     _fill(applier, pods=2, blocks=60)
     spec = spec_for(publisher)
     start_loop([spec], value_format=ValueFormat.LEGACY)
-    wait_until(lambda: status.read(redis_client, spec.id).get("connected") == "1", what="connect")
+    wait_until(lambda: status.read_statuses(redis_client, [spec.id])[0].connected, what="connect")
     publisher.wait_for_subscribers()
     state = None
     for n in range(40):
@@ -165,10 +170,10 @@ def test_the_switch_runs_while_the_ingest_loop_writes(
     values = [v for owners in _matrix(redis_client).values() for v in owners.values()]
     assert values and all("|" not in value for value in values)
     reader = IndexReader()
-    request = [t for n in range(4) for t in ingest_tokens(n)]
+    request = [t for n in range(4) for t in block_tokens(n)]
     walk = reader.walk(
         redis_client,
-        MODEL_OF_LOOP,
+        MODEL,
         block_hashes(request),
         None,
         {},

@@ -16,6 +16,7 @@ from kvadmin.index.streams import StreamId
 from kvadmin.ingest.leases import Leases
 from scoring.keys import stream_lease_key
 from tests.conftest import start_worker, stop_process
+from tests.index import MODEL
 from tests.ingest.blocks import key, stored
 from tests.waiting import wait_until
 
@@ -49,7 +50,7 @@ def engines() -> Iterator[list[Publisher]]:
         publishers.append(base)
         Engine.objects.create(
             pod=f"vllm-{n}.default",
-            model="Qwen/Qwen3-8B",
+            model=MODEL,
             kind="vllm",
             events_endpoint=base.endpoint,
             replay_endpoint=base.replay_endpoint,
@@ -113,7 +114,7 @@ def test_a_killed_workers_streams_are_taken_over(workers, engines, redis_client)
     )
     for n, (pod, seq) in enumerate(zip(PODS, later, strict=True)):
         _wait_applied(redis_client, pod, seq)
-        counters = status.read(redis_client, StreamId(pod, 0))
+        counters = status.read_statuses(redis_client, [StreamId(pod, 0)])[0].status
         assert counters["batches"] == "2", "each batch applied exactly once"
         assert redis_client.hget(key(20 + n), pod).endswith("|GPU")
 
@@ -123,7 +124,7 @@ def test_registry_changes_reach_running_workers(workers, redis_client) -> None:
     with Publisher(encoding=Encoding.SGLANG_ARRAY) as publisher:
         Engine.objects.create(
             pod="sglang-0.default",
-            model="Qwen/Qwen3-8B",
+            model=MODEL,
             kind="sglang",
             events_endpoint=publisher.endpoint,
             replay_endpoint=publisher.replay_endpoint,

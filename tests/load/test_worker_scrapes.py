@@ -19,6 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def scraping_workers(subprocess_env, redis_client) -> Iterator[list[subprocess.Popen]]:
+    """Two real Celery workers that scrape the engines' load and ingest nothing."""
     env = subprocess_env | {"KVADMIN_LOAD_SCRAPE": "1", "KVADMIN_INGEST": "0"}
     workers = [start_worker(env, f"load-{n}") for n in range(2)]
     yield workers

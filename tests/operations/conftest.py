@@ -9,7 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
-from tests.ingest.conftest import MODEL, publisher, start_loop  # noqa: F401  (shared fixtures)
+from tests.index import MODEL
+from tests.ingest.conftest import publisher, start_loop  # noqa: F401  (shared fixtures)
 
 POD = "vllm-0.default"
 STREAM = {"pod": POD, "rank": "0"}

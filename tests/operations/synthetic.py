@@ -1,4 +1,4 @@
-"""A large synthetic index built through the Applier, snapshots of Redis, and the oracles the
+"""A large synthetic index built through the real writer, snapshots of Redis, and the oracles the
 garbage-collection tests compare against."""
 
 import re
@@ -7,21 +7,15 @@ from dataclasses import dataclass, field
 
 import redis
 
-from kvadmin.index.events import BlockStored, EventBatch
-from kvadmin.index.writer import Applier
+from kvadmin.index.events import BlockStored
 from scoring.keys import residency_score, residency_seconds
 from scoring.weights import TierWeights
+from tests.index import IngestedIndex, tokens
 
-MODEL = "Qwen/Qwen3-8B"
 PODS = {"vllm-0.ns": ("vllm", 2), "vllm-1.ns": ("vllm", 1), "sglang-0.ns": ("sglang", 1)}
 """pod -> (engine kind, data-parallel ranks)."""
 VALUE = re.compile(r"^\d+(\|.+)?$")
 DEFAULT_WEIGHTS = TierWeights()
-
-
-def tokens(n: int) -> tuple[int, ...]:
-    """16 tokens unique to block n."""
-    return tuple(range(16 * n, 16 * n + 16))
 
 
 @dataclass
@@ -33,18 +27,15 @@ class _Streams:
     def add(self, pod: str, rank: int, at: int, event: BlockStored) -> None:
         self.pending.setdefault((pod, rank, at), []).append(event)
 
-    def apply(self, applier: Applier, seqs: dict[tuple[str, int], int]) -> None:
+    def apply(self, index: IngestedIndex) -> None:
         for (pod, rank, at), events in sorted(self.pending.items(), key=lambda item: item[0][2]):
             kind = PODS[pod][0]
             for start in range(0, len(events), 200):
-                seq = seqs.get((pod, rank), -1) + 1
-                seqs[(pod, rank)] = seq
-                batch = EventBatch(ts=float(at), events=events[start : start + 200])
-                applier.apply_batch(pod, MODEL, kind, rank, seq, batch, now=at)
+                index.send(pod, *events[start : start + 200], at=at, rank=rank, kind=kind)
         self.pending.clear()
 
 
-def build_index(applier: Applier, blocks: int, old: int, new: int) -> None:
+def build_index(index: IngestedIndex, blocks: int, old: int, new: int) -> None:
     """`blocks` GPU blocks spread over the pods and their ranks, even ones stored at `old`,
     odd ones at `new`; mixed on purpose:
     - every 10th is offloaded to CPU (a placeholder) at the other time, so one medium is stale
@@ -70,9 +61,8 @@ def build_index(applier: Applier, blocks: int, old: int, new: int) -> None:
         if n % 11 == 0 and ranks > 1:
             second = str(2_000_000 + n)
             stores.add(pod, (rank + 1) % ranks, at, BlockStored((second,), tokens(n), 16, "GPU"))
-    seqs: dict[tuple[str, int], int] = {}
-    stores.apply(applier, seqs)
-    placeholders.apply(applier, seqs)
+    stores.apply(index)
+    placeholders.apply(index)
 
 
 def snapshot(client: redis.Redis, skip: tuple[str, ...] = ("kvadmin:gc:",)) -> dict[str, object]:

@@ -7,7 +7,8 @@ from kvadmin.dashboard.tiles import dashboard_tiles
 from kvadmin.engines.models import Engine
 from kvadmin.routing import outcomes, service
 from kvadmin.routing.outcomes import Outcome
-from tests.routing.conftest import MODEL, PODS, hold, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, tokens
 
 pytestmark = pytest.mark.django_db
 

@@ -8,17 +8,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from kvadmin.dashboard.tiles import SAMPLES_KEY, dashboard_tiles
+from kvadmin.dashboard.tiles import dashboard_tiles
 from kvadmin.engines.models import Engine
 from kvadmin.index import gc
-from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from kvadmin.metrics import recorder
-from scoring.keys import WORKERS_KEY, stream_lease_key, stream_status_key
-from tests.ingest.blocks import tokens
+from scoring.keys import DASHBOARD_SAMPLES_KEY, WORKERS_KEY, stream_lease_key, stream_status_key
+from tests.index import MODEL
 
 pytestmark = pytest.mark.django_db
-MODEL = "Qwen/Qwen3-8B"
 PODS = ["vllm-0.default", "vllm-1.default", "vllm-2.default"]
 
 
@@ -45,7 +43,7 @@ class DecisionStub:
 
 
 @pytest.fixture
-def fleet(redis_client) -> Applier:
+def fleet(redis_client, index) -> None:
     """Three engines: vllm-0 read by a live worker, vllm-1 whose worker is gone, vllm-2 read
     by a live worker but late; vllm-0 holds 3 GPU and 2 CPU blocks."""
     for pod in PODS:
@@ -59,15 +57,8 @@ def fleet(redis_client) -> Applier:
     redis_client.hset(
         stream_status_key("vllm-2.default", 0), mapping={"lag_seconds": 42, "last_event_at": now}
     )
-    applier = Applier(redis_client)
-    gpu_tokens = tuple(t for n in range(3) for t in tokens(n))
-    stores = [
-        BlockStored(("0", "1", "2"), gpu_tokens, 16, "GPU"),
-        BlockStored(("0", "1"), (), 0, "CPU"),
-    ]
-    for seq, event in enumerate(stores):
-        applier.apply_batch(PODS[0], MODEL, "vllm", 0, seq, EventBatch(ts=now, events=[event]))
-    return applier
+    index.store(PODS[0], range(3), "GPU", at=now)
+    index.offload(PODS[0], range(2), "CPU", at=now)
 
 
 def _health(tiles) -> dict[str, str]:
@@ -141,7 +132,7 @@ def test_the_hour_hit_ratio_is_split_by_medium(fleet, redis_client) -> None:
 
 
 def test_the_last_garbage_collection_is_shown(fleet, redis_client) -> None:
-    report = gc.collect_garbage(redis_client, 86400, registered=lambda: set(PODS))
+    report = gc.collect_garbage(Applier(redis_client), 86400, registered=lambda: set(PODS))
 
     tiles = dashboard_tiles(redis_client)
 
@@ -152,8 +143,8 @@ def test_the_last_garbage_collection_is_shown(fleet, redis_client) -> None:
 
 def _age_samples(redis_client, seconds: float) -> None:
     """Pretend the recorded samples were taken `seconds` earlier (no sleeping in tests)."""
-    samples = [json.loads(s) for s in redis_client.lrange(SAMPLES_KEY, 0, -1)]
-    redis_client.delete(SAMPLES_KEY)
+    samples = [json.loads(s) for s in redis_client.lrange(DASHBOARD_SAMPLES_KEY, 0, -1)]
+    redis_client.delete(DASHBOARD_SAMPLES_KEY)
     for sample in reversed(samples):
         sample["t"] -= seconds
-        redis_client.lpush(SAMPLES_KEY, json.dumps(sample))
+        redis_client.lpush(DASHBOARD_SAMPLES_KEY, json.dumps(sample))

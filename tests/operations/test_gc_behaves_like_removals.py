@@ -6,7 +6,7 @@ refreshed stays."""
 import redis
 
 from kvadmin.index import gc
-from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored
 from kvadmin.index.writer import Applier
 from scoring.keys import (
     block_key,
@@ -16,29 +16,16 @@ from scoring.keys import (
     residency_key,
     residency_score,
 )
-from tests.ingest.blocks import std, tokens
+from tests.index import MODEL, std, tokens
 
-POD, MODEL = "vllm-0.ns", "M"
+POD = "vllm-0.ns"
 OLD, NOW, MAX_AGE = 1_000, 1_000_000, 86_400
-
-
-class Engine:
-    """One DP pod's two streams, sending events at a given time."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.applier = Applier(client)
-        self.seqs = {0: -1, 1: -1}
-
-    def send(self, rank: int, at: int, *events) -> None:
-        self.seqs[rank] += 1
-        batch = EventBatch(ts=float(at), events=list(events))
-        self.applier.apply_batch(POD, MODEL, "vllm", rank, self.seqs[rank], batch, now=at)
 
 
 class DiesBeforeDraining(Applier):
     """A worker that dies right after applying a clear, before it drains the retired blocks."""
 
-    def _drain(self, *args: object, **kwargs: object) -> None:
+    def drain(self, *args: object, **kwargs: object) -> None:
         return None
 
 
@@ -51,28 +38,26 @@ def offloaded(n: int, medium: str = "CPU") -> BlockStored:
 
 
 def _collect(client: redis.Redis) -> gc.GcReport:
-    return gc.collect_garbage(client, MAX_AGE, registered=lambda: {POD}, now=NOW)
+    return gc.collect_garbage(Applier(client), MAX_AGE, registered=lambda: {POD}, now=NOW)
 
 
-def test_a_collected_block_can_be_removed_and_stored_again(redis_client) -> None:
-    engine = Engine(redis_client)
-    engine.send(0, OLD, stored(1))
+def test_a_collected_block_can_be_removed_and_stored_again(redis_client, index) -> None:
+    index.send(POD, stored(1), at=OLD)
     _collect(redis_client)
 
-    engine.send(0, NOW, BlockRemoved(("101",), "GPU"))
+    index.send(POD, BlockRemoved(("101",), "GPU"), at=NOW)
     assert redis_client.hgetall(refcount_key(POD)) == {}
-    engine.send(0, NOW, stored(1))
+    index.send(POD, stored(1), at=NOW)
 
     assert redis_client.zscore(residency_key(POD, "GPU"), str(std(1))) == residency_score(NOW)
     assert redis_client.hget(block_key(MODEL, std(1)), POD) == f"{NOW}|GPU"
-    engine.send(0, NOW, BlockRemoved(("101",), "GPU"))
+    index.send(POD, BlockRemoved(("101",), "GPU"), at=NOW)
     assert redis_client.exists(block_key(MODEL, std(1)), residency_key(POD, "GPU")) == 0
 
 
-def test_a_stale_gpu_copy_goes_and_the_fresh_cpu_copy_takes_over(redis_client) -> None:
-    engine = Engine(redis_client)
-    engine.send(0, OLD, stored(1))
-    engine.send(0, NOW - 10, offloaded(1))
+def test_a_stale_gpu_copy_goes_and_the_fresh_cpu_copy_takes_over(redis_client, index) -> None:
+    index.send(POD, stored(1), at=OLD)
+    index.send(POD, offloaded(1), at=NOW - 10)
 
     report = _collect(redis_client)
 
@@ -83,11 +68,10 @@ def test_a_stale_gpu_copy_goes_and_the_fresh_cpu_copy_takes_over(redis_client) -
     assert redis_client.zscore(residency_key(POD, "GPU"), str(std(1))) is None
 
 
-def test_a_block_another_rank_stored_again_stays(redis_client) -> None:
+def test_a_block_another_rank_stored_again_stays(redis_client, index) -> None:
     """Residency is the pod's last store of the block in that medium, by any rank."""
-    engine = Engine(redis_client)
-    engine.send(0, OLD, stored(1))
-    engine.send(1, NOW - 10, stored(1, engine_hash=555))
+    index.send(POD, stored(1), at=OLD)
+    index.send(POD, stored(1, engine_hash=555), at=NOW - 10, rank=1)
 
     report = _collect(redis_client)
 
@@ -96,13 +80,12 @@ def test_a_block_another_rank_stored_again_stays(redis_client) -> None:
     assert redis_client.hget(block_key(MODEL, std(1)), POD) == f"{NOW - 10}|GPU"
 
 
-def test_blocks_a_dead_worker_left_retired_are_released_first(redis_client) -> None:
+def test_blocks_a_dead_worker_left_retired_are_released_first(redis_client, index) -> None:
     """A clear whose drain never ran (the worker died) still holds references: the collector
     drains them, then collects."""
-    engine = Engine(redis_client)
-    engine.send(0, OLD, stored(1), stored(2))
-    engine.applier = DiesBeforeDraining(redis_client)
-    engine.send(0, NOW - 10, AllBlocksCleared())
+    index.send(POD, stored(1), stored(2), at=OLD)
+    index.applier = DiesBeforeDraining(redis_client)
+    index.send(POD, AllBlocksCleared(), at=NOW - 10)
     assert redis_client.zcard(residency_key(POD, "GPU")) == 2
 
     _collect(redis_client)

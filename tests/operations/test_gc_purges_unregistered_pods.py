@@ -6,26 +6,16 @@ import time
 import redis
 
 from kvadmin.index import gc
-from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from scoring.keys import GC_LOCK_KEY, POD_MODELS_KEY, block_key, residency_key, stream_status_key
-from tests.ingest.blocks import std, tokens
-
-MODEL = "M"
+from tests.index import MODEL, IngestedIndex, std
 
 
-def _store(applier: Applier, pod: str, *blocks: int) -> None:
-    token_ids = tuple(t for n in blocks for t in tokens(n))
-    event = BlockStored(tuple(str(100 + n) for n in blocks), token_ids, 16, "GPU")
-    applier.apply_batch(pod, MODEL, "vllm", 0, 0, EventBatch(ts=0.0, events=[event]))
+def test_an_unregistered_pod_is_purged(redis_client: redis.Redis, index: IngestedIndex) -> None:
+    index.store("kept.ns", [1, 2], at=time.time())
+    index.store("gone.ns", [1, 2, 3], at=time.time())
 
-
-def test_an_unregistered_pod_is_purged(redis_client: redis.Redis) -> None:
-    applier = Applier(redis_client)
-    _store(applier, "kept.ns", 1, 2)
-    _store(applier, "gone.ns", 1, 2, 3)
-
-    report = gc.collect_garbage(redis_client, 86400, registered=lambda: {"kept.ns"})
+    report = gc.collect_garbage(Applier(redis_client), 86400, registered=lambda: {"kept.ns"})
 
     assert (report.pods_purged, report.purged_blocks) == (1, 3)
     assert redis_client.hkeys(POD_MODELS_KEY) == ["kept.ns"]
@@ -43,7 +33,7 @@ def test_a_second_collector_finds_the_run_taken(redis_client: redis.Redis) -> No
     assert lock.acquire(blocking=False)
     try:
         try:
-            gc.collect_garbage(redis_client, 86400, registered=set)
+            gc.collect_garbage(Applier(redis_client), 86400, registered=set)
         except gc.AnotherRunIsActive:
             pass
         else:
@@ -55,7 +45,7 @@ def test_a_second_collector_finds_the_run_taken(redis_client: redis.Redis) -> No
 
 def test_a_run_is_due_after_the_interval(redis_client: redis.Redis) -> None:
     assert gc.due(redis_client, 600)
-    report = gc.collect_garbage(redis_client, 86400, registered=set)
+    report = gc.collect_garbage(Applier(redis_client), 86400, registered=set)
 
     assert not gc.due(redis_client, 600, now=report.started_at + 599)
     assert gc.due(redis_client, 600, now=report.started_at + 600)

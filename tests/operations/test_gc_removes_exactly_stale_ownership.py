@@ -8,6 +8,7 @@ import redis
 
 from kvadmin.index import gc
 from kvadmin.index.writer import Applier
+from tests.index import IngestedIndex
 from tests.operations.synthetic import (
     PODS,
     build_index,
@@ -22,16 +23,18 @@ BLOCKS = 20_000
 
 
 @pytest.fixture
-def large_index(redis_client: redis.Redis) -> dict[str, object]:
+def large_index(redis_client: redis.Redis, index: IngestedIndex) -> dict[str, object]:
     """20,000 blocks over 3 pods (one with 2 ranks), half of them stored two days ago, with
     offloads, shared blocks and doubly-referenced blocks of mixed ages; its snapshot."""
-    build_index(Applier(redis_client), BLOCKS, old=NOW - 2 * MAX_AGE, new=NOW - 60)
+    build_index(index, BLOCKS, old=NOW - 2 * MAX_AGE, new=NOW - 60)
     return snapshot(redis_client)
 
 
 def test_it_removes_exactly_the_stale_entries(redis_client, large_index) -> None:
     started = time.perf_counter()
-    report = gc.collect_garbage(redis_client, MAX_AGE, registered=lambda: set(PODS), now=NOW)
+    report = gc.collect_garbage(
+        Applier(redis_client), MAX_AGE, registered=lambda: set(PODS), now=NOW
+    )
     elapsed = time.perf_counter() - started
 
     assert snapshot(redis_client) == expected_after_gc(large_index, NOW - MAX_AGE)
@@ -44,7 +47,9 @@ def test_it_removes_exactly_the_stale_entries(redis_client, large_index) -> None
 
 
 def test_the_report_counts_what_went(redis_client, large_index) -> None:
-    report = gc.collect_garbage(redis_client, MAX_AGE, registered=lambda: set(PODS), now=NOW)
+    report = gc.collect_garbage(
+        Applier(redis_client), MAX_AGE, registered=lambda: set(PODS), now=NOW
+    )
 
     expected = expected_after_gc(large_index, NOW - MAX_AGE)
     residency = sum(len(v) for k, v in large_index.items() if k.startswith("kvadmin:res:"))
@@ -62,7 +67,7 @@ def test_the_report_counts_what_went(redis_client, large_index) -> None:
 def test_every_step_is_bounded(redis_client, large_index) -> None:
     """No step handles more than about one chunk, so no script blocks Redis for long."""
     report = gc.collect_garbage(
-        redis_client, MAX_AGE, registered=lambda: set(PODS), now=NOW, chunk_size=500
+        Applier(redis_client, chunk_size=500), MAX_AGE, registered=lambda: set(PODS), now=NOW
     )
 
     assert report.steps >= BLOCKS // 500
@@ -70,8 +75,10 @@ def test_every_step_is_bounded(redis_client, large_index) -> None:
 
 
 def test_a_second_run_finds_nothing_left(redis_client, large_index) -> None:
-    gc.collect_garbage(redis_client, MAX_AGE, registered=lambda: set(PODS), now=NOW)
-    again = gc.collect_garbage(redis_client, MAX_AGE, registered=lambda: set(PODS), now=NOW)
+    gc.collect_garbage(Applier(redis_client), MAX_AGE, registered=lambda: set(PODS), now=NOW)
+    again = gc.collect_garbage(
+        Applier(redis_client), MAX_AGE, registered=lambda: set(PODS), now=NOW
+    )
 
     assert (again.ownerships, again.blocks) == (0, 0)
     assert gc.totals(redis_client)["runs"] == 2

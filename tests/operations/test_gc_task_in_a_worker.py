@@ -7,29 +7,21 @@ import pytest
 
 from kvadmin.engines.models import Engine
 from kvadmin.index import gc
-from kvadmin.index.events import BlockStored, EventBatch
 from kvadmin.index.writer import Applier
 from kvadmin.ingest.tasks import collect_garbage
 from scoring.keys import POD_MODELS_KEY, block_key
-from tests.ingest.blocks import std, tokens
+from tests.index import MODEL, std
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MODEL = "Qwen/Qwen3-8B"
 
 
-def _store(applier: Applier, pod: str, seq: int, n: int, at: float) -> None:
-    event = BlockStored((str(100 + n),), tokens(n), 16, "GPU")
-    applier.apply_batch(pod, MODEL, "vllm", 0, seq, EventBatch(ts=at, events=[event]), int(at))
-
-
-def test_the_task_collects_the_index(celery_worker, redis_client) -> None:
+def test_the_task_collects_the_index(celery_worker, redis_client, index) -> None:
     Engine.objects.create(pod="kept.ns", model=MODEL, kind="vllm", events_endpoint="tcp://h:1")
-    applier = Applier(redis_client)
     two_days_ago = time.time() - 2 * 86400
-    _store(applier, "kept.ns", 0, 1, two_days_ago)
-    _store(applier, "kept.ns", 1, 2, time.time())
-    _store(applier, "gone.ns", 0, 3, time.time())
+    index.store("kept.ns", [1], at=two_days_ago)
+    index.store("kept.ns", [2], at=time.time())
+    index.store("gone.ns", [3], at=time.time())
 
     collect_garbage.delay(force=True)
     report = wait_until(lambda: gc.last_run(redis_client), timeout=30, what="a GC run")
@@ -43,7 +35,7 @@ def test_the_task_collects_the_index(celery_worker, redis_client) -> None:
 
 def test_the_task_waits_for_the_interval(celery_worker, redis_client) -> None:
     """Beat sends it every minute; without `force` a run happens only when one is due."""
-    gc.collect_garbage(redis_client, 86400, registered=set)
+    gc.collect_garbage(Applier(redis_client), 86400, registered=set)
 
     collect_garbage.delay()
     collect_garbage.delay(force=True)

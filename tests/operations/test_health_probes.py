@@ -12,7 +12,8 @@ from kvadmin.engines.models import Engine
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
 from kvadmin.ingest.probes import probe_and_record
-from tests.ingest.conftest import MODEL, spec_for
+from tests.index import MODEL
+from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +68,7 @@ def test_a_worker_holding_the_streams_of_a_live_engine_makes_it_ready(
         topic="kv-events",
     )
     start_loop([spec_for(publisher, POD)])
-    wait_until(lambda: status.read(redis_client, StreamId(POD, 0)).get("connected") == "1")
+    wait_until(lambda: status.read_statuses(redis_client, [StreamId(POD, 0)])[0].connected)
     code, body = _ready(client)
     assert code == 503, "nobody probed the engine yet: no evidence that it lives"
     assert body["checks"]["engines"]["unhealthy"][POD]["state"] == "stale"

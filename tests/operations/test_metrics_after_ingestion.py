@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def _ingest(publisher, start_loop, redis_client, *batches, ts: float | None = None) -> None:
     start_loop([spec_for(publisher)])
-    wait_until(lambda: status.read(redis_client, StreamId(POD, 0)).get("connected") == "1")
+    wait_until(lambda: status.read_statuses(redis_client, [StreamId(POD, 0)])[0].connected)
     publisher.wait_for_subscribers()
     for events in batches:
         seq = publisher.publish(events, ts=ts)
@@ -72,7 +72,7 @@ def test_gaps_replays_and_decode_errors_are_counted(
     engine, publisher, start_loop, redis_client, scrape
 ) -> None:
     start_loop([spec_for(publisher)])
-    wait_until(lambda: status.read(redis_client, StreamId(POD, 0)).get("connected") == "1")
+    wait_until(lambda: status.read_statuses(redis_client, [StreamId(POD, 0)])[0].connected)
     publisher.wait_for_subscribers()
     publisher.publish([stored(1)])
     publisher.drop(1)

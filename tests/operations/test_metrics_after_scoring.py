@@ -10,33 +10,22 @@ import time
 import pytest
 
 from kvadmin.engines.models import Engine
-from kvadmin.index.events import BlockStored, EventBatch
-from kvadmin.index.writer import Applier
 from kvadmin.metrics import recorder
 from kvadmin.routing.service import score
-from tests.ingest.blocks import tokens
+from tests.index import MODEL, tokens
 from tests.operations.conftest import value
 
 pytestmark = pytest.mark.django_db
-MODEL = "Qwen/Qwen3-8B"
-
-
-def _store(applier: Applier, pod: str, seq: int, blocks: range, medium: str) -> None:
-    token_ids = tuple(t for n in blocks for t in tokens(n))
-    hashes = tuple(str(9000 + n) for n in blocks)
-    batch = EventBatch(ts=time.time(), events=[BlockStored(hashes, token_ids, 16, medium)])
-    applier.apply_batch(pod, MODEL, "vllm", 0, seq, batch)
 
 
 @pytest.fixture
-def fleet_index(redis_client) -> None:
+def fleet_index(index) -> None:
     """vllm-0 holds blocks 0-3 in GPU and 4-5 in CPU; vllm-1 holds block 0 in GPU."""
     for pod in ("vllm-0.default", "vllm-1.default"):
         Engine.objects.create(pod=pod, model=MODEL, kind="vllm", events_endpoint="tcp://h:5557")
-    applier = Applier(redis_client)
-    _store(applier, "vllm-0.default", 0, range(0, 4), "GPU")
-    _store(applier, "vllm-0.default", 1, range(4, 6), "CPU")
-    _store(applier, "vllm-1.default", 0, range(0, 1), "GPU")
+    index.store("vllm-0.default", range(0, 4), "GPU", at=time.time())
+    index.store("vllm-0.default", range(4, 6), "CPU", at=time.time())
+    index.store("vllm-1.default", range(0, 1), "GPU", at=time.time())
 
 
 def _decide(redis_client) -> None:

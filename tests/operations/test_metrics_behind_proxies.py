@@ -16,6 +16,8 @@ ALLOWED = "10.0.0.0/8"
 
 @pytest.fixture
 def web_server(subprocess_env: dict[str, str]) -> Iterator[Callable[..., str]]:
+    """Start real web servers with /metrics allowed to ALLOWED (more settings as given); all stopped
+    after the test."""
     started = []
 
     def start(**env: str) -> str:

@@ -19,7 +19,7 @@ STORE |= {"block_size": 16, "medium": "GPU", "origin": "local", "session_id": "s
 
 def _send(publisher, start_loop, redis_client, *batches: list[dict]) -> None:
     start_loop([spec_for(publisher)])
-    wait_until(lambda: status.read(redis_client, StreamId(POD, 0)).get("connected") == "1")
+    wait_until(lambda: status.read_statuses(redis_client, [StreamId(POD, 0)])[0].connected)
     publisher.wait_for_subscribers()
     for events in batches:
         seq = publisher.publish_payload(msgspec.msgpack.encode({"ts": 1.0, "events": events}))

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvadmin.api.models import ApiToken
 from kvadmin.index import gc
+from kvadmin.index.writer import Applier
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +49,7 @@ REQUIRED_ALERTS = {
 def exposed(redis_client) -> set[str]:
     """The sample names a Prometheus scrape of /metrics can see, after one garbage-collection
     run (the last run's families appear only then)."""
-    gc.collect_garbage(redis_client, max_age=60, registered=set)
+    gc.collect_garbage(Applier(redis_client), max_age=60, registered=set)
     _, token = ApiToken.issue("prometheus", "metrics")
     response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code == 200

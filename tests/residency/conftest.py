@@ -1,82 +1,17 @@
-"""Fixtures for the residency browser: an index built through the real applier from KV events,
-registered engines, and people with and without the right to purge."""
+"""Fixtures for the residency browser: registered engines, people with and without the right to
+purge, and pods that tokenize (the index itself is the root conftest's `index`)."""
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
-import redis
 from django.contrib.auth.models import Permission
 
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
-from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
-from kvadmin.index.writer import Applier
 from kvadmin.redis_server import free_port
 from kvadmin.routing.tokenize import CACHE
-from scoring.hashing import hash_block
-
-MODEL = "Qwen/Qwen3-8B"
-OTHER_MODEL = "meta-llama/Llama-3.1-8B"
-NOW = 1_760_000_000
-
-
-def tokens(n: int) -> tuple[int, ...]:
-    """16 tokens unique to block number n."""
-    return tuple(range(n * 16, n * 16 + 16))
-
-
-def std(n: int) -> int:
-    return hash_block(tokens(n))
-
-
-def engine_hash(n: int, rank: int = 0) -> str:
-    """The engine's id of block n on one rank: engines chain hashes, ranks differ."""
-    return str(2**63 + 1000 + n + rank * 10**6)
-
-
-class Index:
-    """Feeds KV events to the real Applier, one stream per (pod, rank), like the ingest loop."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-        self.applier = Applier(client)
-        self.seqs: dict[tuple[str, int], int] = {}
-
-    def send(self, pod: str, *events: object, at: float = NOW, rank: int = 0, **stream) -> None:
-        seq = self.seqs.get((pod, rank), -1) + 1
-        self.seqs[pod, rank] = seq
-        batch = EventBatch(ts=float(at), events=list(events))  # type: ignore[arg-type]
-        model, kind = stream.get("model", MODEL), stream.get("kind", "vllm")
-        self.applier.apply_batch(pod, model, kind, rank, seq, batch, now=at)
-
-    def store(self, pod: str, blocks: Iterable[int], medium: str | None = "GPU", **options) -> None:
-        """The pod's engine stores blocks (with their tokens) in `medium`, in one event."""
-        blocks = list(blocks)
-        rank = options.get("rank", 0)
-        event = BlockStored(
-            tuple(engine_hash(n, rank) for n in blocks),
-            tuple(t for n in blocks for t in tokens(n)),
-            16,
-            medium,
-        )
-        self.send(pod, event, **options)
-
-    def offload(self, pod: str, blocks: Iterable[int], medium: str = "CPU", **options) -> None:
-        """vLLM's offloading connector announces known blocks in another tier, no tokens."""
-        rank = options.get("rank", 0)
-        event = BlockStored(tuple(engine_hash(n, rank) for n in blocks), (), 0, medium)
-        self.send(pod, event, **options)
-
-    def remove(self, pod: str, blocks: Iterable[int], medium: str = "GPU", **options) -> None:
-        rank = options.get("rank", 0)
-        self.send(pod, BlockRemoved(tuple(engine_hash(n, rank) for n in blocks), medium), **options)
-
-
-@pytest.fixture
-def index(redis_client: redis.Redis) -> Index:
-    """An empty index (the test Redis, flushed) and a way to fill it through ingestion."""
-    return Index(redis_client)
+from tests.index import MODEL
 
 
 def register(pod: str, model: str = MODEL, **fields) -> Engine:

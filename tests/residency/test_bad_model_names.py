@@ -14,20 +14,22 @@ POD = "vllm-0.default"
 
 
 @pytest.fixture
-def stored_bad_name(index):
+def pod_with_a_bad_model_name(index):
+    """A registered pod whose model name holds a newline and markup, as stored before names were
+    validated, with blocks in the index."""
     engine = register(POD, model="placeholder")
     type(engine).objects.filter(pk=engine.pk).update(model=BAD_MODEL)  # unvalidated, as old
     index.store(POD, range(3), model=BAD_MODEL)
 
 
 @pytest.mark.parametrize("path", ["/blocks/", f"/pods/{POD}/", "/pods/", "/"])
-def test_the_pages_still_answer(browsing, stored_bad_name, path) -> None:
+def test_the_pages_still_answer(browsing, pod_with_a_bad_model_name, path) -> None:
     response = browsing.get(path)
     assert response.status_code == 200
     assert "<script>x</script>" not in response.text
 
 
-def test_the_blocks_of_that_model_still_list_and_link(browsing, stored_bad_name) -> None:
+def test_the_blocks_of_that_model_still_list_and_link(browsing, pod_with_a_bad_model_name) -> None:
     response = browsing.get("/blocks/", {"model": BAD_MODEL})
     assert response.status_code == 200
     assert "<script>x</script>" not in response.text

@@ -7,7 +7,8 @@ import pytest
 
 from kvadmin.residency import block_detail
 from scoring.keys import stream_status_key
-from tests.residency.conftest import MODEL, NOW, OTHER_MODEL, engine_hash, register, std
+from tests.index import MODEL, NOW, OTHER_MODEL, engine_hash, std
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

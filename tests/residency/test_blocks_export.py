@@ -6,13 +6,15 @@ import io
 
 import pytest
 
-from tests.residency.conftest import MODEL, NOW, register, std
+from tests.index import MODEL, NOW, std
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def held(index):
+def two_pods_holding_blocks(index):
+    """vllm-0 holds blocks 0-2 in GPU, block 0 in CPU too; vllm-1 holds block 1; both registered."""
     register("vllm-0.default")
     register("vllm-1.default")
     index.store("vllm-0.default", range(3), at=NOW)
@@ -28,12 +30,14 @@ def _csv(response) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(response.content.decode())))
 
 
-def test_the_page_counts_the_block_copies_its_filters_match(browsing, held) -> None:
+def test_the_page_counts_the_block_copies_its_filters_match(
+    browsing, two_pods_holding_blocks
+) -> None:
     assert 'data-matched="5"' in browsing.get("/blocks/", {"model": MODEL}).text
     assert 'data-matched="1"' in browsing.get("/blocks/", {"model": MODEL, "medium": "CPU"}).text
 
 
-def test_a_medium_nobody_holds_says_so(browsing, held) -> None:
+def test_a_medium_nobody_holds_says_so(browsing, two_pods_holding_blocks) -> None:
     response = browsing.get("/blocks/", {"model": MODEL, "medium": "XYZ"})
 
     assert response.status_code == 200
@@ -42,7 +46,7 @@ def test_a_medium_nobody_holds_says_so(browsing, held) -> None:
     assert 'id="unknown-medium"' not in browsing.get("/blocks/", {"medium": "cpu"}).text
 
 
-def test_the_export_is_the_current_view(browsing, held) -> None:
+def test_the_export_is_the_current_view(browsing, two_pods_holding_blocks) -> None:
     everything = _csv(browsing.get("/blocks/export.csv", {"model": MODEL}))
     assert [row["block"] for row in everything] == [str(std(n)) for n in (1, 0, 2)]
     assert everything[0]["owners (pod:medium)"] == "vllm-0.default:GPU vllm-1.default:GPU"
@@ -54,6 +58,6 @@ def test_the_export_is_the_current_view(browsing, held) -> None:
     assert [row["block"] for row in one_pod] == [str(std(1))]
 
 
-def test_the_page_links_its_export_with_its_filters(browsing, held) -> None:
+def test_the_page_links_its_export_with_its_filters(browsing, two_pods_holding_blocks) -> None:
     html = browsing.get("/blocks/", {"model": MODEL, "medium": "CPU"}).text
     assert 'href="/blocks/export.csv?model=Qwen%2FQwen3-8B&amp;medium=CPU" download' in html

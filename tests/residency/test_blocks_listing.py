@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from tests.residency.conftest import MODEL, NOW, OTHER_MODEL, register, std
+from tests.index import MODEL, NOW, OTHER_MODEL, std
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kvadmin.residency.blocks import BlocksQuery, browse_blocks
 from kvadmin.residency.listing import PAGE_SIZE, Position
 from scoring import keys
-from tests.residency.conftest import MODEL, NOW, Index, std
+from tests.index import MODEL, NOW, IngestedIndex, std
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +70,7 @@ def test_a_bad_cursor_is_a_clear_error(browsing, index) -> None:
 
 
 def test_a_cursor_between_blocks_of_one_second_resumes_exactly_there(redis_client) -> None:
-    Index(redis_client).store("vllm-0.default", range(10), at=NOW)
+    IngestedIndex(redis_client).store("vllm-0.default", range(10), at=NOW)
     ordered = sorted((str(std(n)) for n in range(10)), reverse=True)
     # Nobody holds this one; it sorts between the 5th and 6th block of that second.
     between = ordered[5] + "0"
@@ -114,7 +114,7 @@ def test_paging_lists_every_block_once_at_its_newest_position(
 ) -> None:
     """Newest first or oldest first, by the time each block was last stored anywhere."""
     redis_client.flushdb()
-    index = Index(redis_client)
+    index = IngestedIndex(redis_client)
     for pod, blocks, action, second in stores:
         if action == "remove":
             index.remove(pod, blocks, "GPU", at=NOW + second)
@@ -152,7 +152,7 @@ def test_a_page_stops_early_when_it_skips_many_blocks_and_resumes_after_them(
     """Blocks another pod re-stored more recently are listed there: skipping them is bounded
     work per request, so a page may come back short, with a cursor to carry on from."""
     monkeypatch.setattr("kvadmin.residency.listing.MAX_ROUNDS", 2)
-    index = Index(redis_client)
+    index = IngestedIndex(redis_client)
     index.store("vllm-0.default", range(40), at=NOW)  # listed at their newer store on vllm-1
     index.store("vllm-1.default", range(40), at=NOW + 1)
     index.store("vllm-0.default", [99], at=NOW - 1 if descending else NOW + 2)

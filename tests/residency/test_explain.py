@@ -6,11 +6,13 @@ import json
 import re
 
 import pytest
+from django.test import override_settings
 
 from kvadmin.api.models import ApiToken
 from kvadmin.routing import decisions
 from scoring.keys import stream_status_key
-from tests.residency.conftest import MODEL, NOW, register, tokens
+from tests.index import MODEL, NOW, tokens
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 
@@ -201,3 +203,18 @@ def test_chat_messages_and_multiline_prompts_score_as_the_api_receives_them(
     assert _comparable(_page_api(typed.text)) == _comparable(prompt)
     assert "may not match" not in chat.text + typed.text
     assert [e["wait_s"] for e in _page_api(typed.text)["estimates"]] == [0.0]  # none queued
+
+
+@override_settings(KVADMIN={"TOKENIZER_CHECK_EVERY": 0})
+def test_the_grid_is_over_the_blocks_scoring_hashed(browsing, index, deepseek_v4) -> None:
+    """A model tokenized in-process, by engines that serve no /tokenize: the grid's columns
+    are the block hashes the score came from, not a second tokenization."""
+    register("vllm-5.default", tokenizer=deepseek_v4)
+    prompt = "Explain which pod holds the prefix of this prompt, block by block. " * 8
+
+    response = browsing.post("/explain/", {"model": MODEL, "input": "prompt", "text": prompt})
+
+    shown = _page_api(response.text)
+    assert shown["tokenizer"] == "local" and shown["blocks"] > 1
+    assert response.text.count('<th scope="col" title="block ') == shown["blocks"]
+    assert 'role="alert"' not in response.text

@@ -2,13 +2,15 @@
 
 import pytest
 
-from tests.residency.conftest import MODEL, register
+from tests.index import MODEL
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def engine(db):
+    """vllm-0, registered and serving MODEL."""
     return register("vllm-0.default")
 
 

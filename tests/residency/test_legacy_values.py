@@ -8,7 +8,7 @@ from kvadmin.index import value_format
 from scoring.keys import block_key
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.residency.conftest import MODEL, NOW, std
+from tests.index import MODEL, NOW, std
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,8 @@ apart: an owner's badge on /blocks/ and on a pod's page says the medium beside t
 
 import pytest
 
-from tests.residency.conftest import NOW, register
+from tests.index import NOW
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,10 @@ import time
 import pytest
 
 from kvadmin.residency.pods import pods_overview
-from kvadmin.residency.samples import RETENTION_SECONDS, record_samples, samples_key
-from scoring.keys import stream_status_key
-from tests.residency.conftest import MODEL, NOW, register, std
+from kvadmin.residency.samples import RETENTION_SECONDS, record_samples
+from scoring.keys import pod_samples_key, stream_status_key
+from tests.index import MODEL, NOW, std
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 
@@ -57,8 +58,8 @@ def test_samples_older_than_a_day_are_dropped(index, redis_client, db) -> None:
     record_samples(redis_client, pods, NOW)
     record_samples(redis_client, pods, NOW + RETENTION_SECONDS + 1)
 
-    assert redis_client.zcard(samples_key("vllm-0.default")) == 1
-    assert 0 < redis_client.ttl(samples_key("vllm-0.default")) <= RETENTION_SECONDS
+    assert redis_client.zcard(pod_samples_key("vllm-0.default")) == 1
+    assert 0 < redis_client.ttl(pod_samples_key("vllm-0.default")) <= RETENTION_SECONDS
 
 
 def test_a_pod_without_samples_says_so(browsing, index) -> None:

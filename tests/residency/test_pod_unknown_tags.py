@@ -6,7 +6,8 @@ import pytest
 
 from kvadmin.index.writer import Applier
 from kvadmin.ingest.decode import decode_batch
-from tests.residency.conftest import MODEL, NOW, register
+from tests.index import MODEL, NOW
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 POD = "vllm-0.default"

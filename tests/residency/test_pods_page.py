@@ -6,7 +6,8 @@ import time
 import pytest
 
 from scoring.keys import stream_lease_key, stream_status_key
-from tests.residency.conftest import NOW, register
+from tests.index import NOW
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 

@@ -5,13 +5,15 @@ import pytest
 from django.test import Client
 
 from scoring.keys import POD_MODELS_KEY, block_key, residency_key
-from tests.residency.conftest import MODEL, NOW, register, std
+from tests.index import MODEL, NOW, std
+from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def two_pods(index):
+    """vllm-0 (registered) holds blocks 0-2 and vllm-1 (only the index knows it) blocks 0-1."""
     register("vllm-0.default")
     index.store("vllm-0.default", range(3), at=NOW)
     index.store("vllm-1.default", range(2), at=NOW)

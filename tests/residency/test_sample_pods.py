@@ -9,9 +9,10 @@ import websockets
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from kvadmin.residency.samples import samples_key
 from kvadmin.residency.tasks import sample_pods
-from tests.residency.conftest import NOW, register
+from scoring.keys import pod_samples_key
+from tests.index import NOW
+from tests.residency.conftest import register
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,8 +32,10 @@ def test_a_worker_records_a_sample_of_every_pod(celery_worker, index, redis_clie
     sample_pods.delay()
 
     for pod in ("vllm-0.default", "vllm-7.default"):
-        wait_until(lambda pod=pod: redis_client.zcard(samples_key(pod)), what=f"a sample of {pod}")
-    [sample] = redis_client.zrange(samples_key("vllm-7.default"), 0, -1)
+        wait_until(
+            lambda pod=pod: redis_client.zcard(pod_samples_key(pod)), what=f"a sample of {pod}"
+        )
+    [sample] = redis_client.zrange(pod_samples_key("vllm-7.default"), 0, -1)
     assert '"c":{"GPU":3}' in sample
 
 

@@ -14,11 +14,11 @@ from kvadmin.fleet.pod import PodConfig
 from kvadmin.redis_server import free_port
 from kvadmin.routing.tokenize import CACHE
 from scoring.hashing import block_hashes
-from scoring.keys import block_key, block_value
+from scoring.keys import block_value
 from tests.conftest import local_config
+from tests.index import MODEL, write_kthena_index
 from tests.ingest.conftest import publisher, start_loop  # noqa: F401 (restart fixtures)
 
-MODEL = "Qwen/Qwen3-8B"
 PODS = ("vllm-0.default", "vllm-1.default", "vllm-2.default")
 WRITTEN_AT = 1_760_000_000
 
@@ -36,15 +36,16 @@ def hold(
     model: str = MODEL,
     written_at: int = WRITTEN_AT,
 ) -> None:
-    """The index says `pod` holds the first len(media) blocks of `token_ids`, in those media."""
-    pipeline = client.pipeline(transaction=False)
-    for block, medium in zip(block_hashes(token_ids), media, strict=False):
-        pipeline.hset(block_key(model, block), pod, block_value(written_at, medium))
-    pipeline.execute()
+    """The index, as kthena's sidecar writes it, says `pod` holds the first len(media) blocks
+    of `token_ids`, in those media."""
+    blocks = zip(block_hashes(token_ids), media, strict=False)
+    owners = {block: {pod: block_value(written_at, medium)} for block, medium in blocks}
+    write_kthena_index(client, owners, model)
 
 
 @pytest.fixture(autouse=True)
 def _empty_token_cache() -> Iterator[None]:
+    """Every test starts and ends with no token ids cached, so each asks the tokenizer."""
     CACHE.clear()
     yield
     CACHE.clear()

@@ -7,9 +7,10 @@ from django.test import override_settings
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
 from kvadmin.routing import decisions, service
-from kvadmin.routing.decisions import DECISIONS_KEY
+from scoring.keys import DECISIONS_KEY
 from scoring.weights import TierWeights
-from tests.routing.conftest import MODEL, PODS, hold, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, tokens
 
 pytestmark = pytest.mark.django_db
 

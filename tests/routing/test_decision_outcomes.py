@@ -7,7 +7,8 @@ import pytest
 
 from kvadmin.api.models import ApiToken
 from kvadmin.routing import decisions
-from tests.routing.conftest import MODEL, PODS, hold, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -23,6 +24,8 @@ def decided(post_score, engines, redis_client) -> dict:
 
 @pytest.fixture
 def post_outcome(client, token):
+    """POST a decision's outcome in-process; returns the status and the JSON answer."""
+
     def post(decision_id: str, body, auth: str | None = token) -> tuple[int, dict]:
         headers = {"HTTP_AUTHORIZATION": f"Bearer {auth}"} if auth else {}
         data = body if isinstance(body, str | bytes) else json.dumps(body)

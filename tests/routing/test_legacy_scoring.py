@@ -3,17 +3,18 @@ main's (every matched block 1), and the media of each pod's matched blocks, read
 residency, are those the tiered values named: the explanation and the `ttft` policy keep the
 tiers. The index is the real writer's, switched to legacy by the real rewrite."""
 
+import time
+
 import pytest
 from django.test import override_settings
 
 from kvadmin.engines.models import Engine
 from kvadmin.index import value_format
-from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
-from kvadmin.index.writer import Applier
 from kvadmin.routing import service
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.routing.conftest import MODEL, tokens
+from tests.index import MODEL
+from tests.routing.conftest import tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -24,18 +25,15 @@ def _runs(decision) -> dict[str, list]:
     return {scored.pod: [list(run) for run in scored.runs] for scored in decision.scores}
 
 
-def test_legacy_scores_are_kthena_mains_with_the_tiers_kept(db, redis_client) -> None:
+def test_legacy_scores_are_kthena_mains_with_the_tiers_kept(db, redis_client, index) -> None:
     for pod in PODS:
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint="tcp://127.0.0.1:5557")
     request = tokens(4)
-    hashes = ("1", "2", "3", "4")
-    applier = Applier(redis_client)
     # vllm-0 holds all 4 blocks, the first offloaded to CPU; vllm-1 the first 3 in GPU.
-    events = [BlockStored(hashes, tuple(request), 16, "GPU")]
-    events += [BlockStored(("1",), (), 0, "CPU"), BlockRemoved(("1",), "GPU")]
-    applier.apply_batch(PODS[0], MODEL, "vllm", 0, 0, EventBatch(0.0, events))
-    stored = BlockStored(hashes[:3], tuple(request[:48]), 16, "GPU")
-    applier.apply_batch(PODS[1], MODEL, "vllm", 0, 0, EventBatch(0.0, [stored]))
+    index.store(PODS[0], range(4), at=time.time())
+    index.offload(PODS[0], [0], at=time.time())
+    index.remove(PODS[0], [0], at=time.time())
+    index.store(PODS[1], range(3), at=time.time())
 
     tiered = service.score(MODEL, token_ids=request, record=False, policy="kthena")
     assert {s.pod: s.score for s in tiered.scores} == {PODS[0]: 95, PODS[1]: 75}

@@ -19,7 +19,8 @@ from kvadmin.metrics.families import label_field
 from kvadmin.routing.local_tokenize import tokenize_locally
 from kvadmin.routing.tokenize import request_body
 from tests.conftest import http_json, local_config
-from tests.routing.conftest import MODEL, dead_url, hold, local_pod
+from tests.index import MODEL
+from tests.routing.conftest import dead_url, hold, local_pod
 
 pytestmark = pytest.mark.django_db
 NO_CHECKS = override_settings(KVADMIN={"TOKENIZER_CHECK_EVERY": 0})

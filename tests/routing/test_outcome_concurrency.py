@@ -9,7 +9,8 @@ from kvadmin.engines.models import Engine
 from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
 from tests.conftest import http_json
-from tests.routing.conftest import MODEL, PODS, hold, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, tokens
 
 POSTS = 8
 

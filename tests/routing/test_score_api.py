@@ -6,7 +6,8 @@ import msgspec
 import pytest
 
 from kvadmin.routing import decisions
-from tests.routing.conftest import MODEL, PODS, hold, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, tokens
 
 pytestmark = pytest.mark.django_db
 

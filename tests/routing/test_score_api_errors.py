@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from kvadmin.api.models import ApiToken
 from kvadmin.routing import decisions
-from tests.routing.conftest import MODEL, PODS, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, tokens
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ wrong, never a 500; a model name with control characters is a 400 on the model f
 import pytest
 
 from kvadmin.routing import decisions
-from tests.routing.conftest import MODEL
+from tests.index import MODEL
 
 pytestmark = pytest.mark.django_db
 

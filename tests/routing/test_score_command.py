@@ -7,7 +7,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from kvadmin.routing import decisions
-from tests.routing.conftest import MODEL, PODS, hold, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, tokens
 
 pytestmark = pytest.mark.django_db
 

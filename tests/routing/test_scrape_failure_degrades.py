@@ -11,7 +11,8 @@ from kvadmin.engines.models import Engine
 from kvadmin.load.scraper import LoadScraper, ScrapeSettings, Target
 from kvadmin.routing import decisions
 from tests.conftest import http_json, local_config
-from tests.routing.conftest import MODEL, tokens
+from tests.index import MODEL
+from tests.routing.conftest import tokens
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,8 @@ import pytest
 
 from scoring.hashing import block_hashes
 from scoring.keys import queue_key, speculative_key
-from tests.routing.conftest import MODEL, PODS, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, tokens
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,8 @@ import pytest
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.tokenizer import Message, encode, encode_chat
 from kvadmin.routing.tokenize import request_body
-from tests.routing.conftest import MODEL, dead_url, hold, local_pod
+from tests.index import MODEL
+from tests.routing.conftest import dead_url, hold, local_pod
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
 from kvadmin.routing import tokenizer_guard
 from tests.conftest import local_config
-from tests.routing.conftest import MODEL
+from tests.index import MODEL
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db

@@ -13,13 +13,15 @@ from kvadmin.engines.models import Engine
 from scoring.choice import tie_break
 from scoring.keys import in_flight_key, queue_key
 from tests.conftest import http_json, start_asgi_server, stop_process
-from tests.routing.conftest import MODEL, PODS, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, tokens
 
 REQUESTS = 16
 
 
 @pytest.fixture
 def two_web_processes(subprocess_env: dict[str, str]) -> Iterator[list[str]]:
+    """Two real web servers sharing the session's Redis; their base URLs."""
     # A long in-flight window: no entry is trimmed while the test reads them back.
     env = subprocess_env | {"KVADMIN_ROUTING_IN_FLIGHT_SECONDS": "600"}
     servers = [start_asgi_server(env) for _ in range(2)]

@@ -12,7 +12,8 @@ from django.core.management import CommandError, call_command
 from kvadmin.routing import decisions, service
 from scoring.choice import choose, tie_break
 from scoring.keys import in_flight_key, load_key, queue_key, speculative_key
-from tests.routing.conftest import MODEL, PODS, hold, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, tokens
 
 pytestmark = pytest.mark.django_db
 

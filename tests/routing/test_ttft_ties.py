@@ -9,7 +9,8 @@ import pytest
 from scoring.choice import tie_break
 from scoring.hashing import block_hashes
 from scoring.keys import load_key, queue_key
-from tests.routing.conftest import MODEL, PODS, tokens
+from tests.index import MODEL
+from tests.routing.conftest import PODS, tokens
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db

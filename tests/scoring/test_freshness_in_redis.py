@@ -6,7 +6,7 @@ import redis
 
 from scoring.index import BaselineIndexReader, IndexReader
 from scoring.values import ValueFormat
-from tests.scoring.index_data import MODEL, VALUE_FORMATS, write_index
+from tests.index import MODEL, VALUE_FORMATS, write_kthena_index
 
 CASES = [
     # (timestamp text, pod start, kept)
@@ -48,7 +48,7 @@ def test_both_readers_judge_freshness_alike(
     value_format: ValueFormat,
 ) -> None:
     index = {1: {"p": f"{timestamp}|GPU"}, 2: {"p": f"{timestamp}|GPU"}}
-    write_index(redis_client, index, value_format=value_format)
+    write_kthena_index(redis_client, index, value_format=value_format)
     started = {"p": started_at}
     for reader in (BaselineIndexReader(), IndexReader()):
         for blocks in ([1], [2, 1]):  # judged as the first block, and further on

@@ -13,7 +13,7 @@ from scoring.index import BaselineIndexReader, IndexReader, PrefixReader, score_
 from scoring.keys import block_value
 from scoring.score import score_pods
 from scoring.weights import TierWeights
-from tests.scoring.index_data import MODEL, write_index
+from tests.index import MODEL, write_kthena_index
 from tests.scoring.vectors import KTHENA, named
 
 READERS = [
@@ -52,7 +52,7 @@ def test_it_scores_kthenas_weighted_tables_from_redis(
         int(block): {pod: block_value(WRITTEN_AT, medium) for pod, medium in pods.items()}
         for block, pods in table["owners"].items()
     }
-    write_index(redis_client, index)
+    write_kthena_index(redis_client, index)
     walk = reader.walk(redis_client, MODEL, table["blocks"], None, {})
     expected = score_pods(
         table["blocks"], index, None, {}, TierWeights.from_config(table["weights"])
@@ -66,7 +66,7 @@ def test_it_reads_the_index_in_one_round_trip(
 ) -> None:
     tokens = list(range(64))
     index = {block: {"a.ns": "5|GPU", "b.ns": "5"} for block in block_hashes(tokens)}
-    write_index(counting_client, index)
+    write_kthena_index(counting_client, index)
     weights = TierWeights()
     score_request(counting_client, MODEL, tokens, None, {}, weights, reader=reader)  # loads Lua
     before = CountingConnection.sends
@@ -79,7 +79,7 @@ def test_the_lua_reader_reloads_its_script_after_a_script_flush(
     redis_client: redis.Redis,
 ) -> None:
     reader = IndexReader()
-    write_index(redis_client, {1: {"a": "5|GPU"}})
+    write_kthena_index(redis_client, {1: {"a": "5|GPU"}})
     first = reader.walk(redis_client, MODEL, [1], None, {})
     redis_client.script_flush()
     assert reader.walk(redis_client, MODEL, [1], None, {}) == first
@@ -95,7 +95,7 @@ def test_it_reads_the_pods_starts_in_the_same_round_trip(
     tokens = list(range(32))
     blocks = block_hashes(tokens)
     owners = {"a": "5|GPU", "b": "5|GPU", "c": "5|GPU", "d": "5|GPU"}
-    write_index(counting_client, {b: owners for b in blocks})
+    write_kthena_index(counting_client, {b: owners for b in blocks})
     counting_client.hset("start:a|0", "started_at", 5)  # every rank of a started at 5 or later:
     counting_client.hset("start:a|1", "started_at", 6)  # its blocks are older
     counting_client.hset("start:b|0", "started_at", 6)  # b's rank 9 has no start: unknown
@@ -123,7 +123,9 @@ def test_it_scores_a_request_from_token_ids_with_timings(
 ) -> None:
     tokens = list(range(40))  # blocks of 16, 16 and 8 tokens
     blocks = block_hashes(tokens)
-    write_index(redis_client, {blocks[0]: {"a": "5|GPU", "old": "5"}, blocks[1]: {"a": "5|CPU"}})
+    write_kthena_index(
+        redis_client, {blocks[0]: {"a": "5|GPU", "old": "5"}, blocks[1]: {"a": "5|CPU"}}
+    )
     weights = TierWeights()
     result = score_request(
         redis_client, MODEL, tokens, {"a", "old"}, {"old": 5}, weights, reader=reader
@@ -144,7 +146,7 @@ def test_a_request_without_tokens_scores_nobody(
 
 @pytest.mark.parametrize("reader", READERS)
 def test_it_reads_only_the_requested_model(redis_client: redis.Redis, reader: PrefixReader) -> None:
-    write_index(redis_client, {1: {"a": "5"}}, model="other/model")
+    write_kthena_index(redis_client, {1: {"a": "5"}}, model="other/model")
     assert reader.walk(redis_client, MODEL, [1], None, {}).runs == {}
 
 
@@ -158,7 +160,7 @@ def test_the_readers_agree_when_more_pods_match_than_one_hmget_takes(
         for block in (1, 2, 3)
     }
     index[3]["vllm-7.fleet"] = "4|GPU"
-    write_index(redis_client, index)
+    write_kthena_index(redis_client, index)
     started = {"vllm-7.fleet": 4}
     lua = IndexReader().walk(redis_client, MODEL, [1, 2, 3], None, started)
     assert lua == BaselineIndexReader().walk(redis_client, MODEL, [1, 2, 3], None, started)

@@ -16,7 +16,7 @@ from scoring.index import BaselineIndexReader, IndexReader
 from scoring.score import PodScore, ScoreResult, score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.scoring.index_data import MODEL, VALUE_FORMATS, write_index
+from tests.index import MODEL, VALUE_FORMATS, write_kthena_index
 
 Index = dict[int, dict[str, str]]
 
@@ -184,7 +184,7 @@ def assert_readers_follow_the_spec(
     """Under the legacy format the scores are kthena main's (every block 1) and the media the
     tiered values would name come from the residency (one medium per block and pod here)."""
     client.flushdb()  # the fixture empties the database once per test, not per example
-    write_index(client, index, value_format=value_format)
+    write_kthena_index(client, index, value_format=value_format)
     pods = sorted({pod for owners in index.values() for pod in owners} | {"never-owner.ns"})
     candidates = data.draw(st.none() | st.sets(st.sampled_from(pods)), label="candidates")
     started = data.draw(st.dictionaries(st.sampled_from(pods), START_TIMES), label="started")

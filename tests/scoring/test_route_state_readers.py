@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scoring.index import BaselineIndexReader, IndexReader
 from scoring.keys import in_flight_key, load_key, queue_key, speculative_key
 from scoring.route_state import RawPodState, RouteState, StateRequest
-from tests.scoring.index_data import MODEL, write_index
+from tests.index import MODEL, write_kthena_index
 
 NOW = 1_760_000_000_000
 PODS = ["vllm-0.default", "vllm-1.default", "a|b.ns", "ünï.ns"]
@@ -83,7 +83,7 @@ def test_both_readers_read_the_routing_state_as_the_keys_say(
     redis_client.flushdb()
     n_blocks = data.draw(st.integers(0, 8), label="blocks")
     blocks = list(range(10, 10 + n_blocks))
-    write_index(redis_client, {block: {PODS[0]: "1000|GPU"} for block in blocks[:3]})
+    write_kthena_index(redis_client, {block: {PODS[0]: "1000|GPU"} for block in blocks[:3]})
     pods = data.draw(st.lists(st.sampled_from(PODS), unique=True), label="pods")
     states = {pod: data.draw(pod_states(blocks), label=pod) for pod in pods}
     for pod, state in states.items():
@@ -113,7 +113,7 @@ def test_without_a_pinned_clock_both_readers_read_at_redis_time(redis_client) ->
 
 def test_the_lua_reader_reads_walk_and_state_in_one_command(redis_client, redis_url) -> None:
     blocks = list(range(20))
-    write_index(redis_client, {block: {PODS[0]: "1000|GPU"} for block in blocks})
+    write_kthena_index(redis_client, {block: {PODS[0]: "1000|GPU"} for block in blocks})
     request = StateRequest(MODEL, PODS, WINDOW)
     reader = IndexReader()
     reader.read(redis_client, MODEL, blocks, set(PODS), {}, state=request)  # loads the script

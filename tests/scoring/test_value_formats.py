@@ -13,7 +13,7 @@ from scoring.keys import block_value
 from scoring.score import ScoreResult, score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.scoring.index_data import MODEL, VALUE_FORMATS, write_index
+from tests.index import MODEL, VALUE_FORMATS, write_kthena_index
 from tests.scoring.vectors import KTHENA, named
 
 WRITTEN_AT = 1703123456
@@ -32,7 +32,7 @@ def _scored(
     weights: TierWeights,
 ) -> ScoreResult:
     client.flushdb()
-    write_index(client, owners, value_format=value_format)
+    write_kthena_index(client, owners, value_format=value_format)
     walk = reader.walk(client, MODEL, blocks, None, {}, value_format=value_format)
     return score_walk(walk, len(blocks), weights)
 
@@ -126,8 +126,10 @@ def test_a_legacy_block_held_in_several_media_is_explained_by_the_best(
 ) -> None:
     """The residency holds block 2 in GPU and CPU: the tiered value would name GPU."""
     owners = {1: {"p": f"{WRITTEN_AT}|CPU"}, 2: {"p": f"{WRITTEN_AT}|CPU"}}
-    write_index(redis_client, owners, value_format=ValueFormat.LEGACY)
-    write_index(redis_client, {2: {"p": f"{WRITTEN_AT}|GPU"}}, value_format=ValueFormat.LEGACY)
+    write_kthena_index(redis_client, owners, value_format=ValueFormat.LEGACY)
+    write_kthena_index(
+        redis_client, {2: {"p": f"{WRITTEN_AT}|GPU"}}, value_format=ValueFormat.LEGACY
+    )
     walk = reader.walk(redis_client, MODEL, [1, 2, 3], None, {}, value_format=ValueFormat.LEGACY)
     result = score_walk(walk, 3, TierWeights())
     assert result.pods[0].media_runs == (("CPU", 1), ("GPU", 1))

@@ -4,17 +4,8 @@ its page; several are listed; none says what the query was tried as."""
 import pytest
 
 from kvadmin.routing.service import score
-from tests.residency.conftest import (  # noqa: F401  (shared fixtures)
-    MODEL,
-    OTHER_MODEL,
-    alice,
-    browsing,
-    engine_hash,
-    index,
-    register,
-    std,
-    tokens,
-)
+from tests.index import MODEL, engine_hash, std, tokens
+from tests.residency.conftest import alice, browsing, register  # noqa: F401  (shared fixtures)
 
 pytestmark = pytest.mark.django_db
 

@@ -6,6 +6,7 @@ import redis
 
 from kvadmin.redis_server import RedisServer
 from scoring.keys import block_key
+from tests.index import MODEL
 
 POD = "vllm-qwen3-8b-instruct-decode-7c9f8d6b5-x2x7k.llm-inference-production"
 
@@ -13,7 +14,7 @@ POD = "vllm-qwen3-8b-instruct-decode-7c9f8d6b5-x2x7k.llm-inference-production"
 def test_a_matrix_hash_owned_by_a_long_pod_id_stays_a_listpack(tmp_path) -> None:
     with RedisServer(data_dir=tmp_path / "redis") as server:
         client = redis.Redis(port=server.port)
-        client.hset(block_key("Qwen/Qwen3-8B", 12345), POD, "1764590000|GPU")
+        client.hset(block_key(MODEL, 12345), POD, "1764590000|GPU")
         assert len(POD) > 64
-        assert client.object("encoding", block_key("Qwen/Qwen3-8B", 12345)) == b"listpack"
+        assert client.object("encoding", block_key(MODEL, 12345)) == b"listpack"
         client.close()

@@ -11,32 +11,22 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from kvadmin.engines.models import Engine
-from kvadmin.index.events import BlockStored, EventBatch
-from kvadmin.index.streams import StreamId
-from kvadmin.index.writer import Applier
-from kvadmin.ingest.streams import StreamSpec
 from kvadmin.stack import state_file
 from scoring.keys import DEMO_PODS_KEY
+from tests.index import MODEL
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MODEL = "m"
-
-
-def store(redis_client, pod: str, first: int) -> None:
-    spec = StreamSpec(StreamId(pod, 0), MODEL, "vllm", "tcp://x:1", None, b"", 16)
-    stored = BlockStored((str(first),), tuple(range(first, first + 16)), 16, "GPU")
-    Applier(redis_client).apply_batches(spec, [(0, EventBatch(ts=0.0, events=[stored]))], now=1)
 
 
 @pytest.fixture
-def demo_and_real_pods(redis_client) -> None:
+def demo_and_real_pods(redis_client, index) -> None:
     """The demo registered vllm-0 (still registered: the fleet was killed) and vllm-1
     (unregistered, its entries left); an operator registered gpu-0 by hand."""
     for pod in ("vllm-0.default", "gpu-0.default"):
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint="tcp://127.0.0.1:1")
     redis_client.hset(DEMO_PODS_KEY, mapping={"vllm-0.default": 1, "vllm-1.default": 1})
     for n, pod in enumerate(("vllm-0.default", "vllm-1.default", "gpu-0.default")):
-        store(redis_client, pod, 100 * n)
+        index.store(pod, [n])
 
 
 def test_it_forgets_the_demo_pods_only(redis_client, demo_and_real_pods) -> None:

@@ -46,6 +46,8 @@ class Supervisor:
 
 @pytest.fixture
 def stack_env(subprocess_env: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment for a whole stack on a Redis of its own, a free port and a var dir of its
+    own, without the demo fleet."""
     with RedisServer() as server:
         yield subprocess_env | {
             "REDIS_URL": server.url,

@@ -1,4 +1,5 @@
-"""Fixtures for tier weights: an editor, a viewer, and a process that forgets cached weights."""
+"""Fixtures for tier weights: an editor and a viewer (and their logged-in clients), a process
+that forgets cached weights, and an index Redis that stops answering."""
 
 from collections.abc import Iterator
 
@@ -31,6 +32,20 @@ def editor(django_user_model: type[User]) -> User:
 def viewer(django_user_model: type[User]) -> User:
     """Victor is logged in but may only look."""
     return django_user_model.objects.create_user("victor")
+
+
+@pytest.fixture
+def editing(client, editor, fresh_weights):
+    """A test client logged in as Erin, the editor, with no weights cached."""
+    client.force_login(editor)
+    return client
+
+
+@pytest.fixture
+def viewing(client, viewer, fresh_weights):
+    """A test client logged in as Victor, the viewer, with no weights cached."""
+    client.force_login(viewer)
+    return client
 
 
 @pytest.fixture

@@ -7,8 +7,6 @@ import pytest
 from django.test import override_settings
 
 from kvadmin.weights.active import (
-    CONFIG_KEY,
-    VERSION_KEY,
     active_media_preference,
     active_weights,
     forget_cached_weights,
@@ -16,6 +14,7 @@ from kvadmin.weights.active import (
 )
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
+from scoring.keys import WEIGHTS_CONFIG_KEY, WEIGHTS_VERSION_KEY
 from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
 from scoring.weights import MediaPreference, TierWeights
 
@@ -29,8 +28,8 @@ def test_with_nothing_published_it_publishes_the_latest_saved_version(fresh_weig
     active = active_weights()
     assert active.version == 7
     assert active.weights.weight_for("DISK") == 0.5
-    assert fresh_weights.get(VERSION_KEY) == "7"
-    assert json.loads(fresh_weights.get(CONFIG_KEY))["weights"]["disk"] == 0.5
+    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "7"
+    assert json.loads(fresh_weights.get(WEIGHTS_CONFIG_KEY))["weights"]["disk"] == 0.5
 
 
 def test_it_follows_the_published_version_without_the_database(fresh_weights) -> None:
@@ -38,8 +37,8 @@ def test_it_follows_the_published_version_without_the_database(fresh_weights) ->
     publish(3, DISK_HALF)
     forget_cached_weights()
     assert active_weights().version == 3
-    fresh_weights.set(VERSION_KEY, 4)
-    fresh_weights.set(CONFIG_KEY, json.dumps({"version": 4, **KTHENA_DEFAULTS.to_json()}))
+    fresh_weights.set(WEIGHTS_VERSION_KEY, 4)
+    fresh_weights.set(WEIGHTS_CONFIG_KEY, json.dumps({"version": 4, **KTHENA_DEFAULTS.to_json()}))
     with ALWAYS_CHECK:
         active = active_weights()
     assert active.version == 4
@@ -48,7 +47,7 @@ def test_it_follows_the_published_version_without_the_database(fresh_weights) ->
 
 def test_between_checks_it_answers_from_memory(fresh_weights) -> None:
     publish(3, DISK_HALF)
-    fresh_weights.set(VERSION_KEY, 4)
+    fresh_weights.set(WEIGHTS_VERSION_KEY, 4)
     with override_settings(KVADMIN={"WEIGHTS_REFRESH_SECONDS": 60}):
         assert active_weights().version == 3
 
@@ -56,15 +55,15 @@ def test_between_checks_it_answers_from_memory(fresh_weights) -> None:
 def test_publishing_never_moves_the_version_back(fresh_weights) -> None:
     assert publish(5, DISK_HALF)
     assert not publish(4, KTHENA_DEFAULTS)
-    assert fresh_weights.get(VERSION_KEY) == "5"
+    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "5"
     assert publish(4, KTHENA_DEFAULTS, force=True)
-    assert fresh_weights.get(VERSION_KEY) == "4"
+    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "4"
 
 
 def test_an_unusable_published_config_keeps_the_current_weights(fresh_weights) -> None:
     publish(3, DISK_HALF)
-    fresh_weights.set(VERSION_KEY, 4)
-    fresh_weights.set(CONFIG_KEY, json.dumps({"version": 4, "weights": {"gpu": 9}}))
+    fresh_weights.set(WEIGHTS_VERSION_KEY, 4)
+    fresh_weights.set(WEIGHTS_CONFIG_KEY, json.dumps({"version": 4, "weights": {"gpu": 9}}))
     with ALWAYS_CHECK:
         assert active_weights().version == 3
 
@@ -89,14 +88,14 @@ def test_the_ttft_parameters_follow_the_published_version_too(fresh_weights) -> 
     at its next check, from Redis alone, and a bad parameter keeps what it has."""
     publish(3, DISK_HALF)
     slower = DISK_HALF.with_ttft(TtftParameters(first_token_s=0.2, kappa=0.5))
-    fresh_weights.set(VERSION_KEY, 4)
-    fresh_weights.set(CONFIG_KEY, json.dumps({"version": 4, **slower.to_json()}))
+    fresh_weights.set(WEIGHTS_VERSION_KEY, 4)
+    fresh_weights.set(WEIGHTS_CONFIG_KEY, json.dumps({"version": 4, **slower.to_json()}))
     with ALWAYS_CHECK:
         active = active_weights()
     assert (active.version, active.parameters) == (4, slower.ttft)
     broken = {"version": 5, **slower.to_json(), "ttft": {"kappa": -1}}
-    fresh_weights.set(VERSION_KEY, 5)
-    fresh_weights.set(CONFIG_KEY, json.dumps(broken))
+    fresh_weights.set(WEIGHTS_VERSION_KEY, 5)
+    fresh_weights.set(WEIGHTS_CONFIG_KEY, json.dumps(broken))
     with ALWAYS_CHECK:
         assert active_weights().version == 4
 

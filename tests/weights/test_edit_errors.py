@@ -9,12 +9,6 @@ from tests.weights.forms import HTMX, weights_form
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def editing(client, editor, fresh_weights):
-    client.force_login(editor)
-    return client
-
-
 def post(client, *rows: tuple[str, str], **options):
     response = client.post("/weights/save/", weights_form(*rows, **options), **HTMX)
     assert response.status_code == 200

@@ -20,12 +20,6 @@ WRITES = [
 ]
 
 
-@pytest.fixture
-def viewing(client, viewer, fresh_weights):
-    client.force_login(viewer)
-    return client
-
-
 @pytest.mark.parametrize(("method", "url"), WRITES)
 def test_a_viewer_gets_403_on_every_write(viewing, method: str, url: str) -> None:
     save_version(

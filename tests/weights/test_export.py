@@ -13,13 +13,6 @@ from kvadmin.weights.versions import current_version, save_version
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def viewing(client, viewer, fresh_weights):
-    """Exports are for anyone logged in."""
-    client.force_login(viewer)
-    return client
-
-
 def kvcache_args(text: str) -> dict:
     plugins = yaml.safe_load(text)["scheduler"]["pluginConfig"]
     (plugin,) = [plugin for plugin in plugins if plugin["name"] == "kvcache-aware"]

@@ -9,9 +9,9 @@ import redis
 from django.test import override_settings
 
 from kvadmin.index import value_format
-from scoring.keys import block_key
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
+from tests.index import write_kthena_index
 
 pytestmark = pytest.mark.django_db
 
@@ -19,12 +19,6 @@ LEGACY_FOR_MAIN = override_settings(
     KVADMIN={"INDEX_VALUE_FORMAT": "legacy", "ROUTER_VERSION": "main"}
 )
 TIERED_FOR_MAIN = override_settings(KVADMIN={"ROUTER_VERSION": "main"})
-
-
-@pytest.fixture
-def viewing(client, viewer, fresh_weights):
-    client.force_login(viewer)
-    return client
 
 
 def test_by_default_the_index_serves_kthena_with_tier_weights(viewing) -> None:
@@ -50,8 +44,7 @@ def test_by_default_the_index_serves_kthena_with_tier_weights(viewing) -> None:
 def test_a_legacy_index_serves_kthena_main_and_shows_its_switch(
     viewing, redis_client: redis.Redis
 ) -> None:
-    for block in range(30):
-        redis_client.hset(block_key("M", block), "p.ns", "5|GPU")
+    write_kthena_index(redis_client, {block: {"p.ns": "5|GPU"} for block in range(30)})
     value_format.rewrite_step(redis_client, ValueFormat.LEGACY, TierWeights(), 5)
 
     page = viewing.get("/weights/").content.decode()

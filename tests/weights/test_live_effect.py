@@ -40,6 +40,7 @@ class Scorer:
 
 @pytest.fixture
 def scorer(subprocess_env, fresh_weights, version_one) -> Iterator[Scorer]:
+    """A process of its own that scores with the active weights, shown to use version 1 first."""
     scorer = Scorer(subprocess_env)
     assert scorer.ask() == {"version": 1, "score": 90}, "kthena's defaults: (1 + 0.8) / 2"
     yield scorer

@@ -2,9 +2,9 @@
 
 import pytest
 
-from kvadmin.routing.decisions import DECISIONS_KEY
 from kvadmin.weights.active import active_weights
 from kvadmin.weights.models import TierWeightsVersion
+from scoring.keys import DECISIONS_KEY
 from tests.weights.forms import HTMX, ttft_fields, weights_form
 from tests.weights.recorded import record
 
@@ -14,10 +14,10 @@ DRAFT_ROWS = (("gpu", "1"), ("cpu", "0.5"), ("cpu_pinned", "0.8"), ("disk", "0.2
 
 
 @pytest.fixture
-def editing(client, editor, fresh_weights):
-    client.force_login(editor)
+def editing(editing, fresh_weights):
+    """Erin's client, with decisions recorded for the what-if to replay."""
     record(fresh_weights)
-    return client
+    return editing
 
 
 def test_it_shows_what_the_draft_would_change(editing, fresh_weights) -> None:

@@ -10,7 +10,6 @@ import yaml
 
 from kvadmin.weights.models import TierWeightsVersion
 from tests.weights.forms import DEFAULT_ROWS, HTMX, ttft_fields, weights_form
-from tests.weights.index import cache_blocks
 from tests.weights.recorded import record
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,9 +18,9 @@ DRAFT_ROWS = (("gpu", "1"), ("cpu", "0.5"), ("cpu_pinned", "0.8"), ("disk", "0.2
 
 
 @pytest.fixture
-def editing(client, editor, fresh_weights, version_one):
-    client.force_login(editor)
-    return client
+def editing(editing, version_one):
+    """Erin's client, with version 1 in the database as migration 0002 seeds it."""
+    return editing
 
 
 def test_the_forms_first_submit_button_reviews_so_enter_never_saves(editing) -> None:
@@ -88,8 +87,8 @@ def test_parameters_are_saved_with_the_weights_and_shown_in_the_history(editing)
     assert history
 
 
-def test_it_warns_when_a_slower_tier_outweighs_a_faster_one(editing, fresh_weights) -> None:
-    cache_blocks(fresh_weights, "sglang-0.default", ["DISK"])
+def test_it_warns_when_a_slower_tier_outweighs_a_faster_one(editing, index) -> None:
+    index.store("sglang-0.default", [0], "DISK", kind="sglang")
     html = editing.get("/weights/").content.decode()
     assert (
         "Warning: disk weighs 1 (the fallback), more than the faster cpu (0.8), cpu_pinned (0.8)"

@@ -12,9 +12,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def editing(client, editor, fresh_weights, version_one):
-    client.force_login(editor)
-    return client
+def editing(editing, version_one):
+    """Erin's client, with version 1 in the database as migration 0002 seeds it."""
+    return editing
 
 
 def test_an_edit_saves_one_version_and_shows_it(editing) -> None:

@@ -9,7 +9,7 @@ from kvadmin.weights.config import KTHENA_DEFAULTS
 from kvadmin.weights.versions import save_version
 from kvadmin.weights.whatif import preview
 from scoring.ttft import TtftParameters
-from tests.weights.index import MODEL, cache_blocks
+from tests.index import MODEL
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,13 +33,13 @@ def test_a_saved_version_prices_the_next_decision(fresh_weights, version_one) ->
     assert preview(KTHENA_DEFAULTS.with_ttft(slower), 10).changed == 0
 
 
-def test_recorded_ttft_decisions_replay_to_themselves(fresh_weights, version_one) -> None:
+def test_recorded_ttft_decisions_replay_to_themselves(fresh_weights, index, version_one) -> None:
     """Real decisions (index hits, speculative entries and the virtual queue growing on the
     pod that holds the prefix) replay to the same choices under the version they were made
     with: the what-if starts from what actually happened."""
     for pod in ("sglang-0.default", "sglang-1.default"):
         Engine.objects.create(pod=pod, model=MODEL, kind="sglang", events_endpoint="tcp://h:1")
-    cache_blocks(fresh_weights, "sglang-0.default", ["CPU", "CPU"])
+    index.store("sglang-0.default", range(2), "CPU", kind="sglang")
     made = [score(MODEL, token_ids=list(range(32 + n)), policy="ttft") for n in range(6)]
     assert {d.chosen for d in made} == {"sglang-0.default", "sglang-1.default"}, "the queue spreads"
     assert any(e.runs for d in made for e in d.estimates)

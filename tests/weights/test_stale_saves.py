@@ -11,12 +11,6 @@ from tests.weights.forms import HTMX, weights_form
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def editing(client, editor, fresh_weights):
-    client.force_login(editor)
-    return client
-
-
 def test_a_stale_save_is_409_with_what_changed_since(editing) -> None:
     form = weights_form(("gpu", "1"), ("cpu", "0.3"))  # made from version 1
     save_version(

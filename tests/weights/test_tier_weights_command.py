@@ -8,9 +8,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from kvadmin.weights.active import VERSION_KEY
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.versions import current_version
+from scoring.keys import WEIGHTS_VERSION_KEY
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.django_db
@@ -143,11 +143,13 @@ def test_a_refusal_exits_non_zero_from_the_shell(subprocess_env) -> None:
 
 def test_publish_repairs_an_announcement_redis_lost(fresh_weights) -> None:
     assert run("publish") == "published version 1\n"
-    assert fresh_weights.get(VERSION_KEY) == "1"
-    fresh_weights.set(VERSION_KEY, 7)  # e.g. Redis kept a number from before a database restore
+    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "1"
+    fresh_weights.set(
+        WEIGHTS_VERSION_KEY, 7
+    )  # e.g. Redis kept a number from before a database restore
     assert run("publish") == "Redis already names version 1 or a newer one\n"
     assert run("publish", "--force") == "published version 1\n"
-    assert fresh_weights.get(VERSION_KEY) == "1"
+    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "1"
 
 
 def test_set_needs_the_version_it_was_made_from(fresh_weights) -> None:

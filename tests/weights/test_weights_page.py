@@ -5,15 +5,8 @@ import pytest
 
 from kvadmin.weights.config import WeightConfig
 from kvadmin.weights.versions import current_version, save_version
-from tests.weights.index import cache_blocks
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def editing(client, editor, fresh_weights):
-    client.force_login(editor)
-    return client
 
 
 def main(response) -> str:
@@ -21,11 +14,11 @@ def main(response) -> str:
     return response.content.decode().split("<main", 1)[1]
 
 
-def test_it_marks_media_seen_but_not_configured_as_weighing_the_fallback(
-    editing, fresh_weights
-) -> None:
-    cache_blocks(fresh_weights, "sglang-0.default", ["GPU", "DISK", "CPU_PINNED"])
-    cache_blocks(fresh_weights, "sglang-1.default", ["DISK", None])
+def test_it_marks_media_seen_but_not_configured_as_weighing_the_fallback(editing, index) -> None:
+    for n, medium in enumerate(["GPU", "DISK", "CPU_PINNED"]):
+        index.store("sglang-0.default", [n], medium, kind="sglang")
+    for n, medium in enumerate(["DISK", None]):
+        index.store("sglang-1.default", [n], medium, kind="sglang")
     html = main(editing.get("/weights/"))
     disk = html.split("<td>disk</td>", 1)[1].split("</tr>", 1)[0]
     assert "weighs the fallback; seen as DISK" in disk
@@ -36,8 +29,8 @@ def test_it_marks_media_seen_but_not_configured_as_weighing_the_fallback(
     assert "1 pod" in gpu
 
 
-def test_a_configure_button_prefills_a_row_for_a_seen_medium(editing, fresh_weights) -> None:
-    cache_blocks(fresh_weights, "sglang-0.default", ["DISK"])
+def test_a_configure_button_prefills_a_row_for_a_seen_medium(editing, index) -> None:
+    index.store("sglang-0.default", [0], "DISK", kind="sglang")
     html = main(editing.get("/weights/"))
     assert 'hx-get="/weights/row/?name=disk&weight=1"' in html
     row = editing.get("/weights/row/?name=disk&weight=1", HTTP_HX_REQUEST="true")

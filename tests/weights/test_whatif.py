@@ -2,9 +2,10 @@
 
 import time
 
-from kvadmin.routing.decisions import DECISIONS_KEY, encode
+from kvadmin.routing.decisions import encode
 from kvadmin.weights.config import KTHENA_DEFAULTS
 from kvadmin.weights.whatif import PodTraffic, compare, preview
+from scoring.keys import DECISIONS_KEY
 from tests.weights.recorded import DECISIONS, DRAFT_CONFIG, RECORDED_VERSION, record
 
 

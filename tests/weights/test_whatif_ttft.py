@@ -18,9 +18,8 @@ from kvadmin.routing.decisions import CandidateEstimate, append
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.whatif import PodTraffic, preview
 from scoring.ttft import TtftParameters
+from tests.index import MODEL
 from tests.weights.recorded import DECISIONS
-
-MODEL = "Qwen/Qwen3-8B"
 
 
 def estimate(pod: str, wait_s: float, runs: list, matched: int) -> CandidateEstimate:
@@ -49,6 +48,7 @@ def ttft_decision(p1_runs: list) -> msgspec.Struct:
 
 @pytest.fixture
 def recorded(fresh_weights):
+    """One recorded TTFT decision, made with kthena's defaults, for the what-if to replay."""
     append(ttft_decision([("CPU", 40)]), fresh_weights)
 
 
