@@ -26,7 +26,8 @@ import msgspec
 import redis
 
 from kvadmin.redis_clients import index_client
-from kvadmin.routing.decisions import DECISIONS_KEY, Decision, decoded
+from kvadmin.routing.decisions import Decision, decoded
+from scoring.keys import DECISIONS_KEY
 
 ORDERS = {"newest": "newest first", "score": "highest score first", "latency": "slowest first"}
 """By log id, by the chosen pod's score, by total time; ties newest first."""

@@ -9,7 +9,8 @@ from kvadmin.residency.listing import PAGE_SIZE
 from kvadmin.routing import decisions
 from kvadmin.routing.consumers import FEED_ROWS
 from tests.browser.conftest import log_in
-from tests.residency.conftest import NOW, Index, register, std
+from tests.index import NOW, IngestedIndex, std
+from tests.residency.conftest import register
 from tests.routing.feed_socket import decision
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -27,7 +28,7 @@ def test_blocks_sort_by_owners_and_age_over_every_page(
 ) -> None:
     for pod in ("vllm-0.default", "vllm-1.default", "vllm-2.default"):
         register(pod)
-    index = Index(redis_client)
+    index = IngestedIndex(redis_client)
     for n in range(BLOCKS):  # block 0 oldest, shared by all three pods
         index.store("vllm-0.default", [n], at=NOW + n)
     index.store("vllm-1.default", [0], at=NOW)

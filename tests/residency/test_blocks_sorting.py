@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kvadmin.residency.listing import PAGE_SIZE
 from kvadmin.residency.ranking import newest_window
 from scoring import keys
-from tests.residency.conftest import NOW, Index, std
+from tests.index import NOW, IngestedIndex, std
 from tests.residency.test_blocks_pagination import _stores
 
 pytestmark = pytest.mark.django_db
@@ -116,7 +116,7 @@ def test_the_window_holds_the_blocks_of_the_newest_copies(
 ) -> None:
     """Against a brute force: every copy read, the size-th newest's time the threshold."""
     redis_client.flushdb()
-    index = Index(redis_client)
+    index = IngestedIndex(redis_client)
     for pod, blocks, action, second in stores:
         if action == "remove":
             index.remove(pod, blocks, "GPU", at=NOW + second)

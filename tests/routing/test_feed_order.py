@@ -11,6 +11,7 @@ import pytest
 
 from kvadmin.routing import decisions
 from kvadmin.routing.consumers import FEED_ROWS, FeedFilter
+from scoring.keys import DECISIONS_KEY
 from tests.routing.feed_socket import decision
 
 pytestmark = pytest.mark.django_db
@@ -112,7 +113,7 @@ def test_each_page_sees_what_the_log_gained_and_trimmed(operator, logged, redis_
     """The process keeps the log's summaries between pages: a later page still sees the
     decisions appended since and not those the cap trimmed."""
     assert f"{COUNT} of the {COUNT} decisions" in operator.get("/feed/?order=score").text
-    redis_client.xtrim(decisions.DECISIONS_KEY, maxlen=5, approximate=False)
+    redis_client.xtrim(DECISIONS_KEY, maxlen=5, approximate=False)
     best = decision("best")
     best.scores[0].score = 10 * COUNT
     decisions.append(best)
