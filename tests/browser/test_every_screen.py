@@ -3,8 +3,11 @@ scrolls the page sideways at 390 px, the navigation folds behind a menu button, 
 theme follows the system until the toggle chooses (and remembers) one."""
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import RequestFactory
 
 from kvadmin.api.models import ApiToken
+from kvadmin.errors import server_error
 from tests.browser.accessibility import SWAGGER_UI_MARKUP, violations
 from tests.browser.conftest import log_in
 from tests.conftest import http_json
@@ -90,6 +93,17 @@ def _api_docs(page, base_url: str) -> None:
     page.locator(".opblock").first.wait_for()
 
 
+def _server_error(page, base_url: str) -> None:
+    """The 500 page, as kvadmin's handler renders it for Carol (no page of the site fails on
+    purpose, so it is rendered here and shown at the site's origin, its assets from there)."""
+    request = RequestFactory().get("/pods/")
+    request.user = User.objects.get(username="carol")
+    html = server_error(request).content.decode()
+    _visit(page, base_url, "/")
+    page.set_content(html, wait_until="load")
+    page.get_by_role("heading", name="Something went wrong").wait_for()
+
+
 def _refused(page) -> None:
     """A form posted without its CSRF token (a page left open across a login): the 403 page."""
     page.evaluate("document.querySelector('.logout [name=csrfmiddlewaretoken]').remove()")
@@ -118,6 +132,9 @@ def test_every_page_passes_axe(page, asgi_server, fleet, theme) -> None:
     found["decision page"] = violations(page)
     _api_docs(page, asgi_server)
     found["api docs"] = violations(page, waived=SWAGGER_UI_MARKUP)
+    _server_error(page, asgi_server)
+    found["server error"] = violations(page)
+    _visit(page, asgi_server, "/")
     _refused(page)
     found["refused form"] = violations(page)
 
