@@ -108,12 +108,16 @@ def test_the_feed_orders_and_filters_with_the_choice_in_the_url(
     assert shown() == ["mid", "high", "low"], "newest first"
 
     page.get_by_label("Order").select_option("score")
-    assert shown() == ["high", "mid", "low"] and "order=score" in page.url
+    page.wait_for_url("**order=score**")
+    assert shown() == ["high", "mid", "low"]
     page.get_by_label("Order").select_option("latency")
+    page.wait_for_url("**order=latency**")
     assert shown() == ["low", "mid", "high"]
 
     page.get_by_label("ties only").check()
     page.get_by_role("button", name="Filter").click()
     page.wait_for_url("**tie=1**")
-    assert shown() == ["high"]
-    assert page.locator("#feed-count").inner_text().startswith("1 newest matching decision shown")
+    assert shown() == ["high"] and "order=latency" in page.url
+    assert (
+        page.locator("#feed-count").inner_text().startswith("1 of the 3 decisions in the log match")
+    )
