@@ -32,8 +32,8 @@ def test_the_forms_first_submit_button_reviews_so_enter_never_saves(editing) -> 
     assert "/weights/save/" not in form, "no way to save before the review"
 
 
-def test_a_review_shows_the_diff_the_whatif_and_asks_for_a_reason(editing, fresh_weights) -> None:
-    record(fresh_weights)
+def test_a_review_shows_the_diff_the_whatif_and_asks_for_a_reason(editing, redis_client) -> None:
+    record(redis_client)
     data = weights_form(*DRAFT_ROWS, reason="", **ttft_fields(kappa="2"))
     html = editing.post("/weights/review/", data, **HTMX).content.decode()
     review = html.split('<section id="review"', 1)[1].split("</section>", 1)[0]

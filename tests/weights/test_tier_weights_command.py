@@ -141,15 +141,15 @@ def test_a_refusal_exits_non_zero_from_the_shell(subprocess_env) -> None:
     assert "'fs': must be between 0 and 1, got -1.0" in result.stderr
 
 
-def test_publish_repairs_an_announcement_redis_lost(fresh_weights) -> None:
+def test_publish_repairs_an_announcement_redis_lost(fresh_weights, redis_client) -> None:
     assert run("publish") == "published version 1\n"
-    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "1"
-    fresh_weights.set(
+    assert redis_client.get(WEIGHTS_VERSION_KEY) == "1"
+    redis_client.set(
         WEIGHTS_VERSION_KEY, 7
     )  # e.g. Redis kept a number from before a database restore
     assert run("publish") == "Redis already names version 1 or a newer one\n"
     assert run("publish", "--force") == "published version 1\n"
-    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "1"
+    assert redis_client.get(WEIGHTS_VERSION_KEY) == "1"
 
 
 def test_set_needs_the_version_it_was_made_from(fresh_weights) -> None:
