@@ -8,7 +8,7 @@ import pytest
 
 from kvadmin.routing.service import score
 from tests.browser.conftest import log_in
-from tests.index import MODEL, OTHER_MODEL, engine_hash, std, tokens
+from tests.index import MODEL, OTHER_MODEL, block_tokens, engine_hash, std
 from tests.residency.conftest import register
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -26,7 +26,7 @@ def fleet(index, django_user_model):  # noqa: F811
     index.store("llama-0.default", [9], model=OTHER_MODEL)
     django_user_model.objects.create_user("fay", password="pw-fay-123456")
     with ThreadPoolExecutor(1) as pool:  # away from Playwright's event loop
-        ids = [t for n in range(3) for t in tokens(n)]
+        ids = [t for n in range(3) for t in block_tokens(n)]
         return pool.submit(score, MODEL, token_ids=ids, request_id="req-7").result()
 
 
