@@ -80,6 +80,6 @@ def test_pods_sort_and_filter_with_the_choice_in_the_url(page, asgi_server, flee
     assert page.locator("output[data-match-count-for=pods]").inner_text() == "2 of 3 shown"
     assert not rows.filter(has_text="llama-0.default").is_visible()
     page.reload()
-    assert "model=Qwen%2FQwen3-8B" in page.url
+    assert "model=Qwen%2FQwen3-8B" in page.url  # MODEL, as the URL escapes it
     assert page.locator("output[data-match-count-for=pods]").inner_text() == "2 of 3 shown"
     assert pods() == ["vllm-0.default", "vllm-1.default", "llama-0.default"], "order kept"

@@ -53,6 +53,7 @@ def test_a_pod_jumps_to_its_page_and_a_part_of_a_name_lists_candidates(
 
 
 def test_a_model_jumps_to_its_blocks(browsing, fleet) -> None:  # noqa: F811
+    # MODEL as the URL escapes it: the test is about the exact redirect
     assert _search(browsing, MODEL)["Location"] == "/blocks/?model=Qwen%2FQwen3-8B"
 
 
