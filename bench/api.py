@@ -2,8 +2,8 @@
 Django path and against Django's own /healthz, in one run; then the live feed.
 
 Run from the project root: `.venv/bin/python bench/api.py [--candidates N] [--seconds S]
-[--baseline REV]` (about three minutes). Say how many cores the machine has and what else
-ran beside it when quoting the figures: server, load generator and Redis share them.
+[--baseline REV] [--before REV]` (about four minutes). Say how many cores the machine has and
+what else ran beside it when quoting the figures: server, load generator and Redis share them.
 
 Setup: a private redis-server, a temporary SQLite database (migrated), an API token, N
 engines (default 8) serving one model and an index where half of them hold the requests'
@@ -11,6 +11,9 @@ conversations to various depths in GPU and CPU memory. Servers, each `uvicorn` o
 port against the same Redis and database:
 - "old": the tree at --baseline (default BASELINE_REV, the last commit that scored in
   Django's view), exported with `git archive`: the previous path, as the baseline;
+- "before": the tree at --before (default BEFORE_REV), the lean path with the previous
+  speculative layout (a ZSET per pod, ZMSCORE of every block on every candidate's), exported
+  the same way: Redis CPU per decision before and after in the same run;
 - "lean 1" and "lean N": this tree, one process and one per core (`--workers`, as make run);
 - "healthz": Django's /healthz on the one-process server, the server's own ceiling for a
   request that goes through Django's middleware and touches nothing.
@@ -57,6 +60,8 @@ from scoring import keys
 
 BASELINE_REV = "709bc81"
 """The last commit before the lean path: POST /api/v1/score in Django's view."""
+BEFORE_REV = "e0959b9"
+"""The last commit with a speculative ZSET per pod (issue 22)."""
 MODEL = "Qwen/Qwen3-8B"
 REQUEST_TOKENS = 2048
 CONCURRENCY = (1, 8, 32, 128)
@@ -258,19 +263,35 @@ def redis_cpu(client) -> float:
     return info["used_cpu_user"] + info["used_cpu_sys"]
 
 
-def server_cpu(server: Server) -> float:
-    """CPU seconds of the server's processes (uvicorn's workers included). Unlike wall time,
-    it hardly depends on what else the machine runs: 1 / (CPU per decision) is the rate one
-    core could sustain."""
+def _processes(server: Server) -> set[int]:
+    """The server's process and uvicorn's workers."""
     pid = server.process.pid
     processes = {pid}
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(FileNotFoundError):  # a thread that just ended
             processes.update(int(child) for child in (task / "children").read_text().split())
+    return processes
+
+
+def server_cpu(server: Server) -> float:
+    """CPU seconds of the server's processes (uvicorn's workers included). Unlike wall time,
+    it hardly depends on what else the machine runs: 1 / (CPU per decision) is the rate one
+    core could sustain."""
     total = 0.0
-    for process in processes:
+    for process in _processes(server):
         with contextlib.suppress(FileNotFoundError):
             total += _cpu_seconds(process)
+    return total
+
+
+def waited(processes: set[int]) -> float:
+    """Seconds the processes' threads were ready to run but waited for a core (the kernel's
+    schedstat): how much of the latency the machine, not the code, adds."""
+    total = 0.0
+    for process in processes:
+        for task in Path(f"/proc/{process}/task").glob("*/schedstat"):
+            with contextlib.suppress(FileNotFoundError):
+                total += int(task.read_text().split()[1]) / 1e9
     return total
 
 
@@ -280,22 +301,29 @@ def bench_scoring(servers: list[Server], requests: list[bytes], seconds: float) 
 
     # Its own client: INFO may wait longer than the request path's timeout on a busy machine.
     redis = redis_py.Redis.from_url(settings.INDEX_REDIS_URL, socket_timeout=30)
+    redis_pid = {redis.info("server")["process_id"]}
     print(f"\n{'clients':>7}  {'server':<9} {'answers/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'busy':>6} {'failed':>6}   CPU ms per answer: {'server':>6} {'Redis':>6}")  # fmt: skip
+          f"{'busy':>6} {'failed':>6}   CPU ms per answer: {'server':>6} {'Redis':>6}"
+          "   waited for a core, ms per answer: server Redis")  # fmt: skip
     figures: dict = {}
     for clients in CONCURRENCY:
         runs = {server.name: Run() for server in servers}
         redis_seconds = dict.fromkeys(runs, 0.0)
         web_seconds = dict.fromkeys(runs, 0.0)
+        web_waited = dict.fromkeys(runs, 0.0)
+        redis_waited = dict.fromkeys(runs, 0.0)
         for server in servers:  # warm up: connections, scripts, caches
             load(server, HEALTHZ if server.name == "healthz" else requests, clients, WARMUP_SECONDS)
         for _ in range(ROUNDS):
             for server in servers:
                 before, web_before = redis_cpu(redis), server_cpu(server)
+                waits = waited(_processes(server)), waited(redis_pid)
                 run = load(server, HEALTHZ if server.name == "healthz" else requests, clients,
                            seconds)  # fmt: skip
                 redis_seconds[server.name] += redis_cpu(redis) - before
                 web_seconds[server.name] += server_cpu(server) - web_before
+                web_waited[server.name] += waited(_processes(server)) - waits[0]
+                redis_waited[server.name] += waited(redis_pid) - waits[1]
                 runs[server.name].add(run)
                 runs[server.name].seconds += run.seconds
         for name, run in runs.items():
@@ -306,9 +334,15 @@ def bench_scoring(servers: list[Server], requests: list[bytes], seconds: float) 
             per_redis = f"{redis_seconds[name] * 1000 / answered:.2f}" if name != "healthz" else "-"
             per_web = web_seconds[name] * 1000 / answered
             busy = run.statuses[BUSY]
+            waits = web_waited[name] * 1000 / answered, redis_waited[name] * 1000 / answered
             print(f"{clients:>7}  {name:<9} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} "
-                  f"{busy:>6} {other:>6} {per_web:>27.2f} {per_redis:>6}")  # fmt: skip
-            figures[clients, name] = (rate, p50, p99, busy, other, per_web)
+                  f"{busy:>6} {other:>6} {per_web:>27.2f} {per_redis:>6}"
+                  f"{waits[0]:>42.2f} {waits[1]:>5.2f}")  # fmt: skip
+            if other:
+                failed = {k: n for k, n in run.statuses.items() if k not in (200, BUSY)}
+                print(f"{'':>18} failed: {failed}")
+            redis_per = redis_seconds[name] * 1000 / answered if name != "healthz" else None
+            figures[clients, name] = (rate, p50, p99, busy, other, per_web, redis_per)
     return figures
 
 
@@ -326,10 +360,14 @@ def ratios(figures: dict, servers: list[Server]) -> None:
         parts = [f"{name} {old / figures[clients, name][5]:.1f}x" for name in lean]
         print(f"  {clients:>3} clients: decisions per server CPU second, against old: "
               + ", ".join(parts))  # fmt: skip
+    for clients in CONCURRENCY:
+        before, after = figures[clients, "before"][6], figures[clients, "lean 1"][6]
+        print(f"  {clients:>3} clients: Redis CPU per decision, lean 1 / before = "
+              f"{after:.3f} / {before:.3f} ms = {after / before:.2f}")  # fmt: skip
     for name in lean:
-        _, p50, p99, _, _, _ = figures[8, name]
+        _, p50, p99, _, _, _, _ = figures[8, name]
         print(f"  {name}, 8 clients: p99 / p50 = {p99 / p50:.1f} (target: at most 3)")
-    _, p50, p99, shed, other, _ = figures[128, lean[-1]]
+    _, p50, p99, shed, other, _, _ = figures[128, lean[-1]]
     print(f"  {lean[-1]}, 128 clients: {other} failed (outages, errors), {shed} answered 503 "
           f"busy + Retry-After, p99 {p99:.1f} ms")  # fmt: skip
 
@@ -464,9 +502,9 @@ CONFIGURATIONS = {
         "KVADMIN_ROUTING_SPECULATIVE_SECONDS": "0"
     },
 }
-"""Routing state costs Redis most of its time per decision (ZMSCORE of the request's blocks
-in each candidate's speculative ZSET, their ZADD for the chosen pod); without speculative
-entries the HTTP layer is the larger part again. Both paths run each configuration."""
+"""Speculative entries were most of Redis' time per decision before (ZMSCORE of the request's
+blocks in each candidate's speculative ZSET, their ZADD for the chosen pod: the "before"
+server); every server runs each configuration."""
 
 
 def main() -> None:
@@ -474,6 +512,7 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=8, help="engines serving the model")
     parser.add_argument("--seconds", type=float, default=1.5, help="per run and server")
     parser.add_argument("--baseline", default=BASELINE_REV, help="the previous path's commit")
+    parser.add_argument("--before", default=BEFORE_REV, help="the previous layout's commit")
     options = parser.parse_args()
     pods = [f"vllm-{i}.inference" for i in range(options.candidates)]
     cores = os.cpu_count() or 1
@@ -485,6 +524,7 @@ def main() -> None:
         bodies = [json.dumps({"model": MODEL, "token_ids": t}).encode() for t in tokens]
         requests = score_requests(bodies, token)
         baseline = baseline_tree(options.baseline, workdir)
+        before = baseline_tree(options.before, workdir)
         print(
             f"POST /api/v1/score: {REQUEST_TOKENS:,} token ids (128 blocks), {len(pods)} "
             f"candidates, keep-alive clients; {cores} cores shared by the servers, the load "
@@ -495,6 +535,7 @@ def main() -> None:
             servers: list[Server] = []
             try:
                 servers.append(start_server("old", env | knobs, baseline))
+                servers.append(start_server("before", env | knobs, before))
                 servers.append(lean := start_server("lean 1", env | knobs, ROOT))
                 if cores > 1:
                     servers.append(start_server(f"lean {cores}", env | knobs, ROOT, cores))

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import percentile
 from kvadmin.redis_server import RedisServer
+from scoring import route_record
 from scoring.choice import choose
 from scoring.hashing import block_hashes
 from scoring.index import (
@@ -47,9 +48,9 @@ from scoring.keys import (
     in_flight_key,
     load_key,
     queue_key,
-    speculative_key,
 )
 from scoring.policy import RouteRequest, choose_pod
+from scoring.route_record import RouteAdvance
 from scoring.route_state import StateRequest, load_reading, speculative_blocks
 from scoring.score import ScoreResult
 from scoring.ttft import DEFAULT_PARAMETERS, estimate_prefill
@@ -157,19 +158,24 @@ def report(title: str, runs: Runs) -> float:
 
 
 def write_routing_state(client: redis.Redis, tokens: list[int], rng: random.Random) -> None:
-    """The routing state of the module docstring, its times around Redis' clock."""
+    """The routing state of the module docstring, its times around Redis' clock; the
+    speculative entries as routing writes them (scoring.route_record), lasting a million
+    seconds."""
+    blocks = block_hashes(tokens)
+    for i, pod in enumerate(PODS[::4]):
+        advance = RouteAdvance(MODEL, pod, f"spec-{i}", 0.0, blocks[:64], 10**6, 65536, 2.0, 1024)
+        pipeline = client.pipeline(transaction=False)
+        args = route_record.queue_record(pipeline, advance, None, 1000)
+        route_record.finish(client, pipeline.execute(raise_on_error=False)[0], args)
     seconds, micros = client.time()
     now_ms = seconds * 1000 + micros // 1000
-    blocks = block_hashes(tokens)
     pipeline = client.pipeline(transaction=False)
     for i, pod in enumerate(PODS):
         busy = now_ms + rng.randrange(0, 400) * 10**6  # far ahead: the state stays put
+        pipeline.delete(queue_key(pod), in_flight_key(pod))
         pipeline.hset(queue_key(pod), mapping={"busy_until_ms": busy, "prefill_ms": 120.5})
         for n in range(10):
             pipeline.zadd(in_flight_key(pod), {f"d{i}-{n}": busy - n * 100})
-        if i % 4 == 0:
-            expiry = now_ms + 10**9
-            pipeline.zadd(speculative_key(MODEL, pod), {str(b): expiry for b in blocks[:64]})
         if i < 24:
             scraped_at = now_ms / 1000 + (10**6 if i < 16 else -60)
             load = {"running": 12, "waiting": i % 5, "kv_usage": 0.6, "scraped_at": scraped_at}

@@ -34,8 +34,22 @@ import redis.asyncio
 from redis.commands.core import AsyncScript, Script
 
 from scoring.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCKS, block_hashes
-from scoring.keys import block_key, block_keys, pod_media_key, residency_key
-from scoring.route_state import RawPodState, RouteState, StateRequest, state_keys
+from scoring.keys import (
+    block_key,
+    block_keys,
+    pod_media_key,
+    residency_key,
+    speculative_groups_key,
+    speculative_key,
+)
+from scoring.route_state import (
+    RawPodState,
+    RouteState,
+    StateRequest,
+    speculative_entries,
+    speculative_positions,
+    state_keys,
+)
 from scoring.score import (
     HeldMedia,
     MediaRun,
@@ -130,12 +144,13 @@ class BaselineIndexReader(PrefixReader):
             if state.now_ms is None:
                 pipeline.time()
             for pod in state_pods:
-                queue, in_flight, speculative, load = state_keys(model, pod)
+                queue, in_flight, load = state_keys(pod)
                 pipeline.hmget(queue, ["busy_until_ms", "prefill_ms"])
                 pipeline.zrange(in_flight, 0, -1, withscores=True)
                 pipeline.hmget(load, ["running", "waiting", "kv_usage", "scraped_at"])
-                if blocks:
-                    pipeline.zmscore(speculative, [str(block) for block in blocks])
+            if blocks:
+                pipeline.hmget(speculative_key(model), [str(block) for block in blocks])
+                pipeline.hgetall(speculative_groups_key(model))
         replies = pipeline.execute()
         owners = {
             block: {pod: parse_value(raw) for pod, raw in reply.items()}
@@ -154,7 +169,7 @@ class BaselineIndexReader(PrefixReader):
             walk = replace(walk, held=_baseline_held(client, blocks, walk))
         if not (state and state_pods):
             return walk, None
-        return walk, _baseline_state(state, blocks, replies[at:])
+        return walk, _baseline_state(state, walk, replies[at:])
 
 
 class IndexReader(PrefixReader):
@@ -348,9 +363,10 @@ def _script_input(
         keys += pod_keys
     if state and state.pods:
         now = "" if state.now_ms is None else str(state.now_ms)
-        args += (str(len(state.pods)), now, str(state.in_flight_window_ms))
+        args += (str(len(state.pods)), now, str(state.in_flight_window_ms), *state.pods)
         for pod in state.pods:
-            keys += state_keys(model, pod)
+            keys += state_keys(pod)
+        keys += (speculative_key(model), speculative_groups_key(model))
     return keys, args
 
 
@@ -388,7 +404,8 @@ def _decoded(
     now_ms, at = int(reply[at]), at + 1
     pods: dict[str, RawPodState] = {}
     for pod in state.pods:
-        n_speculative = reply[at + 7]
+        n_spans = reply[at + 7]
+        spans = iter(reply[at + 8 : at + 8 + 2 * n_spans])
         pods[pod] = RawPodState(
             busy_until_ms=reply[at],
             prefill_ms=reply[at + 1],
@@ -397,9 +414,13 @@ def _decoded(
             waiting=reply[at + 4],
             kv_usage=reply[at + 5],
             scraped_at=reply[at + 6],
-            speculative=tuple(reply[at + 8 : at + 8 + n_speculative]),
+            speculative=tuple(
+                position
+                for start, length in zip(spans, spans, strict=True)
+                for position in range(start, start + length)
+            ),
         )
-        at += 8 + n_speculative
+        at += 8 + 2 * n_spans
     return walk, RouteState(now_ms, pods)
 
 
@@ -442,7 +463,7 @@ def _baseline_held(
     return dict(held)
 
 
-def _baseline_state(state: StateRequest, blocks: Sequence[int], replies: list[Any]) -> RouteState:
+def _baseline_state(state: StateRequest, walk: PrefixWalk, replies: list[Any]) -> RouteState:
     """The routing state from the baseline's pipeline replies, computed as the script does."""
     at = 0
     if state.now_ms is None:
@@ -451,11 +472,18 @@ def _baseline_state(state: StateRequest, blocks: Sequence[int], replies: list[An
     else:
         now_ms = state.now_ms
     since = now_ms - state.in_flight_window_ms
+    # The blocks' groups and the groups follow the pods' keys (none for a request without
+    # blocks).
+    pod_replies, speculative = (
+        replies[at : at + 3 * len(state.pods)],
+        replies[at + 3 * len(state.pods) :],
+    )
+    block_groups, groups = speculative if speculative else ([], {})
+    entries = [speculative_entries(groups.get(group)) for group in block_groups]
+    matched = {pod: sum(count for _m, count in runs) for pod, runs in walk.runs.items()}
     pods: dict[str, RawPodState] = {}
-    for pod in state.pods:
-        (busy_until, prefill), in_flight, load = replies[at], replies[at + 1], replies[at + 2]
-        expiries = replies[at + 3] if blocks else []
-        at += 4 if blocks else 3
+    for i, pod in enumerate(state.pods):
+        (busy_until, prefill), in_flight, load = pod_replies[3 * i : 3 * i + 3]
         pods[pod] = RawPodState(
             busy_until_ms=busy_until,
             prefill_ms=prefill,
@@ -464,8 +492,6 @@ def _baseline_state(state: StateRequest, blocks: Sequence[int], replies: list[An
             waiting=load[1],
             kv_usage=load[2],
             scraped_at=load[3],
-            speculative=tuple(
-                p for p, expiry in enumerate(expiries) if expiry is not None and expiry > now_ms
-            ),
+            speculative=speculative_positions(entries, matched, pod, now_ms),
         )
     return RouteState(now_ms, pods)

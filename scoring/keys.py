@@ -239,10 +239,50 @@ DEMO_PODS_KEY = "kvadmin:demo:pods"
 # (prefix_walk.lua), written with the decision log entry (route_record.lua).
 
 
-def speculative_key(model: str, pod: str) -> str:
-    """ZSET: std_hash -> expiry (unix ms): blocks of requests kvadmin just routed to the pod,
-    before their BlockStored arrives. Bounded in size; the key expires with its newest entry."""
-    return f"kvadmin:spec:{pod}|{model}"
+def speculative_key(model: str) -> str:
+    """HASH: std_hash -> the id of the block's group in `speculative_groups_key`: blocks of
+    requests kvadmin just routed to a pod, before their BlockStored arrives. A request's blocks
+    share their groups, so one short field per block answers every candidate
+    (scoring.route_state). The field "" holds a long filler that keeps the hash a hashtable.
+    Cleaned and bounded by route_record.lua; the model's five speculative keys expire with its
+    newest entry."""
+    return f"kvadmin:spec:blocks:{model}"
+
+
+def speculative_groups_key(model: str) -> str:
+    """HASH: group id (the first 16 hex digits of its content's SHA1) -> JSON array
+    [pod, expiry, pod, expiry, ...] sorted by pod, each expiry (unix ms) as exact decimal text:
+    until when the blocks pointing at the group count as held by each pod."""
+    return f"kvadmin:spec:groups:{model}"
+
+
+def speculative_group_refs_key(model: str) -> str:
+    """HASH: group id -> how many blocks name it; a group none names is deleted."""
+    return f"kvadmin:spec:group-refs:{model}"
+
+
+def speculative_records_key(model: str) -> str:
+    """ZSET: JSON array [pod, std_hash, ...] -> expiry (unix ms): the blocks each routed
+    request pointed at new groups, by expiry, so that expired blocks are removed and the
+    earliest-expiring go first beyond ROUTING_SPECULATIVE_MAX."""
+    return f"kvadmin:spec:records:{model}"
+
+
+def speculative_count_key(model: str) -> str:
+    """STRING: the blocks `speculative_records_key`'s records hold, which
+    ROUTING_SPECULATIVE_MAX bounds."""
+    return f"kvadmin:spec:count:{model}"
+
+
+def speculative_keys(model: str) -> list[str]:
+    """The model's five speculative keys, in the order route_record.lua takes them."""
+    return [
+        speculative_key(model),
+        speculative_groups_key(model),
+        speculative_group_refs_key(model),
+        speculative_records_key(model),
+        speculative_count_key(model),
+    ]
 
 
 def queue_key(pod: str) -> str:

@@ -2,7 +2,8 @@
 -- scoring.score.walk_prefix, and both must give the same PrefixWalk on every index.
 --
 -- KEYS: the request's block keys, in block order; then the pods' start keys; then, per pod
---       of the routing-state section, its queue, in-flight, speculative and load keys.
+--       of the routing-state section, its queue, in-flight and load keys, and after them the
+--       model's speculative blocks and groups hashes (scoring.keys.speculative_key).
 -- ARGV: "1" when only the listed pods are candidates, "0" when every pod is; the number of
 --       block keys; three parts of kvadmin's residency key layout, "" for the tiered value
 --       format (the values name the media) and for the legacy one (scoring.index's
@@ -14,8 +15,8 @@
 --       earliest of them is a start of the pod, unknown while a rank has none
 --       (scoring.values.pod_start), and the later of it and the given start counts.
 --       Then the routing-state section: its number of pods q (0: none), "now" in unix ms (""
---       for Redis' own clock, the one route_record.lua advances the queue with), and the
---       in-flight window in ms.
+--       for Redis' own clock, the one route_record.lua advances the queue with), the
+--       in-flight window in ms, and the q pods.
 -- Reply: {c, s, p, the c non-candidate owners of the first block, the s stale-dropped pods,
 --         then for each of the p pods holding the first block: pod, r, r pairs (medium, blocks)},
 --         the pairs being the runs of media of its matched blocks (false for no medium);
@@ -25,13 +26,17 @@
 --         With q > 0 it goes on: now (unix ms), then per state pod, in order: the queue's
 --         busy_until_ms and prefill_ms, the in-flight count (predicted prefill end within the
 --         window or later), the load hash's running, waiting, kv_usage and scraped_at (false
---         where missing), k, and the k 0-based positions of the request's blocks with an
---         unexpired speculative entry.
+--         where missing), k, and k pairs (0-based position, blocks): the spans of the request's
+--         blocks with an unexpired speculative entry for the pod, up to its reach (the first
+--         block past its matched run without one: later entries cannot extend its match).
 --
 -- Why it is fast: after the first block only the pods still matching are read (HMGET); a block
 -- whose values all repeat the previous block's is only counted; a value is parsed only when it
 -- changes; the walk ends at the first block that leaves no pod matching, so the blocks after the
--- matched prefix are never read; and only runs of media cross the wire.
+-- matched prefix are never read; and only runs of media cross the wire. The speculative entries
+-- are read the same way: one short hash field per block for every candidate at once (the id of
+-- its group of entries), a group decoded only where it changes, and the lookups end at the
+-- first block no candidate reaches.
 
 local find, sub, match, tonumber, unpack = string.find, string.sub, string.match, tonumber, unpack
 local HMGET_CHUNK = 1000 -- unpack() is bounded by Lua's C stack
@@ -241,13 +246,14 @@ for b = 2, n_blocks do
 end
 add_repeats()
 
--- The request's block hashes, taken from their keys when first needed.
+-- The request's block hashes, taken from their keys (one model, one prefix) when first needed.
 local members
 local function block_members()
   if not members then
     members = {}
+    local at = #KEYS[1] - #match(KEYS[1], '@([^@]*)$')
     for b = 1, n_blocks do
-      members[b] = match(KEYS[b], '@([^@]*)$')
+      members[b] = sub(KEYS[b], at + 1)
     end
   end
   return members
@@ -286,6 +292,7 @@ local function add_residency(reply, pod, k)
 end
 
 local reply = { #non_candidates, #stale, n_scored }
+local matched = {} -- pod -> blocks of its matched run
 for _, pod in ipairs(non_candidates) do
   reply[#reply + 1] = pod
 end
@@ -303,9 +310,104 @@ for id = 1, n_scored do
     reply[#reply + 1] = blocks[r]
     k = k + blocks[r]
   end
+  matched[names[id]] = k
   if legacy then
     add_residency(reply, names[id], k)
   end
+end
+
+-- Per state pod (ARGV from `pods_at`), the spans {start, length, ...} (1-based) of the request's
+-- blocks whose group (`spec_key` -> `groups_key`) holds an unexpired entry, up to the pod's reach
+-- (scoring.route_state.speculative_positions is the same rule in Python). A pod is alive at a
+-- block within its matched run, or past it while every block since the run's end has an entry;
+-- the lookups stop at the first block where no pod is alive. Fields are fetched in growing
+-- chunks (the longest run first); a group is read where the block's group changes.
+local function speculative_spans(now, n_state, pods_at, spec_key, groups_key)
+  local spans, index_of = {}, {}
+  for i = 1, n_state do
+    spans[i], index_of[ARGV[pods_at + i - 1]] = {}, i
+  end
+  if n_blocks == 0 or redis.call('EXISTS', spec_key) == 0 then
+    return spans
+  end
+  local ending, in_run, longest = {}, 0, 0 -- ending[r]: the pods whose run is r blocks
+  for i = 1, n_state do
+    local run = matched[ARGV[pods_at + i - 1]] or 0
+    ending[run] = ending[run] or {}
+    ending[run][#ending[run] + 1] = i
+    if run > 0 then
+      in_run = in_run + 1
+    end
+    longest = math.max(longest, run)
+  end
+  local members = block_members()
+  local values, fetched = {}, 0
+  local open, dead, past_run, extending = {}, {}, {}, 0
+  local current, previous = {}, nil -- current: the alive pods with an entry at the block
+  local function close(i, last)
+    local pod_spans = spans[i]
+    pod_spans[#pod_spans + 1], pod_spans[#pod_spans + 2] = open[i], last - open[i] + 1
+    open[i] = nil
+  end
+  local b = 0
+  while b < n_blocks do
+    b = b + 1
+    if b > fetched then
+      local upto = math.min(n_blocks, math.max(longest + 16, 2 * fetched))
+      for first_b = fetched + 1, upto, HMGET_CHUNK do
+        local last_b = math.min(upto, first_b + HMGET_CHUNK - 1)
+        local chunk = redis.call('HMGET', spec_key, unpack(members, first_b, last_b))
+        for j = 1, last_b - first_b + 1 do
+          values[first_b + j - 1] = chunk[j]
+        end
+      end
+      fetched = upto
+    end
+    local value = values[b]
+    if value ~= previous then
+      previous = value
+      local here = {}
+      local content = value and redis.call('HGET', groups_key, value)
+      if content then
+        local entries = cjson.decode(content)
+        for j = 1, #entries, 2 do
+          local i = index_of[entries[j]]
+          if i and not dead[i] and tonumber(entries[j + 1]) > now then
+            here[i] = true
+          end
+        end
+      end
+      for i in pairs(current) do
+        if not here[i] then
+          close(i, b - 1)
+          if past_run[i] then
+            dead[i], extending = true, extending - 1
+          end
+        end
+      end
+      for i in pairs(here) do
+        open[i] = open[i] or b
+      end
+      current = here
+    end
+    for _, i in ipairs(ending[b - 1] or {}) do
+      if b > 1 then
+        in_run = in_run - 1
+      end
+      if current[i] then
+        past_run[i], extending = true, extending + 1
+      else
+        dead[i] = true
+      end
+    end
+    if in_run == 0 and extending == 0 then
+      break
+    end
+  end
+  for i in pairs(current) do
+    close(i, b)
+  end
+  return spans
 end
 
 -- The routing state of the `ttft` policy (scoring.route_state), same round trip.
@@ -319,34 +421,24 @@ if n_state > 0 then
   local in_flight_since = '(' .. (now - tonumber(ARGV[state_at + 2]))
   reply[#reply + 1] = now
   local key = start_key
-  for _ = 1, n_state do
+  local spec_at = start_key + 3 * n_state
+  local spans = speculative_spans(now, n_state, state_at + 3, KEYS[spec_at + 1], KEYS[spec_at + 2])
+  for i = 1, n_state do
     local queue = redis.call('HMGET', KEYS[key + 1], 'busy_until_ms', 'prefill_ms')
     reply[#reply + 1] = queue[1]
     reply[#reply + 1] = queue[2]
     reply[#reply + 1] = redis.call('ZCOUNT', KEYS[key + 2], in_flight_since, '+inf')
-    local load = redis.call('HMGET', KEYS[key + 4], 'running', 'waiting', 'kv_usage', 'scraped_at')
+    local load = redis.call('HMGET', KEYS[key + 3], 'running', 'waiting', 'kv_usage', 'scraped_at')
     for j = 1, 4 do
       reply[#reply + 1] = load[j]
     end
-    local positions = {}
-    if n_blocks > 0 and redis.call('EXISTS', KEYS[key + 3]) == 1 then
-      local members = block_members()
-      for first_b = 1, n_blocks, HMGET_CHUNK do
-        local last_b = math.min(n_blocks, first_b + HMGET_CHUNK - 1)
-        local expiries = redis.call('ZMSCORE', KEYS[key + 3], unpack(members, first_b, last_b))
-        for j = 1, last_b - first_b + 1 do
-          local expiry = expiries[j] and tonumber(expiries[j])
-          if expiry and expiry > now then
-            positions[#positions + 1] = first_b + j - 2
-          end
-        end
-      end
+    local pod_spans = spans[i]
+    reply[#reply + 1] = #pod_spans / 2
+    for j = 1, #pod_spans, 2 do
+      reply[#reply + 1] = pod_spans[j] - 1
+      reply[#reply + 1] = pod_spans[j + 1]
     end
-    reply[#reply + 1] = #positions
-    for _, position in ipairs(positions) do
-      reply[#reply + 1] = position
-    end
-    key = key + 4
+    key = key + 3
   end
 end
 return reply

@@ -26,7 +26,7 @@ from scoring.keys import (
     OUTCOMES_KEY,
     in_flight_key,
     queue_key,
-    speculative_key,
+    speculative_keys,
 )
 
 _RECORD_LUA: Final = (Path(__file__).parent / "route_record.lua").read_text()
@@ -49,6 +49,7 @@ class RouteAdvance:
     after the request's predicted prefill end."""
     speculative_ttl_s: float
     speculative_max: int
+    """The most speculative entries the model keeps (the earliest-expiring go first)."""
     in_flight_window_s: float
     in_flight_max: int
 
@@ -66,11 +67,11 @@ def queue_record(
     """Queue the script on `pipeline`; returns its arguments for `finish`. `entry`: the
     decision log entry, None to leave the decision out of the log."""
     args = [
-        6,
+        10,
         DECISIONS_KEY,
         queue_key(advance.pod),
         in_flight_key(advance.pod),
-        speculative_key(advance.model, advance.pod),
+        *speculative_keys(advance.model),
         DECISION_IDS_KEY,
         OUTCOMES_KEY,
         entry or b"",
@@ -82,6 +83,7 @@ def queue_record(
         round(advance.speculative_ttl_s * 1000),
         advance.speculative_max,
         MEAN_WEIGHT,
+        advance.pod,
         *advance.blocks,
     ]
     pipeline.execute_command("EVALSHA", _RECORD_SHA, *args)

@@ -4,12 +4,18 @@ Per candidate pod, kvadmin keeps in its own keys (scoring.keys):
 - a virtual queue (`queue_key`): when the prefills kvadmin routed to the pod are predicted to be
   done (`busy_until_ms`), and a moving mean of their predicted prefill (`prefill_ms`);
 - the requests in flight (`in_flight_key`): predicted prefill end per routed request;
-- speculative entries (`speculative_key`): blocks just routed to the pod, not yet stored;
+- speculative entries (`speculative_key`, per model: block -> a group of (pod, expiry) entries):
+  blocks just routed to a pod, not yet stored;
 - and reads the engines' own load (`load_key`), written by the /metrics scraper.
 
 Both index readers (scoring.index) read these in the walk's round trip and give the same
 `RouteState`; route_record.lua advances them with the decision log entry. This module turns
 what was read into the policy's inputs (`PodLoad`, speculative blocks). Pure: no Redis.
+
+Speculative entries are read up to each pod's reach (`speculative_positions`): an entry past the
+first block the pod neither holds in its matched run nor has an entry for cannot extend its
+match (scoring.policy.matched_runs), so the readers stop there, and a decision costs Redis the
+blocks some candidate reaches rather than every block of every candidate.
 
 Predicted wait (the resync rule): the virtual queue's wait, `max(0, busy_until - now)`. When the
 engine's load is fresh (scraped at most `fresh_s` ago), the engine's own queue corrects it:
@@ -19,12 +25,13 @@ the decode slowdown. When the load is stale or absent, the virtual queue alone c
 requests in flight stand for `running`, and the pod's load is flagged stale.
 """
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from scoring.keys import in_flight_key, load_key, queue_key, speculative_key
+from scoring.keys import in_flight_key, load_key, queue_key
 from scoring.policy import PodLoad
 
 MAX_LOAD_COUNT: Final = 1_000_000
@@ -56,7 +63,8 @@ class RawPodState:
     kv_usage: str | None = None
     scraped_at: str | None = None
     speculative: tuple[int, ...] = ()
-    """0-based positions of the request's blocks with an unexpired speculative entry."""
+    """0-based positions of the request's blocks with an unexpired speculative entry for the
+    pod, up to its reach (`speculative_positions`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +97,34 @@ class LoadReading:
     prefill (`RouteRequest.recent_work`, which breaks the policy's ties)."""
 
 
-def state_keys(model: str, pod: str) -> list[str]:
-    """The four keys of one pod, in the order prefix_walk.lua reads them."""
-    return [queue_key(pod), in_flight_key(pod), speculative_key(model, pod), load_key(pod)]
+def state_keys(pod: str) -> list[str]:
+    """The three keys of one pod, in the order prefix_walk.lua reads them (the model's
+    speculative hash follows the last pod's)."""
+    return [queue_key(pod), in_flight_key(pod), load_key(pod)]
+
+
+def speculative_entries(group: str | None) -> dict[str, float]:
+    """One group of `speculative_groups_key` (route_record.lua writes it): pod -> expiry in
+    unix ms; {} for none."""
+    if group is None:
+        return {}
+    items = json.loads(group)
+    return {pod: float(expiry) for pod, expiry in zip(items[::2], items[1::2], strict=True)}
+
+
+def speculative_positions(
+    entries: Sequence[Mapping[str, float]], runs: Mapping[str, int], pod: str, now_ms: int
+) -> tuple[int, ...]:
+    """The 0-based positions whose `entries` (per block of the request, pod -> expiry) hold
+    an unexpired entry for `pod`, up to its reach: the first block past its matched run (`runs`:
+    blocks matched per pod) without one. prefix_walk.lua applies the same rule."""
+    run, positions = runs.get(pod, 0), []
+    for position, block_entries in enumerate(entries):
+        if block_entries.get(pod, -math.inf) > now_ms:
+            positions.append(position)
+        elif position >= run:
+            break
+    return tuple(positions)
 
 
 def scraped_load(raw: RawPodState) -> ScrapedLoad | None:

@@ -11,9 +11,10 @@ from django.core.management import CommandError, call_command
 
 from kvadmin.routing import decisions, service
 from scoring.choice import choose, tie_break
-from scoring.keys import in_flight_key, load_key, queue_key, speculative_key
+from scoring.keys import in_flight_key, load_key, queue_key, speculative_key, speculative_keys
 from tests.index import MODEL
 from tests.routing.conftest import PODS, hold, request_tokens
+from tests.scoring.speculative_data import speculative_of
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +65,7 @@ def test_without_speculative_entries_the_same_burst_scatters(
     _, second = post_score({"model": MODEL, "token_ids": request})
     assert second["chosen"] != first["chosen"]
     assert estimate(second, first["chosen"])["speculative_blocks"] == 0
-    assert redis_client.exists(speculative_key(MODEL, first["chosen"])) == 0
+    assert redis_client.exists(*speculative_keys(MODEL)) == 0
 
 
 def test_the_chosen_pods_state_advances_with_the_decision(
@@ -77,11 +78,12 @@ def test_the_chosen_pods_state_advances_with_the_decision(
     busy_until = float(redis_client.hget(queue_key(pod), "busy_until_ms"))
     assert before_ms + prefill * 1000 <= busy_until <= time.time() * 1000 + prefill * 1000
     assert redis_client.zscore(in_flight_key(pod), answer["decision_id"]) == busy_until
-    assert redis_client.zcard(speculative_key(MODEL, pod)) == 128
-    assert 0 < redis_client.pttl(speculative_key(MODEL, pod)) <= 5000
+    assert len(speculative_of(redis_client, pod)) == 128
+    assert 0 < redis_client.pttl(speculative_key(MODEL)) <= 5000
     for other in PODS:
         if other != pod:
-            assert not redis_client.exists(queue_key(other), speculative_key(MODEL, other))
+            assert not redis_client.exists(queue_key(other))
+            assert speculative_of(redis_client, other) == {}
     logged = decisions.recent(1, client=redis_client)[0]
     assert logged.id == answer["decision_id"]
     assert (logged.policy, logged.reason) == ("ttft", answer["reason"])

@@ -1,15 +1,18 @@
 """The routing-state section of both index readers: on any state in Redis, the Lua reader and
 the baseline reader give the same RouteState as a plain reading of the keys, beside the same
-walk, and the Lua reader does it in one command."""
+walk, and the Lua reader does it in one command. Speculative entries count up to each pod's
+reach: the first block past its matched run without one (a later one cannot extend its
+match)."""
 
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scoring.index import BaselineIndexReader, IndexReader
-from scoring.keys import in_flight_key, load_key, queue_key, speculative_key
+from scoring.keys import in_flight_key, load_key, queue_key
 from scoring.route_state import RawPodState, RouteState, StateRequest
 from tests.index import MODEL, write_kthena_index
+from tests.scoring.speculative_data import write_speculative
 
 NOW = 1_760_000_000_000
 PODS = ["vllm-0.default", "vllm-1.default", "a|b.ns", "ünï.ns"]
@@ -43,14 +46,23 @@ def write_state(client: redis.Redis, pod: str, state: dict) -> None:
         client.hset(queue_key(pod), mapping=queue)
     for member, offset in state["in_flight"].items():
         client.zadd(in_flight_key(pod), {member: NOW + offset})
-    for block, offset in state["speculative"].items():
-        client.zadd(speculative_key(MODEL, pod), {str(block): NOW + offset})
     load = {field: value for field, value in state["load"].items() if value is not None}
     if load:
         client.hset(load_key(pod), mapping=load)
 
 
-def expected_state(blocks: list[int], states: dict[str, dict]) -> RouteState:
+def reached(blocks: list[int], run: int, speculative: dict[int, int]) -> tuple[int, ...]:
+    """Positions with a live entry, up to the first block past `run` without one."""
+    positions = []
+    for i, block in enumerate(blocks):
+        if speculative.get(block, 0) > 0:
+            positions.append(i)
+        elif i >= run:
+            break
+    return tuple(positions)
+
+
+def expected_state(blocks: list[int], runs: dict[str, int], states: dict[str, dict]) -> RouteState:
     """The keys read literally, with no code shared with scoring/."""
     pods = {}
     for pod, state in states.items():
@@ -64,9 +76,7 @@ def expected_state(blocks: list[int], states: dict[str, dict]) -> RouteState:
             waiting=load.get("waiting"),
             kv_usage=load.get("kv_usage"),
             scraped_at=load.get("scraped_at"),
-            speculative=tuple(
-                i for i, block in enumerate(blocks) if state["speculative"].get(block, 0) > 0
-            ),
+            speculative=reached(blocks, runs.get(pod, 0), state["speculative"]),
         )
     return RouteState(NOW, pods)
 
@@ -86,11 +96,16 @@ def test_both_readers_read_the_routing_state_as_the_keys_say(
     write_kthena_index(redis_client, {block: {PODS[0]: "1000|GPU"} for block in blocks[:3]})
     pods = data.draw(st.lists(st.sampled_from(PODS), unique=True), label="pods")
     states = {pod: data.draw(pod_states(blocks), label=pod) for pod in pods}
+    entries: dict[int, dict[str, float]] = {}
     for pod, state in states.items():
         write_state(redis_client, pod, state)
+        for block, offset in state["speculative"].items():
+            entries.setdefault(block, {})[pod] = NOW + offset
+    write_speculative(redis_client, entries)
     request = StateRequest(MODEL, pods, WINDOW, now_ms=NOW)
 
-    expected = expected_state(blocks, states) if pods else None
+    runs = {PODS[0]: min(3, n_blocks)}
+    expected = expected_state(blocks, runs, states) if pods else None
     walks = []
     for reader in (BaselineIndexReader(), IndexReader()):
         walk, state = reader.read(redis_client, MODEL, blocks, set(PODS), {}, state=request)
@@ -102,7 +117,7 @@ def test_both_readers_read_the_routing_state_as_the_keys_say(
 def test_without_a_pinned_clock_both_readers_read_at_redis_time(redis_client) -> None:
     seconds, micros = redis_client.time()
     now = seconds * 1000 + micros // 1000
-    redis_client.zadd(speculative_key(MODEL, PODS[1]), {"11": now + 60_000, "12": now - 1})
+    write_speculative(redis_client, {11: {PODS[1]: now + 60_000}, 12: {PODS[1]: now - 1}})
     request = StateRequest(MODEL, PODS[:2], WINDOW)
     for reader in (BaselineIndexReader(), IndexReader()):
         _walk, state = reader.read(redis_client, MODEL, [11, 12], None, {}, state=request)
