@@ -12,7 +12,7 @@ from tests.browser.accessibility import SWAGGER_UI_MARKUP, violations
 from tests.browser.conftest import log_in
 from tests.conftest import http_json
 from tests.faults.conftest import site  # noqa: F401 (a web server on a Redis of its own)
-from tests.index import MODEL, NOW, IngestedIndex, std, tokens
+from tests.index import MODEL, NOW, IngestedIndex, block_tokens, std
 from tests.residency.conftest import register
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -39,7 +39,7 @@ def fleet(redis_client, django_user_model) -> IngestedIndex:
 
 def _score(base_url: str) -> None:
     token = ApiToken.issue("gateway")[1]
-    ids = [t for n in range(4) for t in tokens(n)]
+    ids = [t for n in range(4) for t in block_tokens(n)]
     status, _ = http_json(
         f"{base_url}/api/v1/score", {"model": MODEL, "token_ids": ids, "request_id": "r-1"}, token
     )
@@ -75,7 +75,7 @@ def _visit(page, base_url: str, path: str) -> None:
 def _explained(page) -> None:
     """The explain page's answer: its form submitted (token ids, the default input), the grid
     drawn."""
-    page.get_by_label("Request").fill(",".join(str(t) for n in range(4) for t in tokens(n)))
+    page.get_by_label("Request").fill(",".join(str(t) for n in range(4) for t in block_tokens(n)))
     page.get_by_role("button", name="Explain").click()
     page.locator("#grid").wait_for()
 
