@@ -95,7 +95,11 @@ class OrderCursor:
 
 
 class _Projection:
-    """This process's copy of the log's summaries, oldest first (see the module)."""
+    """This process's copy of the log's summaries, oldest first (see the module).
+
+    Redis is read outside the lock: a stalled Redis then costs each page its own timeout, not
+    the timeouts of every page queued behind it. Two pages reading at once both read what is
+    new; the one that read further is kept."""
 
     def __init__(self) -> None:
         self.entries: list[tuple[tuple[int, int], str, Summary, dict[str, float]]] = []
@@ -105,27 +109,26 @@ class _Projection:
     def current(
         self, client: redis.Redis
     ) -> list[tuple[tuple[int, int], str, Summary, dict[str, float]]]:
+        first = client.xrange(DECISIONS_KEY, count=1)
+        start = _log_order(first[0][0]) if first else None
         with self.lock:
-            first = client.xrange(DECISIONS_KEY, count=1)
-            if not first:
-                self.entries = []
-                return []
-            start = _log_order(first[0][0])
-            held = [entry for entry in self.entries if entry[0] >= start]
-            after = f"({held[-1][1]}" if held else "-"
-            while entries := client.xrange(DECISIONS_KEY, min=after, count=_READ_COUNT):
-                for log_id, fields in entries:
-                    try:
-                        summary = _summary.decode(fields["d"])
-                    except (KeyError, msgspec.DecodeError, msgspec.ValidationError):
-                        continue  # not a decision (another version's): `decoded` skips it too
-                    values = {order: summary.value(order) for order in ORDERS}
-                    held.append((_log_order(log_id), log_id, summary, values))
-                after = f"({entries[-1][0]}"
-                if len(entries) < _READ_COUNT:
-                    break
-            self.entries = held
-            return held
+            held = [entry for entry in self.entries if start and entry[0] >= start]
+        after = f"({held[-1][1]}" if held else "-"
+        while first and (entries := client.xrange(DECISIONS_KEY, min=after, count=_READ_COUNT)):
+            for log_id, fields in entries:
+                try:
+                    summary = _summary.decode(fields["d"])
+                except (KeyError, msgspec.DecodeError, msgspec.ValidationError):
+                    continue  # not a decision (another version's): `decoded` skips it too
+                values = {order: summary.value(order) for order in ORDERS}
+                held.append((_log_order(log_id), log_id, summary, values))
+            after = f"({entries[-1][0]}"
+            if len(entries) < _READ_COUNT:
+                break
+        with self.lock:
+            if not held or not self.entries or held[-1][0] >= self.entries[-1][0]:
+                self.entries = held
+        return held
 
 
 _projections: dict[tuple[object, ...], _Projection] = {}
