@@ -137,7 +137,8 @@ def test_the_pod_pages_day_shows_the_right_values_about_once_a_minute(
     now = int(time.time())
     times = sample_a_day(redis_client, now)
 
-    chart = _chart(browsing.get(f"/pods/{POD}/?range=24h").text)
+    page = browsing.get(f"/pods/{POD}/?range=24h").text
+    chart = _chart(page)
 
     shown = chart["times"]
     assert len(shown) <= MAX_POINTS
@@ -147,3 +148,4 @@ def test_the_pod_pages_day_shows_the_right_values_about_once_a_minute(
     older = [at for at in shown if at < now - HOUR]
     assert older == [at for at in first_of_each_minute(times) if shown[0] <= at < now - HOUR]
     assert_right_values(chart)
+    assert "a pod sample every 5 s for the last 60 minutes, one a minute before" in page
