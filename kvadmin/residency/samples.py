@@ -75,8 +75,8 @@ def read_chart(client: redis.Redis, pod: str, start: float = 0, end: float = flo
         # Each resolution gets the points of its share of the time shown, so the chart is as
         # dense across it and the hour of 5-second samples does not crowd out the day.
         share = (recent[-1][1] - recent[0][1]) / (recent[-1][1] - older[0][1])
-        points = min(max(round(MAX_POINTS * share), 2), MAX_POINTS - 2)
-        found = _evenly(older, MAX_POINTS - points) + _evenly(recent, points)
+        recent_points = min(max(round(MAX_POINTS * share), 2), MAX_POINTS - 2)
+        found = _evenly(older, MAX_POINTS - recent_points) + _evenly(recent, recent_points)
     else:
         found = _evenly(older or recent, MAX_POINTS)
     samples = [json.loads(member) for member, _ in found]
