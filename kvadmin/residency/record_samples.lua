@@ -7,6 +7,9 @@ first keeps every sample; ARGV[3]: the step of the second, which keeps the first
 step; ARGV[4]: the seconds it keeps them; ARGV[4 + i]: the i-th pod's sample (JSON).
 Each ZSET expires as long after its pod's last sample as it keeps samples, so a pod no longer
 sampled loses its history then. Work per pod: a few O(log n) commands, plus the samples aged out.
+A pod without a downsampled ZSET whose full-resolution one holds older samples (a history
+written before downsampling, which kept every sample for the day) has those downsampled into
+it first, so an upgrade loses no history: once per pod, O(samples).
 ]]
 local now = tonumber(ARGV[1])
 local full, step, retention = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -14,6 +17,17 @@ local first = now - now % step
 for i = 1, #KEYS, 2 do
   local sample = ARGV[4 + (i + 1) / 2]
   local recent, downsampled = KEYS[i], KEYS[i + 1]
+  if redis.call('EXISTS', downsampled) == 0 then
+    local older = redis.call('ZRANGE', recent, '-inf', '(' .. (now - full), 'BYSCORE', 'WITHSCORES')
+    local kept = nil
+    for j = 1, #older, 2 do
+      local at = tonumber(older[j + 1])
+      if at >= now - retention and (kept == nil or at >= kept + step - kept % step) then
+        redis.call('ZADD', downsampled, at, older[j])
+        kept = at
+      end
+    end
+  end
   redis.call('ZADD', recent, now, sample)
   redis.call('ZREMRANGEBYSCORE', recent, '-inf', '(' .. (now - full))
   redis.call('EXPIRE', recent, full)

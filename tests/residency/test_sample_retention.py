@@ -149,3 +149,24 @@ def test_the_pod_pages_day_shows_the_right_values_about_once_a_minute(
     assert older == [at for at in first_of_each_minute(times) if shown[0] <= at < now - HOUR]
     assert_right_values(chart)
     assert "a pod sample every 5 s for the last 60 minutes, one a minute before" in page
+
+
+def test_a_history_written_before_downsampling_is_downsampled_not_lost(redis_client) -> None:
+    """Before, every 5-second sample was kept for the day in the full-resolution ZSET alone:
+    the first write after the upgrade keeps the first of each minute of what it ages out."""
+    times = list(range(NOW - RETENTION_SECONDS, NOW, 5))
+    redis_client.zadd(
+        pod_samples_key(POD), {json.dumps({"t": at, "c": counts(at)}): at for at in times}
+    )
+    summary = PodSummary(POD, MODEL, "vllm", True, True, counts(NOW), [], None, None)
+
+    record_samples(redis_client, [summary], NOW)
+
+    older = [at for at in times if at < NOW - HOUR]
+    assert stored(redis_client, pod_minute_samples_key(POD)) == [
+        *first_of_each_minute(older),
+        NOW,  # the first of its minute to reach the downsampled ZSET
+    ]
+    assert stored(redis_client, pod_samples_key(POD)) == [
+        at for at in [*times, NOW] if at >= NOW - HOUR
+    ]
