@@ -25,7 +25,6 @@ feed, reading the newest 50 decisions the way the feed did before it sorted the 
 """
 
 import argparse
-import json
 import os
 import random
 import shutil
@@ -129,18 +128,23 @@ def build_index(client, n_blocks: int, rng: random.Random) -> int:
 
 
 def record_day_of_samples(client) -> None:
-    """24 h of 5-second samples per pod, as `sample_pods` leaves them."""
-    from kvadmin.residency.pods import pods_overview
-    from scoring.keys import pod_samples_key
+    """24 h of 5-second samples per pod, as `sample_pods` leaves them (the real writer)."""
+    from dataclasses import replace
 
+    from kvadmin.residency.pods import pods_overview
+    from kvadmin.residency.samples import record_samples
+
+    pods = pods_overview(client).pods
     pipe = client.pipeline(transaction=False)
-    for summary in pods_overview(client).pods:
-        key = pod_samples_key(summary.pod)
-        for at in range(NOW - 86400, NOW, SAMPLE_SECONDS):
-            counts = {m: max(0, c - (NOW - at) // 60) for m, c in summary.counts.items()}
-            member = json.dumps({"t": at, "c": counts}, separators=(",", ":"))
-            pipe.zadd(key, {member: at})
-        pipe.execute()
+    for i, at in enumerate(range(NOW - 86400, NOW, SAMPLE_SECONDS), 1):
+        aged = [
+            replace(pod, counts={m: max(0, c - (NOW - at) // 60) for m, c in pod.counts.items()})
+            for pod in pods
+        ]
+        record_samples(pipe, aged, at)
+        if i % 500 == 0:
+            pipe.execute()
+    pipe.execute()
 
 
 def record_day_of_decisions(client, log_size: int) -> str:

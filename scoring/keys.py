@@ -203,8 +203,15 @@ DASHBOARD_SAMPLES_KEY = "kvadmin:dashboard:samples"
 
 
 def pod_samples_key(pod: str) -> str:
-    """ZSET: the pod's blocks per medium over time (JSON samples by unix seconds)."""
+    """ZSET: the pod's blocks per medium over the last hour, every sample taken (JSON samples
+    by unix seconds; kvadmin.residency.samples)."""
     return f"kvadmin:samples:{pod}"
+
+
+def pod_minute_samples_key(pod: str) -> str:
+    """ZSET: the pod's blocks per medium over the last day, the first sample of each minute
+    (the same members as `pod_samples_key`)."""
+    return f"kvadmin:minute-samples:{pod}"
 
 
 def engine_probe_key(pod: str) -> str:

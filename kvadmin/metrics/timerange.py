@@ -1,6 +1,7 @@
 """The time range of the dashboard's and the pod pages' charts: the last 15 min, 1 h, 6 h or
 24 h, or a custom span inside the last 24 h (what Redis keeps: minute buckets and pod samples
-for a day). One parser for every page, so a range means the same everywhere.
+for a day, the pod samples downsampled beyond the last hour). One parser for every page, so a
+range means the same everywhere.
 
 Charts downsample to at most MAX_POINTS bins: a bin is `step` whole minutes.
 """
@@ -13,6 +14,11 @@ PRESETS = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 86400}
 LABELS = {"15m": "last 15 min", "1h": "last hour", "6h": "last 6 hours", "24h": "last 24 hours"}
 DEFAULT = "1h"
 RETENTION_SECONDS = 86400
+"""How far back the charts reach: the history Redis keeps."""
+FULL_RESOLUTION_SECONDS = 3600
+"""The pod samples (`kvadmin.residency.samples`) are kept as taken, one per beat (5 s), for
+this long; older ones one per DOWNSAMPLED_STEP_SECONDS."""
+DOWNSAMPLED_STEP_SECONDS = 60
 MAX_POINTS = 120
 CUSTOM_FORMAT = "%Y-%m-%dT%H:%M"
 """What <input type="datetime-local"> sends (read as UTC)."""

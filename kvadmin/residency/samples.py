@@ -1,53 +1,37 @@
-"""Blocks per medium over time, per pod: samples taken by `tasks.sample_pods`, for the chart
-on /pods/<pod>/.
+"""Blocks per medium over time, per pod: samples taken by `tasks.sample_pods` (every 5 s), for
+the chart on /pods/<pod>/.
 
-Key (kvadmin's own, beside `scoring.keys`' bookkeeping): `kvadmin:samples:{pod}`, a ZSET
-scored by unix second whose members are JSON `{"t": second, "c": {medium: blocks}}`. Each
-write trims what is older than `RETENTION_SECONDS` and renews the key's expiry, so a pod that
-is no longer sampled (its engine removed) loses its history a day later. At one sample per 5 s
-a pod keeps about 17,000 samples; the chart reads at most `MAX_POINTS` of them, evenly spaced,
-picked by rank inside Redis.
+Two ZSETs per pod (`scoring.keys`), scored by unix second, whose members are JSON
+`{"t": second, "c": {medium: blocks}}`:
+- `pod_samples_key`: every sample of the last FULL_RESOLUTION_SECONDS (an hour: 720);
+- `pod_minute_samples_key`: the first sample of each DOWNSAMPLED_STEP_SECONDS (a minute), for
+  RETENTION_SECONDS (a day: 1,441).
+That rule (constants in `kvadmin.metrics.timerange`, beside the charts' ranges) is applied in
+one place, `record_samples.lua`, one call for every pod. A day costs a pod about 2,200 members
+instead of 17,280 (docs/capacity.md section 5). A chart reads the downsampled samples older than
+the oldest full-resolution one, then those, and keeps at most MAX_POINTS, as evenly spaced in
+time as the samples allow: over an hour every 5-second sample, over a day one a minute.
 """
 
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
+from pathlib import Path
 
 import redis
 from redis.commands.core import Script
 
 from kvadmin.media import medium_order
+from kvadmin.metrics.timerange import (
+    DOWNSAMPLED_STEP_SECONDS,
+    FULL_RESOLUTION_SECONDS,
+    RETENTION_SECONDS,
+)
 from kvadmin.residency.pods import PodSummary
 from scoring import keys
 
-RETENTION_SECONDS = 86400
 MAX_POINTS = 1500
-
-_EVENLY = """
-local first = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[2])
-local n = redis.call('ZCOUNT', KEYS[1], ARGV[2], ARGV[3])
-local points = tonumber(ARGV[1])
-if n == 0 then
-  return {}
-end
-if n <= points then
-  return redis.call('ZRANGE', KEYS[1], first, first + n - 1)
-end
-local out = {}
-for i = 0, points - 1 do
-  local rank = first + math.floor(i * (n - 1) / (points - 1))
-  out[#out + 1] = redis.call('ZRANGE', KEYS[1], rank, rank)[1]
-end
-return out
-"""
-"""At most ARGV[1] samples scored in [ARGV[2], ARGV[3]], evenly spaced by rank: two ZCOUNTs
-find the range's ranks, then each pick is one O(log n) ZRANGE by rank."""
-
-
-@cache
-def _evenly() -> Script:
-    return Script(None, _EVENLY.encode())  # type: ignore[arg-type]
+_RECORD = Script(None, Path(__file__).with_name("record_samples.lua").read_bytes())  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,24 +47,50 @@ class Chart:
 
 
 def record_samples(client: redis.Redis, summaries: Iterable[PodSummary], now: int) -> None:
-    """Append one sample per pod, dropping what is older than the retention, one round trip."""
-    pipe = client.pipeline(transaction=False)
-    for summary in summaries:
-        key = keys.pod_samples_key(summary.pod)
-        member = json.dumps({"t": now, "c": summary.counts}, separators=(",", ":"))
-        pipe.zadd(key, {member: now})
-        pipe.zremrangebyscore(key, "-inf", f"({now - RETENTION_SECONDS}")
-        pipe.expire(key, RETENTION_SECONDS)
-    pipe.execute()
+    """Record each pod's sample taken at `now` and drop what the retention rule no longer
+    keeps: one script call (`client` may be a pipeline)."""
+    summaries = list(summaries)
+    if not summaries:
+        return
+    names = [(keys.pod_samples_key(s.pod), keys.pod_minute_samples_key(s.pod)) for s in summaries]
+    samples = [json.dumps({"t": now, "c": s.counts}, separators=(",", ":")) for s in summaries]
+    rule = [FULL_RESOLUTION_SECONDS, DOWNSAMPLED_STEP_SECONDS, RETENTION_SECONDS]
+    _RECORD(
+        keys=[key for pair in names for key in pair], args=[now, *rule, *samples], client=client
+    )
 
 
 def read_chart(client: redis.Redis, pod: str, start: float = 0, end: float = float("inf")) -> Chart:
-    """The pod's samples taken from `start` to `end` (unix seconds), at most MAX_POINTS."""
-    bounds = [MAX_POINTS, f"{start:.0f}", "+inf" if end == float("inf") else f"{end:.0f}"]
-    members = _evenly()(keys=[keys.pod_samples_key(pod)], args=bounds, client=client)
-    samples = [json.loads(member) for member in members]
+    """The pod's samples taken from `start` to `end` (unix seconds), at most MAX_POINTS: both
+    ZSETs read in one MULTI (a consistent view, at most about 2,200 members), the downsampled
+    samples up to the oldest full-resolution one, then those."""
+    bounds = (f"{start:.0f}", "+inf" if end == float("inf") else f"{end:.0f}")
+    pipe = client.pipeline(transaction=True)
+    for key in (keys.pod_minute_samples_key(pod), keys.pod_samples_key(pod)):
+        pipe.zrange(key, *bounds, byscore=True, withscores=True)
+    downsampled, recent = pipe.execute()
+    seam = recent[0][1] if recent else float("inf")
+    older = [(member, at) for member, at in downsampled if at < seam]
+    if older and recent:
+        # Each resolution gets the points of its share of the time shown, so the chart is as
+        # dense across it and the hour of 5-second samples does not crowd out the day.
+        share = (recent[-1][1] - recent[0][1]) / (recent[-1][1] - older[0][1])
+        recent_points = min(max(round(MAX_POINTS * share), 2), MAX_POINTS - 2)
+        found = _evenly(older, MAX_POINTS - recent_points) + _evenly(recent, recent_points)
+    else:
+        found = _evenly(older or recent, MAX_POINTS)
+    samples = [json.loads(member) for member, _ in found]
     media = medium_order({m for sample in samples for m in sample["c"]})
     return Chart(
         times=[sample["t"] for sample in samples],
         series={m: [sample["c"].get(m, 0) for sample in samples] for m in media},
     )
+
+
+def _evenly[T](samples: list[T], points: int) -> list[T]:
+    """At most `points` (2 or more) of `samples`, evenly spaced by rank, the first and the last
+    among them: evenly in time, as the samples are."""
+    n = len(samples)
+    if n <= points:
+        return samples
+    return [samples[i * (n - 1) // (points - 1)] for i in range(points)]

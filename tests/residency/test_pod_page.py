@@ -7,8 +7,8 @@ import time
 import pytest
 
 from kvadmin.residency.pods import pods_overview
-from kvadmin.residency.samples import RETENTION_SECONDS, record_samples
-from scoring.keys import pod_samples_key, stream_status_key
+from kvadmin.residency.samples import record_samples
+from scoring.keys import stream_status_key
 from tests.index import MODEL, NOW, std
 from tests.residency.conftest import register
 
@@ -50,16 +50,6 @@ def test_the_chart_plots_the_samples_per_medium(browsing, index, redis_client) -
     chart = _chart(browsing.get("/pods/vllm-0.default/").text)
 
     assert chart == {"times": [now, now + 5], "series": [["GPU", [3, 3]], ["CPU", [0, 2]]]}
-
-
-def test_samples_older_than_a_day_are_dropped(index, redis_client, db) -> None:
-    register("vllm-0.default")
-    pods = pods_overview().pods
-    record_samples(redis_client, pods, NOW)
-    record_samples(redis_client, pods, NOW + RETENTION_SECONDS + 1)
-
-    assert redis_client.zcard(pod_samples_key("vllm-0.default")) == 1
-    assert 0 < redis_client.ttl(pod_samples_key("vllm-0.default")) <= RETENTION_SECONDS
 
 
 def test_a_pod_without_samples_says_so(browsing, index) -> None:
