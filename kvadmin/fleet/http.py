@@ -10,7 +10,8 @@ It tokenizes with the pod's tokenizer (`engine_tokenizer`: a real one, or the to
 - `POST /reset_prefix_cache` (vLLM) and `POST /flush_cache` (SGLang): clear the cache, publishing
   `AllBlocksCleared`.
 - `POST /admin/fault`: `{"action": "restart"}`, `{"action": "drop", "count": n}`,
-  `{"action": "slow", "delay": seconds}` (0 turns it off), optional `"rank"`;
+  `{"action": "slow", "delay": seconds}` (0 turns it off), `{"action": "pause"}` (prefills
+  wait, requests line up) and `{"action": "resume"}`, optional `"rank"`;
   `{"action": "slow_metrics", "delay": seconds}` delays every `/metrics` answer,
   `{"action": "drip_metrics", "delay": seconds}` sends it a line every `delay` seconds.
 - `GET /metrics`: the engine's Prometheus metrics (`engine_metrics`), in its kind's names.
@@ -269,6 +270,12 @@ class PodApp:
                 self.pod.drop(int(body.get("count", 1)), rank)
             elif action == "slow":
                 self.pod.slow(float(body.get("delay", 0.0)), rank)
+            elif action in ("pause", "resume"):
+                for r in self.pod.ranks(rank):
+                    if action == "pause":
+                        self.queues[r].pause()
+                    else:
+                        self.queues[r].resume()
             elif action == "slow_metrics":
                 delay = float(body.get("delay", 0.0))
                 if not 0 <= delay <= 3600:
@@ -281,7 +288,9 @@ class PodApp:
                 self.metrics_drip = delay
             else:
                 raise HttpError(
-                    400, "`action` must be restart, drop, slow, slow_metrics or drip_metrics"
+                    400,
+                    "`action` must be restart, drop, slow, pause, resume, slow_metrics or "
+                    "drip_metrics",
                 )
         except (TypeError, ValueError) as error:
             raise HttpError(400, str(error)) from None

@@ -237,7 +237,7 @@ class SimPod:
         """Restart the engine (or one rank): its cache is gone, unannounced, and its seq starts
         again at 0 with an empty replay buffer."""
         with self._lock:
-            for r in self._ranks(rank):
+            for r in self.ranks(rank):
                 self.caches[r].clear()
                 self._senders[r].call(Publisher.restart)
 
@@ -246,13 +246,13 @@ class SimPod:
         if count < 1:
             raise ValueError("count must be at least 1")
         with self._lock:
-            for r in self._ranks(rank):
+            for r in self.ranks(rank):
                 self._senders[r].call(lambda publisher: publisher.drop(count))
 
     def slow(self, delay: float = 0.0, rank: int | None = None) -> None:
         """Pause `delay` seconds after each published batch and between replayed ones (0 turns
         it off). Takes effect at once, even with batches queued."""
-        for r in self._ranks(rank):
+        for r in self.ranks(rank):
             self._senders[r].publisher.slow(delay, delay)
 
     def flush(self, timeout: float = 10.0) -> None:
@@ -280,7 +280,8 @@ class SimPod:
             sender.close()
         self._senders.clear()
 
-    def _ranks(self, rank: int | None) -> range:
+    def ranks(self, rank: int | None) -> range:
+        """Every rank (`rank` None) or that one; raises ValueError for one the pod lacks."""
         if rank is None:
             return range(len(self.caches))
         if not 0 <= rank < len(self.caches):

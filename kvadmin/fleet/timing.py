@@ -12,6 +12,8 @@ request waits at the head of the queue while the GPU has no room for its blocks,
 nothing else is running (a prompt larger than the GPU still runs, alone).
 
 `time_scale` 0 is the instant pod: no waits, no running requests, only the counters move.
+A queue can be paused (the `pause` fault): requests line up until it resumes, so a test knows
+who waits behind whom without racing the prefills.
 """
 
 import asyncio
@@ -73,6 +75,8 @@ class RankQueue:
         self.blocks_held = 0
         self._prefill = asyncio.Lock()  # FIFO: waiters acquire in arrival order
         self._memory = asyncio.Condition()
+        self._resumed = asyncio.Event()  # cleared while paused
+        self._resumed.set()
         self._finishing: set[asyncio.Task[None]] = set()  # the loop keeps only weak references
 
     async def serve(
@@ -88,6 +92,7 @@ class RankQueue:
         self._publish()
         blocks = math.ceil((len(token_ids) + max_tokens) / self.timing.block_size)
         async with self._prefill:
+            await self._resumed.wait()
             async with self._memory:
                 await self._memory.wait_for(
                     lambda: not self.running or self.blocks_held + blocks <= self.timing.gpu_blocks
@@ -104,6 +109,14 @@ class RankQueue:
         decode = self.timing.decode_seconds * self.timing.time_scale
         asyncio.get_running_loop().call_later(decode, self._schedule_finish, blocks, max_tokens)
         return Served(self.rank, result, started - arrived, seconds)
+
+    def pause(self) -> None:
+        """Hold every prefill from now on: requests keep arriving and wait in line, in order
+        (the waiting gauge counts them), as behind an engine step that does not end."""
+        self._resumed.clear()
+
+    def resume(self) -> None:
+        self._resumed.set()
 
     def _schedule_finish(self, blocks: int, generated: int) -> None:
         task = asyncio.ensure_future(self._finish(blocks, generated))

@@ -60,10 +60,14 @@ class EventBatch:
     """One published batch. `ts` is the engine's publish time (unix seconds), 0 when unknown.
     `skipped` counts events dropped while decoding, by reason (e.g. "unknown_tag",
     "bad_hash", "malformed"); the rest of the batch still applies. `unknown_tags` itemizes the
-    "unknown_tag" ones by tag, bounded by `UNKNOWN_TAGS_MAX`."""
+    "unknown_tag" ones by tag, bounded by `UNKNOWN_TAGS_MAX`. `digest` identifies the payload
+    it was read from ("" when unknown): the apply script keeps it with the stream's last seq,
+    in the same write, so a later reader can tell whether the engine's replay of that seq is
+    the batch applied."""
 
     ts: float
     events: list[Event]
     rank: int | None = None
     skipped: dict[str, int] = field(default_factory=dict)
     unknown_tags: dict[str, int] = field(default_factory=dict)
+    digest: str = ""

@@ -1,8 +1,8 @@
 """Per-stream status in Redis (`kvadmin:stream:{pod}|{stream}`), for the UI, metrics and the
 next owner of the stream, and `StreamStatus`, the one typed view every page and metric reads.
 
-Its writers: the apply script writes `last_seq`, `last_batch_ts` and the apply counters
-atomically with each batch (lua/apply-6.lua); the push queue marks `first_seq`
+Its writers: the apply script writes `last_seq`, `last_batch_ts`, `last_digest` and the apply
+counters atomically with each batch (lua/apply-6.lua); the push queue marks `first_seq`
 (`kvadmin.ingest.pushed`); everything else is written here: the reader's connection state and
 fault counters, and after each applied run when and how late it was applied (`applied`).
 """
@@ -163,13 +163,10 @@ def reset_last_seq(client: redis.Redis, stream: StreamId) -> None:
     client.hset(_key(stream), "last_seq", -1)
 
 
-def applied_digest(client: redis.Redis | Pipeline, stream: StreamId, digest: str) -> None:
-    """A digest of the last applied payload: after a takeover, the engine's replay of that
-    seq must carry the same payload, or the publisher restarted meanwhile."""
-    client.hset(_key(stream), "last_digest", digest)
-
-
 def last_digest(client: redis.Redis, stream: StreamId) -> str | None:
+    """A digest of the last applied payload, written with `last_seq` by the apply script:
+    after a takeover, the engine's replay of that seq must carry the same payload, or the
+    publisher restarted meanwhile."""
     return client.hget(_key(stream), "last_digest")
 
 

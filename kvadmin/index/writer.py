@@ -41,7 +41,8 @@ engine spelled it, "" for none, std = decimal standardized hash):
   stream's engine blocks moved aside by AllBlocksCleared or `purge_stream`, still counted in
   the refcounts until drained in chunks.
 - `kvadmin:stream:{pod}|{stream}` HASH: last_seq, last_batch_ts (the engine's publish time of
-  the last applied batch that has one), generation and the counters batches, events,
+  the last applied batch that has one), last_digest (the last applied batch's payload digest,
+  absent when it had none), generation and the counters batches, events,
   blocks_stored, blocks_removed, clears, token_mismatch, unresolved_placeholders,
   unknown_removals, std_conflicts, skipped_{reason} (from the decoder), and per unknown event
   tag "unknown_tag:{tag}" for the first `UNKNOWN_TAGS_MAX` distinct tags of the stream (their
@@ -157,7 +158,7 @@ def _medium(medium: str | None) -> str:
 
 def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str, int]]:
     """Append one batch's script arguments to `out`: seq, publish time ("" when unknown),
-    body length, counters, operations.
+    payload digest ("" when unknown), body length, counters, operations.
 
     Operations: "S" m n (engine hash, std)*n for stores with tokens, "P" m n hash*n for
     placeholders, "R" m n hash*n for removals, "C" for AllBlocksCleared, and "M" m n from
@@ -232,7 +233,8 @@ def _encode(seq: int, batch: EventBatch, out: list[str]) -> tuple[int, dict[str,
     head = [str(len(counters))]
     for name, count in counters.items():
         head += (name, str(count))
-    out += (str(seq), repr(batch.ts) if batch.ts > 0 else "", str(len(head) + len(body)))
+    ts = repr(batch.ts) if batch.ts > 0 else ""
+    out += (str(seq), ts, batch.digest, str(len(head) + len(body)))
     out += head
     out += body
     return blocks, counters

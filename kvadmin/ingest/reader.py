@@ -73,7 +73,6 @@ class _Stream:
     last_applied: int
     last_live: int = -1
     pending: list[tuple[int, EventBatch]] = field(default_factory=list)
-    last_payload: bytes = b""
     quiet_since: float = field(default_factory=time.monotonic)
 
 
@@ -258,24 +257,23 @@ class IngestLoop:
         action = classify_seq(seq, self._last_seen(stream), stream.last_live)
         if action is SeqAction.DUPLICATE and stream.last_live < 0:
             action = self._first_since_connecting(stream, payload)
-        stream.last_live = seq
-        if action is SeqAction.DUPLICATE:
-            return
         if action is SeqAction.RESTART:
             self.restarted(stream)
         if action is SeqAction.GAP:
             status.count(self.client, stream.spec.id, "gaps")
         if action in (SeqAction.GAP, SeqAction.RESTART):
             self.catch_up(stream, until=seq)
-            if seq <= self._last_seen(stream):
-                return
-        self.queue(stream, seq, payload)
+        # After the catch-up: a restart it found starts the live seqs afresh (`restarted`).
+        stream.last_live = seq
+        if action is not SeqAction.DUPLICATE and seq > self._last_seen(stream):
+            self.queue(stream, seq, payload)
 
     def _first_since_connecting(self, stream: _Stream, payload: bytes) -> SeqAction:
         """The first live batch has a seq applied already: a duplicate, unless the engine
         published it after the last applied batch. Then the publisher restarted while nobody
         read it, which the seq alone cannot tell (nor, without a replay socket, anything
         else). A duplicate was published before the last applied batch, on the same clock."""
+        self.settle()  # the batches sent so far (a catch-up's replay) set that time
         last = status.last_batch_ts(self.client, stream.spec.id)
         try:
             published = decode_batch(payload).ts
@@ -300,8 +298,8 @@ class IngestLoop:
                 error,
             )
             batch = undecodable_batch()
+        batch.digest = payload_digest(payload)
         stream.pending.append((seq, batch))
-        stream.last_payload = payload
 
     def flush(self, stream: _Stream) -> None:
         """Send the stream's pending batches to Redis; they count as applied from here on (a
@@ -312,13 +310,11 @@ class IngestLoop:
         if self.session is None:
             self.session = self.applier.session(APPLY_WINDOW)
         session, stream_id = self.session, stream.spec.id
-        digest = payload_digest(stream.last_payload)
         started = time.perf_counter()
 
         def applied(_results: object) -> None:
             pipe = self.client.pipeline(transaction=False)
             recorder.record_apply(pipe, stream_id, batches, time.perf_counter() - started)
-            status.applied_digest(pipe, stream_id, digest)
             session.send(pipe)
 
         session.submit(stream.spec, batches, done=applied)
@@ -398,6 +394,13 @@ class IngestLoop:
             self.purge(stream)
 
     def restarted(self, stream: _Stream) -> None:
+        """A new run of the publisher: purge the old one's entries and start over from seq 0.
+
+        The live seqs start afresh too: when a replay found the restart, the new run's
+        batches it applied may still wait on the SUB socket, and their seqs, lower than the
+        old run's last, are no second restart (the first live one is judged as after
+        connecting: an applied seq is a duplicate unless published after the last applied).
+        """
         status.count(self.client, stream.spec.id, "restarts")
         status.started(self.client, stream.spec.id)
         log.info("ingest %s: publisher restarted", stream.spec.id)
@@ -405,6 +408,7 @@ class IngestLoop:
         self.purge(stream)
         status.reset_last_seq(self.client, stream.spec.id)
         stream.last_applied = -1
+        stream.last_live = -1
 
     def purge(self, stream: _Stream) -> None:
         self.flush(stream)

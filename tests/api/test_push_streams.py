@@ -88,9 +88,15 @@ def test_the_task_refuses_a_queued_rank_the_engine_does_not_have(
     redis_client.rpush(keys.push_queue_key(POD), b"1|" + _clear(-1))
     assert _post(_batch(stored(2)), token).status_code == 202
     wait_until(lambda: redis_client.hget(key(2), POD), what="the next push applied")
-    refused = status.read_statuses(redis_client, [push_stream(POD, 0)])[0].status.get(
-        "bad_rank_pushes"
-    )
+
+    # The task counts what it refused once its whole chunk is applied: after the push above.
+    def refused_count() -> str | None:
+        return status.read_statuses(redis_client, [push_stream(POD, 0)])[0].status.get(
+            "bad_rank_pushes"
+        )
+
+    wait_until(refused_count, what="the refusal counted")
+    refused = refused_count()
     assert refused == "1"
     assert redis_client.hget(key(1), POD)
     assert (

@@ -68,9 +68,10 @@ def test_a_slow_publisher_spaces_batches_without_slowing_requests(start_fleet: S
     assert time.monotonic() - started >= 0.6
     http_json(f"{url}/admin/fault", {"action": "slow", "delay": 0})
     started = time.monotonic()
-    pod.serve(PROMPTS[3])
+    for prompt in PROMPTS[3:]:
+        pod.serve(prompt)
     pod.flush()
-    assert time.monotonic() - started < 0.3
+    assert time.monotonic() - started < 5 * 0.3  # however busy the machine: not 5 delays
 
 
 def test_an_unknown_fault_or_rank_is_refused(start_fleet: StartFleet) -> None:

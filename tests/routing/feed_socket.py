@@ -56,6 +56,7 @@ def record(*request_ids: str, model: str = "m/a", chosen: str = "vllm-0.default"
 @dataclass
 class Frame:
     at: float
+    """When it arrived (time.monotonic())."""
     text: str
 
     @property
@@ -91,7 +92,8 @@ class FeedSocket:
         await self.socket.close()
 
     async def receive(self, timeout: float = 5.0) -> Frame:
-        frame = Frame(time.monotonic(), await asyncio.wait_for(self.socket.recv(), timeout))
+        text = await asyncio.wait_for(self.socket.recv(), timeout)
+        frame = Frame(time.monotonic(), text)
         self.frames.append(frame)
         return frame
 

@@ -8,8 +8,9 @@ Input:
   ARGV        the pod arguments (includes/pod_args.lua), then
     stream name, now (residency score: unix microseconds), mapping TTL, the most distinct
     unknown tags a stream's status keeps, after (the last seq of the stream's call sent
-    before this one, "" for none), then per batch: seq, publish time ("" when unknown), body
-    length, counters (count, then name and amount each), operations (writer.py `_encode`).
+    before this one, "" for none), then per batch: seq, publish time ("" when unknown), payload
+    digest ("" when unknown), body length, counters (count, then name and amount each),
+    operations (writer.py `_encode`).
 Output:
   { retired generations of the pod, then per batch: applied (1/0) and the six counts
     blocks_stored, blocks_removed, clears, unresolved_placeholders, unknown_removals,
@@ -58,6 +59,7 @@ local function add_total(name, n)
 end
 local applied = 0
 local last_ts -- the publish time of the last applied batch that has one
+local last_digest -- the payload digest of the last applied batch ('' when unknown)
 local c
 local names = {
   'blocks_stored',
@@ -189,8 +191,9 @@ end
 
 local argc = #ARGV
 while p <= argc do
-  local seq, ts, body_end = ARGV[p], ARGV[p + 1], p + 2 + tonumber(ARGV[p + 2])
-  p = p + 3
+  local seq, ts, digest = ARGV[p], ARGV[p + 1], ARGV[p + 2]
+  local body_end = p + 3 + tonumber(ARGV[p + 3])
+  p = p + 4
   if tonumber(seq) <= last then
     out[#out + 1] = 0
     for _ = 1, 6 do
@@ -214,6 +217,7 @@ while p <= argc do
     if ts ~= '' then
       last_ts = ts
     end
+    last_digest = digest
     -- stored, removed, clears, unresolved placeholders, unknown removals, std conflicts
     c = { 0, 0, 0, 0, 0, 0 }
     for _ = 1, tonumber(ARGV[p]) do
@@ -265,6 +269,13 @@ if applied > 0 then
     call('HSET', status, 'last_seq', last, 'last_batch_ts', last_ts)
   else
     call('HSET', status, 'last_seq', last)
+  end
+  -- With last_seq, never after it: a reader that takes the stream over compares the
+  -- engine's replay of last_seq with this digest (reader.py `_continues`).
+  if last_digest ~= '' then
+    call('HSET', status, 'last_digest', last_digest)
+  else
+    call('HDEL', status, 'last_digest')
   end
   call('HINCRBY', status, 'batches', applied)
   for _, name in ipairs(order) do
