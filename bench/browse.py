@@ -15,7 +15,8 @@ The pages are served in process by Django's test client (a temporary SQLite data
 rendered response, middleware and session included. Target: p99 < 200 ms for every page.
 The console's pages are measured too: the dashboard and a pod page over a 24 h range (a day of
 per-minute hit buckets with every pod's fields) and the header search for each kind of id, a
-request id and a miss scanning the whole 10,000-entry decision log.
+request id and a miss scanning the whole 10,000-entry decision log, and the /weights/ review's
+what-if over the newest 1,000 decisions (it runs in the request).
 
 Sorting is the server's: /blocks/ oldest first and by owners (the newest 5,000 blocks ranked),
 and the live feed by score or latency over the whole decision log (each decision with four
@@ -257,6 +258,8 @@ def run(n_blocks: int, rounds: int) -> None:
     from kvadmin.residency.ranking import SORT_WINDOW
     from kvadmin.residency.tasks import sample_pods
     from kvadmin.routing import decisions, ordering
+    from kvadmin.weights import whatif
+    from kvadmin.weights.config import WeightConfig
     from scoring.hashing import hash_block
 
     call_command("migrate", verbosity=0)
@@ -389,6 +392,15 @@ def run(n_blocks: int, rounds: int) -> None:
     print(
         f"(a full engine-hash scan of {PODS[0]} takes {steps} steps of {block_detail.SCAN_COUNT})"
     )
+
+    # The /weights/ review replays recent decisions under the draft, inside the request.
+    draft = WeightConfig.validated({"GPU": 1.0, "CPU": 0.9, "CPU_PINNED": 0.8, "DISK": 0.2})
+    times = []
+    for _ in range(5 + rounds):
+        began = time.perf_counter()
+        whatif.preview(draft, 1000)
+        times.append((time.perf_counter() - began) * 1000)
+    _report("what-if of the newest 1,000 decisions", times[5:])
 
     times = []
     for _ in range(10):

