@@ -34,6 +34,7 @@ conversations spread.
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field
+from itertools import groupby, repeat
 from typing import Any, Final, Literal
 
 from scoring.choice import choose, tie_break
@@ -142,27 +143,23 @@ def matched_runs(
     speculative entries vouch for."""
     if not speculative:
         return runs, 0  # the walk's runs are merged already
+    # Per block, then merged again by groupby rather than a loop of tuples: every candidate
+    # holding speculative entries pays for this on every decision.
     media: list[str | None] = []
     for medium, count in runs:
-        media.extend([medium] * count)
+        media += repeat(medium, count)
+    media = [
+        SPECULATIVE_MEDIUM if block in speculative else medium
+        for block, medium in zip(blocks, media, strict=False)
+    ]
     only_speculative = 0
-    if speculative:
-        media = [
-            SPECULATIVE_MEDIUM if block in speculative else medium
-            for block, medium in zip(blocks, media, strict=False)
-        ]
-        for block in blocks[len(media) :]:
-            if block not in speculative:
-                break
-            media.append(SPECULATIVE_MEDIUM)
-            only_speculative += 1
-    merged: list[MediaRun] = []
-    for medium in media:
-        if merged and merged[-1][0] == medium:
-            merged[-1] = (medium, merged[-1][1] + 1)
-        else:
-            merged.append((medium, 1))
-    return tuple(merged), only_speculative
+    for block in blocks[len(media) :]:
+        if block not in speculative:
+            break
+        only_speculative += 1
+    media += repeat(SPECULATIVE_MEDIUM, only_speculative)
+    merged = tuple((medium, len(list(run))) for medium, run in groupby(media))
+    return merged, only_speculative
 
 
 def choose_pod(
