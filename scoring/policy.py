@@ -85,6 +85,10 @@ class CandidateCost:
     """The kthena score (compatibility.md 2.4), 0 for a pod without the first block."""
     recent_work_s: float = 0.0
     """What kvadmin routed to the pod lately, in predicted prefill seconds: breaks ties."""
+    runs: tuple[MediaRun, ...] = field(default=(), compare=False)
+    """The media of the blocks the pod was priced as holding, in block order (speculative
+    blocks as GPU: `matched_runs`), kept so that a decision's estimates need not compute them
+    again. Not compared: runs split differently ([GPU 1, GPU 1] or [GPU 2]) price the same."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,12 +191,12 @@ def choose_pod(
             parameters,
         )
         matched = sum(count for _medium, count in runs)
-        estimates.append((pod, matched, speculative_blocks, prefill, load))
+        estimates.append((pod, matched, speculative_blocks, prefill, load, runs))
     if not estimates:
         return PolicyChoice(policy, None, False, "no candidate pod", ())
-    cheapest = min(prefill.seconds for _p, _m, _s, prefill, _l in estimates)
+    cheapest = min(prefill.seconds for _p, _m, _s, prefill, _l, _r in estimates)
     costs = []
-    for pod, matched, speculative_blocks, prefill, load in estimates:
+    for pod, matched, speculative_blocks, prefill, load, runs in estimates:
         penalty = parameters.kappa * (prefill.seconds - cheapest)
         costs.append(
             CandidateCost(
@@ -209,6 +213,7 @@ def choose_pod(
                 load_stale=load.stale,
                 score=request.scores.get(pod, 0),
                 recent_work_s=max(request.recent_work.get(pod, 0.0), 0.0),
+                runs=runs,
             )
         )
     costs.sort(key=lambda c: (c.cost_s, c.recent_work_s, c.pod))

@@ -73,7 +73,6 @@ from scoring.policy import (
     PolicyChoice,
     RouteRequest,
     choose_pod,
-    matched_runs,
 )
 from scoring.route_record import RouteAdvance
 from scoring.route_state import (
@@ -492,13 +491,7 @@ def _estimates(
                 cost_s=cost.cost_s,
                 load_stale=cost.load_stale,
                 running=route.loads[cost.pod].running if cost.pod in route.loads else 0,
-                runs=list(
-                    matched_runs(
-                        route.runs.get(cost.pod, ()),
-                        route.blocks,
-                        route.speculative.get(cost.pod, frozenset()),
-                    )[0]
-                ),
+                runs=list(cost.runs),
             )
         )
     return estimates
