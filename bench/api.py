@@ -367,10 +367,11 @@ def ratios(figures: dict, servers: list[Server]) -> None:
         parts = [f"{name} {old / figures[clients, name][5]:.1f}x" for name in lean]
         print(f"  {clients:>3} clients: decisions per server CPU second, against old: "
               + ", ".join(parts))  # fmt: skip
-    for clients in CONCURRENCY:
-        before, after = figures[clients, "before"][6], figures[clients, "lean 1"][6]
-        print(f"  {clients:>3} clients: Redis CPU per decision, lean 1 / before = "
-              f"{after:.3f} / {before:.3f} ms = {after / before:.2f}")  # fmt: skip
+    for column, what in ((5, "Web"), (6, "Redis")):
+        for clients in CONCURRENCY:
+            before, after = figures[clients, "before"][column], figures[clients, "lean 1"][column]
+            print(f"  {clients:>3} clients: {what} CPU per decision, lean 1 / before = "
+                  f"{after:.3f} / {before:.3f} ms = {after / before:.2f}")  # fmt: skip
     for name in lean:
         _, p50, p99, _, _, _, _ = figures[8, name]
         print(f"  {name}, 8 clients: p99 / p50 = {p99 / p50:.1f} (target: at most 3)")
