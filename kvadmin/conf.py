@@ -75,6 +75,11 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # HEALTH_EVENTS_SECONDS, "idle" (reachable, nothing to publish) without.
     "HEALTH_STALE_SECONDS": 10.0,
     "HEALTH_EVENTS_SECONDS": 60.0,
+    # The evidence of life (kvadmin/ingest/probes.py): a Celery beat task every
+    # PROBE_PERIOD_SECONDS asks each enabled engine's replay socket and HTTP /health, each
+    # within PROBE_TIMEOUT_SECONDS (all engines in parallel).
+    "PROBE_PERIOD_SECONDS": 2.0,
+    "PROBE_TIMEOUT_SECONDS": 1.0,
     # Scoring API: the longest token_ids (or tokenized prompt) accepted; engine /tokenize
     # calls (seconds each, as kthena) and how many prompts' token ids are kept (LRU).
     "SCORE_MAX_TOKENS": 262_144,
@@ -167,6 +172,12 @@ def knob(name: str) -> Any:
     return get_config()[name]
 
 
+def settings_knob(name: str, overrides: dict[str, Any]) -> Any:
+    """A knob for settings.py itself (the beat schedule), read from the `KVADMIN` dict it is
+    building, before Django's settings exist; as strict as `knob`."""
+    return _convert(name, overrides.get(name, CONFIG_DEFAULTS[name]))
+
+
 @register()
 def check_knobs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """`manage.py check` (and `migrate`, which `make run` runs first) names every KVADMIN_
@@ -186,7 +197,7 @@ def check_knobs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
             found.append(Error(str(error), id="kvadmin.E001"))
     if any(message.id == "kvadmin.E001" for message in found):
         return found  # the knobs cannot be read until those are fixed
-    return found + _choice_errors()
+    return found + _choice_errors() + _probe_errors()
 
 
 def value_format() -> ValueFormat:
@@ -213,6 +224,34 @@ def _choice_errors() -> list[CheckMessage]:
         found.append(Error(message, id="kvadmin.E003"))
     if not found and router_value_format() is not value_format():
         found.append(Warning(format_disagreement(), id="kvadmin.W002"))
+    return found
+
+
+def _probe_errors() -> list[CheckMessage]:
+    """Probes need a positive period and timeout; a timeout at or above the period piles runs
+    up, and a period at or above HEALTH_STALE_SECONDS shows every engine stale between runs."""
+    period, timeout = knob("PROBE_PERIOD_SECONDS"), knob("PROBE_TIMEOUT_SECONDS")
+    if period <= 0 or timeout <= 0:
+        message = (
+            f"KVADMIN_PROBE_PERIOD_SECONDS={period!r}, KVADMIN_PROBE_TIMEOUT_SECONDS={timeout!r}:"
+            " both must be above 0"
+        )
+        return [Error(message, id="kvadmin.E004")]
+    found: list[CheckMessage] = []
+    if timeout >= period:
+        message = (
+            f"KVADMIN_PROBE_TIMEOUT_SECONDS={timeout!r} is not below "
+            f"KVADMIN_PROBE_PERIOD_SECONDS={period!r}: a dead engine's probe would outlast the "
+            "period, and runs that start late expire unrun"
+        )
+        found.append(Warning(message, id="kvadmin.W003"))
+    if period >= knob("HEALTH_STALE_SECONDS"):
+        message = (
+            f"KVADMIN_PROBE_PERIOD_SECONDS={period!r} is not below "
+            f"KVADMIN_HEALTH_STALE_SECONDS={knob('HEALTH_STALE_SECONDS')!r}: every engine would "
+            "show stale between probes"
+        )
+        found.append(Warning(message, id="kvadmin.W004"))
     return found
 
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.utils.csp import CSP
 
-from kvadmin.conf import parse_bool
+from kvadmin.conf import parse_bool, settings_knob
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("KVADMIN_VAR_DIR", BASE_DIR / "var"))
@@ -167,6 +167,19 @@ INDEX_REDIS_URL = REDIS_URL
 # answers 503 quickly; blocking readers (ingest loop, channel layer receive) never time out.
 REDIS_TIMEOUT_SECONDS = float(os.environ.get("REDIS_TIMEOUT_SECONDS", "0.5"))
 
+# Product knobs: KVADMIN_<NAME> environment variables override kvadmin.conf.CONFIG_DEFAULTS
+# (converted to the default's type there).
+# Read here rather than as knobs (settings need them), or by the test session.
+SETTINGS_VARIABLES = {
+    "KVADMIN_VAR_DIR", "KVADMIN_LOG_LEVEL", "KVADMIN_LOGIN_FAILURE_LIMIT",
+    "KVADMIN_LOGIN_COOLOFF_MINUTES", "KVADMIN_TEST_DB", "KVADMIN_TEST_DATABASE",
+}  # fmt: skip
+KVADMIN = {
+    name.removeprefix("KVADMIN_"): value
+    for name, value in os.environ.items()
+    if name.startswith("KVADMIN_") and name not in SETTINGS_VARIABLES
+}
+
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", redis_db_url(REDIS_URL, 1))
 CELERY_RESULT_BACKEND = CELERY_BROKER_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -194,10 +207,11 @@ CELERY_BEAT_SCHEDULE["dashboard-publish-tiles"] = {
 }
 # Engine health from evidence: probe each engine's replay socket and HTTP /health.
 CELERY_IMPORTS = ["kvadmin.ingest.probes"]
+_PROBE_PERIOD = settings_knob("PROBE_PERIOD_SECONDS", KVADMIN)
 CELERY_BEAT_SCHEDULE["engines-probe"] = {
     "task": "kvadmin.ingest.probe_engines",
-    "schedule": 2.0,
-    "options": {"expires": 2.0},
+    "schedule": _PROBE_PERIOD,
+    "options": {"expires": _PROBE_PERIOD},
 }
 # Residency browser: blocks per medium per pod for the /pods/ charts and live table.
 CELERY_BEAT_SCHEDULE["residency-sample-pods"] = {
@@ -256,19 +270,6 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", "false")
 SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
 SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "false")
 SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "false")
-
-# Product knobs: KVADMIN_<NAME> environment variables override kvadmin.conf.CONFIG_DEFAULTS
-# (converted to the default's type there).
-# Read here rather than as knobs (settings need them), or by the test session.
-SETTINGS_VARIABLES = {
-    "KVADMIN_VAR_DIR", "KVADMIN_LOG_LEVEL", "KVADMIN_LOGIN_FAILURE_LIMIT",
-    "KVADMIN_LOGIN_COOLOFF_MINUTES", "KVADMIN_TEST_DB", "KVADMIN_TEST_DATABASE",
-}  # fmt: skip
-KVADMIN = {
-    name.removeprefix("KVADMIN_"): value
-    for name, value in os.environ.items()
-    if name.startswith("KVADMIN_") and name not in SETTINGS_VARIABLES
-}
 
 LOGGING = {
     "version": 1,

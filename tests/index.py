@@ -32,14 +32,14 @@ VALUE_FORMATS = [pytest.param(fmt, id=fmt.value) for fmt in ValueFormat]
 """Both value formats, for the kthena-format checks that must hold under each."""
 
 
-def tokens(n: int) -> tuple[int, ...]:
+def block_tokens(n: int) -> tuple[int, ...]:
     """16 tokens unique to block number n."""
     return tuple(range(n * 16, n * 16 + 16))
 
 
 def std(n: int) -> int:
     """Block n's standardized hash: the one kthena's keys name."""
-    return hash_block(tokens(n))
+    return hash_block(block_tokens(n))
 
 
 def engine_hash(n: int, rank: int = 0) -> str:
@@ -78,7 +78,7 @@ class IngestedIndex:
         rank = options.get("rank", 0)
         event = BlockStored(
             tuple(engine_hash(n, rank) for n in blocks),
-            tuple(t for n in blocks for t in tokens(n)),
+            tuple(t for n in blocks for t in block_tokens(n)),
             16,
             medium,
         )

@@ -1,8 +1,8 @@
 """Probing every enabled engine for evidence that it is alive (`kvadmin.engines.evidence`),
 in a worker: here, beside the ingest loop, which speaks the same replay protocol.
 
-Two probes per engine, every run of the beat task `probe_engines`, all in parallel and each
-within PROBE_TIMEOUT_SECONDS:
+Two probes per engine, every run of the beat task `probe_engines` (every
+KVADMIN_PROBE_PERIOD_SECONDS), all in parallel and each within KVADMIN_PROBE_TIMEOUT_SECONDS:
 
 - each rank's replay socket is asked for the batches from seq 2**63-1 on: a live publisher
   answers the end marker alone at once (compatibility.md 4.1), a dead one never answers;
@@ -22,11 +22,11 @@ import redis
 import zmq
 from celery import shared_task
 
+from kvadmin.conf import knob
 from kvadmin.ingest.replay import ReplayFailed, request_replay
 from kvadmin.load.fetch import FetchFailed, MetricsFetch
 from scoring import keys
 
-PROBE_TIMEOUT_SECONDS = 1.0
 PROBE_THREADS = 64
 """Probes run in parallel: 64 dead engines cost one timeout, not 64."""
 PROBE_TTL_SECONDS = 86400
@@ -92,9 +92,11 @@ def _http(base_url: str, timeout: float) -> None:
 
 
 def probe_all(
-    targets: list[ProbeTarget], timeout: float = PROBE_TIMEOUT_SECONDS
+    targets: list[ProbeTarget], timeout: float | None = None
 ) -> dict[str, dict[str, str]]:
-    """Every target's probe fields (see the module), the probes run in parallel."""
+    """Every target's probe fields (see the module), the probes run in parallel, each within
+    `timeout` seconds (the PROBE_TIMEOUT_SECONDS knob by default)."""
+    timeout = knob("PROBE_TIMEOUT_SECONDS") if timeout is None else timeout
     with cf.ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="kvadmin-probe") as pool:
         replays = {
             t.pod: [pool.submit(_timed, _replay, e, timeout) for e in t.replay_endpoints]
@@ -148,7 +150,7 @@ def record(client: redis.Redis, fields: dict[str, dict[str, str]]) -> None:
     pipe.execute()
 
 
-def probe_and_record(client: redis.Redis, timeout: float = PROBE_TIMEOUT_SECONDS) -> int:
+def probe_and_record(client: redis.Redis, timeout: float | None = None) -> int:
     """Probe every enabled engine and record what was found; returns how many engines."""
     fields = probe_all(probe_targets(), timeout)
     record(client, fields)
@@ -157,8 +159,9 @@ def probe_and_record(client: redis.Redis, timeout: float = PROBE_TIMEOUT_SECONDS
 
 @shared_task(name="kvadmin.ingest.probe_engines", ignore_result=True)
 def probe_engines() -> int:
-    """Celery beat, every few seconds (settings CELERY_IMPORTS names this module): probe each
-    enabled engine, so pages and /readyz show evidence of life instead of socket state."""
+    """Celery beat, every PROBE_PERIOD_SECONDS (settings CELERY_IMPORTS names this module):
+    probe each enabled engine, so pages and /readyz show evidence of life instead of socket
+    state."""
     from kvadmin.redis_clients import index_client
 
     return probe_and_record(index_client())

@@ -1,5 +1,15 @@
 """The /blocks/ page: which models the index knows, their pods and media, and one page of
-their blocks (see `listing` for how a page is read)."""
+their blocks (see `listing` for how a page is read).
+
+Sorting is the server's, over every block the filters select, with the sort in the URL
+(`?sort=...&dir=...`) and a cursor per sort:
+- by last store time, newest first (the default) or oldest first: exact, whatever the number
+  of blocks (the residency ZSETs are kept in that order);
+- by owners (how many pods hold the block): over the blocks of the newest
+  `ranking.SORT_WINDOW` block copies only, which the page says (the index keeps no order by
+  owner count).
+The block hash is no sort: its order means nothing to an operator.
+"""
 
 import time
 from collections.abc import Iterator
@@ -12,18 +22,20 @@ from kvadmin.index.inventory import read_inventory
 from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import (
     PAGE_SIZE,
-    BlockPage,
     BlockRow,
-    InvalidCursor,
     Position,
     newest_blocks,
     pods_of_model,
 )
+from kvadmin.residency.ranking import Ranked, RankedPage, by_owners
 from scoring import keys
 from scoring.weights import normalize_name
 
 NO_MEDIUM = "(none)"
 """How the filter names the empty medium (blocks stored with no medium)."""
+
+LAST_STORED, OWNERS = "last-stored", "owners"
+SORTS = (LAST_STORED, OWNERS)
 
 
 class UnknownModel(LookupError):
@@ -40,7 +52,19 @@ class BlocksQuery:
     pod: str | None = None
     medium: str | None = None
     """A medium as engines spell it (matched case-insensitively), NO_MEDIUM, or None for all."""
-    after: Position | None = None
+    sort: str = LAST_STORED
+    descending: bool = True
+    """Newest (most owners) first; False: oldest (fewest owners) first."""
+    after: Position | Ranked | None = None
+    """The cursor, of the sort's kind."""
+
+    def params(self) -> dict[str, str]:
+        """The filters and the sort as query parameters (defaults left out), without the
+        cursor: for the next page, the export and the sort links."""
+        values = {"model": self.model, "pod": self.pod, "medium": self.medium}
+        if self.sort != LAST_STORED or not self.descending:
+            values |= {"sort": self.sort, "dir": "desc" if self.descending else "asc"}
+        return {name: value for name, value in values.items() if value}
 
 
 @dataclass(slots=True)
@@ -52,7 +76,13 @@ class BlocksListing:
     media: list[str]
     """Media the model's pods hold blocks in, as spelled; "" is no medium."""
     query: BlocksQuery
-    page: BlockPage = field(default_factory=lambda: BlockPage([], None))
+    rows: list[BlockRow] = field(default_factory=list)
+    next_cursor: Position | Ranked | None = None
+    """Where the next page starts; None at the end."""
+    window: int | None = None
+    """Sorted by owners: the blocks ranked (those of the newest SORT_WINDOW copies)."""
+    whole_window: bool = True
+    """Sorted by owners: the window held every block the filters select."""
     now: int = 0
     zsets: list[str] = field(default_factory=list)
     """The residency ZSETs the filters select (for the export's further pages)."""
@@ -102,28 +132,51 @@ def browse_blocks(
     pipe = client.pipeline(transaction=False)
     for zset in zsets:
         pipe.zcard(zset)
-    return BlocksListing(
+    listing = BlocksListing(
         models=models,
         model=model,
         pods=pods,
         media=sorted(set().union(*media.values())),
         query=query,
-        page=newest_blocks(client, model, zsets, query.after, limit),
         now=int(time.time()),
         zsets=zsets,
         matched=sum(pipe.execute()) if zsets else 0,
     )
+    _read_page(client, listing, query.after, limit)
+    return listing
+
+
+def _read_page(
+    client: redis.Redis, listing: BlocksListing, after: Position | Ranked | None, limit: int
+) -> None:
+    """The listing's rows after `after`, in its sort."""
+    query, model = listing.query, listing.model
+    assert model is not None
+    if query.sort == OWNERS:
+        assert after is None or isinstance(after, Ranked)
+        ranked: RankedPage = by_owners(
+            client, model, listing.zsets, after, limit, fewest_first=not query.descending
+        )
+        listing.rows, listing.next_cursor = ranked.rows, ranked.next_cursor
+        listing.window, listing.whole_window = ranked.window, ranked.whole
+        return
+    assert after is None or isinstance(after, Position)
+    page = newest_blocks(
+        client, model, listing.zsets, after, limit, oldest_first=not query.descending
+    )
+    listing.rows, listing.next_cursor = page.rows, page.next_cursor
 
 
 def all_pages(client: redis.Redis, listing: BlocksListing, most: int) -> Iterator[BlockRow]:
-    """The listing's rows from its first page on, at most `most` of them (the CSV export)."""
-    page, shown = listing.page, 0
+    """The listing's rows from its first page on, in its sort, at most `most` of them (the
+    CSV export)."""
+    shown = 0
     while True:
-        yield from page.rows[: most - shown]
-        shown += len(page.rows)
-        if shown >= most or page.next_cursor is None or listing.model is None:
+        yield from listing.rows[: most - shown]
+        shown += len(listing.rows)
+        if shown >= most or listing.next_cursor is None or listing.model is None:
             return
-        page = newest_blocks(client, listing.model, listing.zsets, page.next_cursor)
+        _read_page(client, listing, listing.next_cursor, PAGE_SIZE)
 
 
 def _selected(medium: str, wanted: str | None) -> bool:
@@ -135,18 +188,26 @@ def _selected(medium: str, wanted: str | None) -> bool:
 
 
 def parse_query(params: dict[str, str]) -> BlocksQuery:
-    """The listing's query string; raises InvalidFilter (or InvalidCursor) for bad values."""
+    """The listing's query string; raises InvalidFilter for bad values."""
+    sort = params.get("sort") or LAST_STORED
+    if sort not in SORTS:
+        raise InvalidFilter(f"sort={sort!r}: blocks sort by {' or '.join(SORTS)}")
+    direction = params.get("dir") or "desc"
+    if direction not in ("asc", "desc"):
+        raise InvalidFilter(f"dir={direction!r}: use asc or desc")
     after = params.get("after") or None
     return BlocksQuery(
         model=params.get("model") or None,
         pod=params.get("pod") or None,
         medium=params.get("medium") or None,
-        after=_cursor(after) if after else None,
+        sort=sort,
+        descending=direction == "desc",
+        after=_cursor(after, sort) if after else None,
     )
 
 
-def _cursor(text: str) -> Position:
+def _cursor(text: str, sort: str) -> Position | Ranked:
     try:
-        return Position.parse(text)
-    except InvalidCursor as error:
+        return Ranked.parse(text) if sort == OWNERS else Position.parse(text)
+    except ValueError as error:  # InvalidCursor included
         raise InvalidFilter(str(error)) from None

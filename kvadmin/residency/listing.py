@@ -5,22 +5,25 @@ their media SETs, and the blocks from the per-pod, per-medium residency ZSETs
 (`kvadmin:res:{pod}|{medium}`, std -> last store time in unix microseconds),
 read a page at a time.
 
-The listing order is (last store time desc, std desc): Redis orders members of equal score by
-their bytes, so every ZSET is already in listing order and a page is a k-way merge of their
-heads. A block held by several pods or in several media is listed once, at its newest position
-among the ZSETs the filters select. A cursor is a position (time, std), so pages stay put while
-blocks are stored and removed around them.
+The listing order is (last store time desc, std desc), or its reverse oldest first: Redis
+orders members of equal score by their bytes, so every ZSET is already in listing order and a
+page is a k-way merge of their heads. A block held by several pods or in several media is
+listed once, at its newest position among the ZSETs the filters select (oldest first too: by
+the time it was last stored anywhere). A cursor is a position (time, std), so pages stay put
+while blocks are stored and removed around them.
 
 One page:
 1. Each ZSET that has no unread entries left gets its next entries after its last one
    (after the cursor at first), one script call per ZSET, all in one pipeline
    (`after_cursor.lua` finds the start by rank, so equal scores are exact and cheap). The
    first round reads a share of a page from each ZSET, later rounds `limit + 1`.
-2. Entries are taken in listing order only down to the "horizon", the highest last-read
-   position of the ZSETs that may hold more: below it a ZSET not yet read further could come
-   first. Each std is taken once per page.
+2. Entries are taken in listing order only down to the "horizon", the last-read position
+   listed first among the ZSETs that may hold more: past it a ZSET not yet read further could
+   come first.
 3. One pipelined ZMSCORE per ZSET gives each taken std's newest position among all of them;
-   a std whose newest position is elsewhere was listed before (an earlier page), so it goes.
+   a std whose newest position is elsewhere is listed there (an earlier page newest first, a
+   later one oldest first), so it goes here. Each std is kept once. (The first page newest
+   first needs no check: there the first position taken of a std is its newest.)
 4. Repeat until the page has `limit + 1` blocks, the ZSETs are exhausted, or `MAX_ROUNDS`
    rounds passed. The last case bounds the work of one request (blocks another ZSET re-stored
    more recently can be skipped in bulk): the page is then short and its cursor is the last
@@ -119,10 +122,12 @@ def newest_blocks(
     zsets: Sequence[str],
     after: Position | None = None,
     limit: int = PAGE_SIZE,
+    *,
+    oldest_first: bool = False,
 ) -> BlockPage:
     """One page of the blocks in `zsets` (residency keys of `model`'s pods) after `after`,
     with their owners from one pipelined HGETALL of their matrix keys."""
-    positions, resume = _merge(client, zsets, after, limit)
+    positions, resume = merge(client, zsets, after, limit, oldest_first)
     page, more = positions[:limit], len(positions) > limit
     next_cursor = Position(*page[-1]) if more else resume
     return BlockPage(_rows(client, model, page), next_cursor)
@@ -163,8 +168,12 @@ def _rows(client: redis.Redis, model: str, page: list[tuple[int, str]]) -> list[
     ]
 
 
-def _merge(
-    client: redis.Redis, zsets: Sequence[str], after: Position | None, limit: int
+def merge(
+    client: redis.Redis,
+    zsets: Sequence[str],
+    after: Position | None,
+    limit: int,
+    oldest_first: bool = False,
 ) -> tuple[list[tuple[int, str]], Position | None]:
     """Steps 1-4 of the module docstring. Returns up to `limit + 1` (ts, std) in listing
     order, and where to resume when the rounds ran out first (None when exhausted)."""
@@ -176,27 +185,32 @@ def _merge(
     last: list[tuple[int, str] | None] = [start] * len(zsets)
     unread = [0] * len(zsets)  # entries of each ZSET still in the pool
     more = set(range(len(zsets)))  # ZSETs that may hold entries not yet read
-    pool: list[tuple[int, str, int]] = []  # ascending: the next entry is at the end
+    pool: list[tuple[int, str, int]] = []  # the next entry in listing order is at the end
     found: list[tuple[int, str]] = []
     seen: set[str] = set()
     examined = start
+    first = min if oldest_first else max  # of two positions, the one listed first
     for _ in range(MAX_ROUNDS):
         if refill := [i for i in sorted(more) if not unread[i]]:
-            _read(client, zsets, refill, last, unread, more, pool, count)
+            _read(client, zsets, refill, last, unread, more, pool, count, oldest_first)
             count = want
-        horizon = max((last[i] for i in more), default=None)  # type: ignore[type-var]
+        horizon = first((last[i] for i in more), default=None)  # type: ignore[type-var]
         taken: list[tuple[int, str]] = []
         while pool and len(taken) < want - len(found):
             ts, std, i = pool[-1]
-            if horizon is not None and (ts, std) < horizon:
+            if horizon is not None and first((ts, std), horizon) != (ts, std):
                 break
             pool.pop()
             unread[i] -= 1
             examined = (ts, std)
             if std not in seen:
-                seen.add(std)
                 taken.append((ts, std))
-        found += _newest_here(client, zsets, taken)
+        # From the newest on, a std's first position taken is its newest: nothing to check.
+        checked = taken if start is None and not oldest_first else None
+        for kept in checked or _newest_here(client, zsets, taken):
+            if kept[1] not in seen:
+                seen.add(kept[1])
+                found.append(kept)
         if len(found) >= want or not (pool or more):
             return found, None
     return found, Position(*examined) if examined else None
@@ -211,13 +225,14 @@ def _read(
     more: set[int],
     pool: list[tuple[int, str, int]],
     count: int,
+    oldest_first: bool,
 ) -> None:
     """Step 1: the next `count` entries of each ZSET in `refill`, one round trip."""
     script = _script()
     pipe = client.pipeline(transaction=False)
     for i in refill:
         ts, std = last[i] or ("", "")
-        script(keys=[zsets[i]], args=[ts, std, count], client=pipe)
+        script(keys=[zsets[i]], args=[ts, std, count, int(oldest_first)], client=pipe)
     for i, flat in zip(refill, pipe.execute(), strict=True):
         pairs = zip(flat[::2], flat[1::2], strict=True)
         entries = [(int(score), std, i) for std, score in pairs]
@@ -227,7 +242,7 @@ def _read(
             last[i] = entries[-1][:2]
             unread[i] += len(entries)
             pool += entries
-    pool.sort()
+    pool.sort(reverse=oldest_first)
 
 
 def _newest_here(

@@ -37,6 +37,10 @@ class PodPage:
     def stale_after(self) -> float:
         return knob("HEALTH_STALE_SECONDS")
 
+    @property
+    def probe_period(self) -> float:
+        return knob("PROBE_PERIOD_SECONDS")
+
 
 def pod_page(pod: str, client: redis.Redis | None = None, span: TimeRange | None = None) -> PodPage:
     """Raises pods.UnknownPod for a pod neither registered nor in the index. The charts cover

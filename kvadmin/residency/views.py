@@ -23,7 +23,9 @@ from kvadmin.redis_clients import index_client
 from kvadmin.residency.block_detail import UnknownBlock, block_detail, scan_engine_hashes
 from kvadmin.residency.blocks import (
     NO_MEDIUM,
+    SORTS,
     BlocksListing,
+    BlocksQuery,
     InvalidFilter,
     UnknownModel,
     all_pages,
@@ -33,6 +35,7 @@ from kvadmin.residency.blocks import (
 from kvadmin.residency.explain import ExplainForm, explain_request
 from kvadmin.residency.pod_detail import pod_page
 from kvadmin.residency.pods import UnknownPod, pod_summary, pods_overview
+from kvadmin.residency.ranking import SORT_WINDOW
 
 PURGE_PERMISSION = "engines.change_engine"
 
@@ -55,6 +58,8 @@ def blocks(request: HtmxHttpRequest) -> HttpResponse:
         "no_medium": NO_MEDIUM,
         "export_url": _export_url(listing),
         "export_max": EXPORT_MAX_ROWS,
+        "sort_links": _sort_links(listing.query),
+        "sort_window": SORT_WINDOW,
     }
     if request.htmx and listing.query.after:
         return render(request, "residency/blocks.html#rows", context)
@@ -63,7 +68,7 @@ def blocks(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 def blocks_csv(request: HtmxHttpRequest) -> HttpResponse:
-    """The current view of /blocks/ (its model, pod and medium filters) as CSV, newest first,
+    """The current view of /blocks/ (its model, pod and medium filters, in its sort) as CSV,
     from the top (at most EXPORT_MAX_ROWS rows)."""
     params = {k: v for k, v in request.GET.dict().items() if k != "after"}
     try:
@@ -86,12 +91,31 @@ def blocks_csv(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _next_url(listing: BlocksListing) -> str:
-    cursor = listing.page.next_cursor
+    cursor = listing.next_cursor
     if cursor is None or listing.model is None:
         return ""
-    params = {"model": listing.model, "pod": listing.query.pod, "medium": listing.query.medium}
-    query = {name: value for name, value in params.items() if value} | {"after": str(cursor)}
+    query = _params(listing) | {"after": str(cursor)}
     return f"{reverse('blocks')}?{urlencode(query)}"
+
+
+def _params(listing: BlocksListing) -> dict[str, str]:
+    return listing.query.params() | ({"model": listing.model} if listing.model else {})
+
+
+def _sort_links(query: BlocksQuery) -> dict[str, dict[str, str]]:
+    """Per sort key, the link its column header follows (the other direction when the table
+    is sorted by it, else largest first) and its aria-sort ("" when not sorted by it)."""
+    links = {}
+    for key in SORTS:
+        current = query.sort == key
+        descending = not query.descending if current else True
+        params = query.params() | {"sort": key, "dir": "desc" if descending else "asc"}
+        sorted_as = ("descending" if query.descending else "ascending") if current else ""
+        links[key.replace("-", "_")] = {
+            "url": f"{reverse('blocks')}?{urlencode(params)}",
+            "aria_sort": sorted_as,
+        }
+    return links
 
 
 @require_GET
@@ -120,9 +144,7 @@ def block_engine_hashes(request: HtmxHttpRequest, model: str, std: int) -> HttpR
 
 
 def _export_url(listing: BlocksListing) -> str:
-    params = {"model": listing.model, "pod": listing.query.pod, "medium": listing.query.medium}
-    query = {name: value for name, value in params.items() if value}
-    return f"{reverse('blocks-csv')}?{urlencode(query)}"
+    return f"{reverse('blocks-csv')}?{urlencode(_params(listing))}"
 
 
 def _integer(text: str) -> bool:

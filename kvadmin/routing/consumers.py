@@ -1,8 +1,9 @@
 """The live feed's websocket (/ws/feed/): new decisions as server-rendered rows, coalesced.
 
-Per socket: a filter (model, pod) from the query string, a buffer the process's
-`DecisionTail` fills without blocking, and a task that sends at most FRAMES_PER_SECOND frames,
-each with every buffered row up to FRAME_ROWS (older ones are counted as "N more not shown").
+Per socket: a filter (model, pod, ...) and the feed's order from the query string, a buffer
+the process's `DecisionTail` fills without blocking, and a task that sends at most
+FRAMES_PER_SECOND frames, each with every buffered row up to FRAME_ROWS (older ones are
+counted as "N more not shown").
 While paused, rows are kept (up to PAUSED_ROWS, the rest counted) and a counter is sent
 instead; resuming sends what was kept.
 """
@@ -15,15 +16,16 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 import redis
 from channels.exceptions import DenyConnection
 from django.template.loader import render_to_string
+from django.urls import reverse
 
 from kvadmin.live.consumers import LiveConsumer
-from kvadmin.routing import decisions
 from kvadmin.routing.decisions import Decision
+from kvadmin.routing.ordering import ORDERS, OrderCursor, Summary, ordered
 from kvadmin.routing.presenters import row_html
 from kvadmin.routing.tail import DecisionTail, FeedItem, tail
 
@@ -42,7 +44,8 @@ POLICIES = ("ttft", "kthena")
 @dataclass(frozen=True, slots=True)
 class FeedFilter:
     """Which decisions the feed shows: a model, a pod (chosen or scored), a policy, and only
-    ties, only decisions no pod had a hit for, only those priced with a stale engine load."""
+    ties, only decisions no pod had a hit for, only those priced with a stale engine load;
+    and in which order (ordering.ORDERS), over the whole log."""
 
     model: str | None = None
     pod: str | None = None
@@ -50,12 +53,14 @@ class FeedFilter:
     tie: bool = False
     no_hit: bool = False
     stale_load: bool = False
+    order: str = "newest"
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> "FeedFilter":
         """From a query string's values (a page's GET or the socket's query string); unknown
-        policies and flags other than "1" are ignored."""
+        policies, orders and flags other than "1" are ignored."""
         policy = params.get("policy") or None
+        order = params.get("order") or "newest"
         return cls(
             model=params.get("model") or None,
             pod=params.get("pod") or None,
@@ -63,6 +68,7 @@ class FeedFilter:
             tie=params.get("tie") == "1",
             no_hit=params.get("no_hit") == "1",
             stale_load=params.get("stale_load") == "1",
+            order=order if order in ORDERS else "newest",
         )
 
     @classmethod
@@ -73,10 +79,15 @@ class FeedFilter:
     def as_query(self) -> dict[str, str]:
         """The filter as query parameters (only those set), for links and the socket URL."""
         values = {"model": self.model, "pod": self.pod, "policy": self.policy}
+        values["order"] = self.order if self.order != "newest" else None
         flags = {"tie": self.tie, "no_hit": self.no_hit, "stale_load": self.stale_load}
         return {k: v for k, v in values.items() if v} | {k: "1" for k, on in flags.items() if on}
 
-    def matches(self, decision: Decision) -> bool:
+    @property
+    def order_label(self) -> str:
+        return ORDERS[self.order]
+
+    def matches(self, decision: Decision | Summary) -> bool:
         return (
             (self.model is None or decision.model == self.model)
             and (self.pod is None or decision.involves(self.pod))
@@ -85,6 +96,23 @@ class FeedFilter:
             and (not self.no_hit or decision.longest_match == 0)
             and (not self.stale_load or bool(decision.stale_loads))
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Pager:
+    """The feed's "more" control: the next page's URL (filter and order) and the cursor it
+    starts after, which the page script sends as `after` (static/kvadmin/feed.js keeps it at
+    the last row shown while live rows arrive and old ones are trimmed)."""
+
+    url: str
+    after: str
+    done: bool
+    """The log holds no more (hidden until the page script trims rows)."""
+
+
+def feed_pager(chosen: FeedFilter, after: OrderCursor | None) -> Pager:
+    query = urlencode(chosen.as_query())
+    return Pager(reverse("feed-rows") + (f"?{query}" if query else ""), str(after or ""), not after)
 
 
 def _order(log_id: str) -> tuple[int, int]:
@@ -117,18 +145,25 @@ class FeedConsumer(LiveConsumer):
 
     async def opened(self) -> None:
         try:
-            newest = await asyncio.to_thread(decisions.recent, FEED_ROWS, where=self.filter.matches)
+            page = await asyncio.to_thread(
+                ordered, self.filter.order, FEED_ROWS, self.filter.matches
+            )
         except redis.RedisError:
             await self.close(code=1011)
             return
-        if newest:
-            seen = _order(newest[0].log_id)
+        if page.newest:  # what the page read is shown or behind its pager: not sent again
+            seen = _order(page.newest)
             kept = [item for item in self.pending if _order(item.log_id) > seen]
             if len(kept) < len(self.pending):  # what overflowed is older still: shown now
                 self.not_shown = 0
             self.pending = deque(kept)
-        rows = [row_html(decision) for decision in newest]
-        context = {"rows": rows, "read_at": self._read_at() or time.time()}
+        rows = [row_html(decision) for decision in page.decisions]
+        context = {
+            "rows": rows,
+            "read_at": self._read_at() or time.time(),
+            "order": self.filter.order,
+            "more": feed_pager(self.filter, page.next_cursor),
+        }
         await self.send(text_data=render_to_string("routing/feed.html#opened", context))
         self.frames = asyncio.create_task(self._send_frames(), name="feed-frames")
 

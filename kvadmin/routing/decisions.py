@@ -232,6 +232,10 @@ def recent(
     return found
 
 
+def chosen_score(decision: Decision) -> int:
+    return scored.score if (scored := decision.score_of(decision.chosen)) else 0
+
+
 def get(log_id: str, client: redis.Redis | None = None) -> Decision | None:
     """The decision recorded under `log_id`, None when the log no longer has it."""
     client = client or index_client()

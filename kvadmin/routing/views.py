@@ -8,41 +8,65 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from kvadmin.conf import knob
 from kvadmin.csv_export import EXPORT_MAX_ROWS, csv_response
 from kvadmin.engines.models import Engine
 from kvadmin.redis_clients import index_client
 from kvadmin.routing import decisions, outcomes
-from kvadmin.routing.consumers import FEED_ROWS, POLICIES, FeedFilter
+from kvadmin.routing.consumers import FEED_ROWS, POLICIES, FeedFilter, feed_pager
+from kvadmin.routing.ordering import ORDERS, OrderCursor, ordered
 from kvadmin.routing.presenters import DecisionRow
 
 
 @require_GET
 def feed(request: HttpRequest) -> HttpResponse:
-    """The newest decisions, then live ones over /ws/feed/ (same filter, same row fragment)."""
+    """The first page of the whole decision log in the chosen order, then live ones over
+    /ws/feed/ (same filter, same order, same row fragment) and further pages on demand."""
     chosen = FeedFilter.from_params(request.GET.dict())
-    newest = decisions.recent(FEED_ROWS, where=chosen.matches)
-    reported = outcomes.outcomes_of(index_client(), [decision.id for decision in newest])
+    page = ordered(chosen.order, FEED_ROWS, chosen.matches)
     engines = Engine.objects.order_by("model", "pod").values_list("model", "pod")
     query = urlencode(chosen.as_query())
     return render(
         request,
         "routing/feed.html",
         {
-            "rows": [DecisionRow(decision, reported.get(decision.id)) for decision in newest],
+            "rows": _rows(page.decisions),
+            "page": page,
+            "more": feed_pager(chosen, page.next_cursor),
             "filter": chosen,
+            "orders": ORDERS,
             "models": sorted({model for model, _ in engines}),
             "pods": sorted({pod for _, pod in engines}),
             "policies": POLICIES,
             "socket_url": "/ws/feed/" + (f"?{query}" if query else ""),
             "export_url": reverse("feed-csv") + (f"?{query}" if query else ""),
             "export_max": EXPORT_MAX_ROWS,
+            "log_max": knob("DECISIONS_MAX"),
         },
     )
 
 
 @require_GET
+def feed_rows(request: HttpRequest) -> HttpResponse:
+    """The next page of the feed after `?after=` (htmx: rows, then the pager again)."""
+    chosen = FeedFilter.from_params(request.GET.dict())
+    try:
+        after = OrderCursor.parse(request.GET.get("after", ""))
+    except ValueError as error:
+        return HttpResponse(str(error), status=400, content_type="text/plain")
+    page = ordered(chosen.order, FEED_ROWS, chosen.matches, after)
+    context = {"rows": _rows(page.decisions), "more": feed_pager(chosen, page.next_cursor)}
+    return render(request, "routing/feed.html#page", context)
+
+
+def _rows(found: list[decisions.Decision]) -> list[DecisionRow]:
+    reported = outcomes.outcomes_of(index_client(), [decision.id for decision in found])
+    return [DecisionRow(decision, reported.get(decision.id)) for decision in found]
+
+
+@require_GET
 def feed_csv(request: HttpRequest) -> HttpResponse:
-    """The feed's current filter over the decision log as CSV, newest first (at most
+    """The feed's current filter over the decision log as CSV, in its order (at most
     EXPORT_MAX_ROWS decisions)."""
     chosen = FeedFilter.from_params(request.GET.dict())
     header = (
@@ -57,7 +81,7 @@ def feed_csv(request: HttpRequest) -> HttpResponse:
             d.model,
             d.policy or "kthena",
             d.chosen or "",
-            chosen_score.score if (chosen_score := d.score_of(d.chosen)) else 0,
+            decisions.chosen_score(d),
             d.longest_match,
             d.n_blocks,
             "yes" if d.tie_break else "no",
@@ -65,7 +89,7 @@ def feed_csv(request: HttpRequest) -> HttpResponse:
             d.timings_ms.get("total", ""),
             d.log_id,
         )
-        for d in decisions.recent(EXPORT_MAX_ROWS, where=chosen.matches)
+        for d in ordered(chosen.order, EXPORT_MAX_ROWS, chosen.matches).decisions
     )
     return csv_response("decisions.csv", header, rows)
 

@@ -171,40 +171,9 @@
   }
   rangeFromStorage();
 
-  // Ordering a list of rows (the live feed): <select data-order-rows="ID"> orders the children
-  // of #ID by their data-order-<value> (numbers, largest first), again after each update; the
-  // choice lives in the URL (?order=...).
-  function orderRows(select) {
-    const list = document.getElementById(select.dataset.orderRows);
-    if (!list) return;
-    const key = "order" + select.value.charAt(0).toUpperCase() + select.value.slice(1);
-    const rows = Array.from(list.children).filter((row) => row.dataset[key] !== undefined);
-    rows.sort((a, b) => Number(b.dataset[key]) - Number(a.dataset[key]));
-    list.append(...rows, ...Array.from(list.children).filter((row) => !rows.includes(row)));
-  }
-
-  function ordersFromUrl() {
-    const order = new URLSearchParams(location.search).get("order");
-    for (const select of document.querySelectorAll("select[data-order-rows]")) {
-      if (order && Array.from(select.options).some((o) => o.value === order)) select.value = order;
-      orderRows(select);
-    }
-  }
-
-  document.addEventListener("change", (event) => {
-    const select = event.target.closest("select[data-order-rows]");
-    if (!select) return;
-    orderRows(select);
-    const url = new URL(location.href);
-    url.searchParams.set("order", select.value);
-    history.replaceState(null, "", url);
-  });
-  document.addEventListener("htmx:wsAfterMessage", ordersFromUrl);
-
   function restore() {
     sortFromUrl();
     filtersFromUrl();
-    ordersFromUrl();
   }
   document.addEventListener("DOMContentLoaded", restore);
   // Live tables are replaced by the server: keep the chosen order and filters.

@@ -20,7 +20,7 @@ from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from tests.conftest import http_json, start_asgi_server, stop_process
 from tests.index import MODEL
-from tests.routing.conftest import PODS, tokens
+from tests.routing.conftest import PODS, request_tokens
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,7 +53,9 @@ def two_workers(subprocess_env) -> Iterator[tuple[subprocess.Popen, str]]:
 
 
 def score(url: str, token: str, **body) -> tuple[int, dict]:
-    return http_json(f"{url}/api/v1/score", {"model": MODEL, "token_ids": tokens(2)} | body, token)
+    return http_json(
+        f"{url}/api/v1/score", {"model": MODEL, "token_ids": request_tokens(2)} | body, token
+    )
 
 
 def test_a_revoked_token_stops_working_in_every_process(two_servers, engines) -> None:
@@ -219,7 +221,7 @@ def test_a_body_beyond_the_upload_limit_is_refused_before_it_is_read(asgi_server
 
 
 def _post_score(url: str, token: str, headers: dict[str, str]) -> tuple[int, Message]:
-    body = json.dumps({"model": MODEL, "token_ids": tokens(2)}).encode()
+    body = json.dumps({"model": MODEL, "token_ids": request_tokens(2)}).encode()
     request = urllib.request.Request(
         f"{url}/api/v1/score",
         data=body,

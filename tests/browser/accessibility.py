@@ -22,8 +22,23 @@ RUN = """async (tags) => {
 }"""
 
 
-def violations(page) -> list[dict]:
-    """What axe finds wrong with the page as it is now (empty: nothing)."""
+SWAGGER_UI_MARKUP = frozenset(
+    {
+        "landmark-main-is-top-level",
+        "landmark-no-duplicate-main",
+        "landmark-unique",
+        "heading-order",
+        "nested-interactive",
+    }
+)
+"""What the vendored Swagger UI's own markup breaks on /api/v1/docs, which no stylesheet can
+mend: it renders a second <main> inside the page's, an <h3> under the page's <h1>, and each
+operation's summary as a <button> holding a link. Every other rule holds there."""
+
+
+def violations(page, waived: frozenset[str] = frozenset()) -> list[dict]:
+    """What axe finds wrong with the page as it is now (empty: nothing), but the `waived`
+    rules."""
     if not page.evaluate("typeof axe !== 'undefined'"):
         page.evaluate(AXE.read_text())
-    return page.evaluate(RUN, RULES)
+    return [found for found in page.evaluate(RUN, RULES) if found["id"] not in waived]

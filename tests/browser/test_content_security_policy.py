@@ -1,10 +1,13 @@
 """Every page works under the Content-Security-Policy: no violation is reported in a real
 browser, the live socket connects, and the behaviours moved out of inline handlers work."""
 
+from urllib.parse import urlencode
+
 import pytest
 
 from kvadmin.engines.models import Engine
 from tests.browser.conftest import log_in
+from tests.index import MODEL
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PAGES = [
@@ -29,7 +32,7 @@ document.addEventListener("securitypolicyviolation",
 def operator(django_user_model):
     """Olga, a superuser who may open every page, and one engine for the pages to show."""
     Engine.objects.create(
-        pod="vllm-0.default", model="Qwen/Qwen3-8B", kind="vllm", events_endpoint="tcp://h:5557"
+        pod="vllm-0.default", model=MODEL, kind="vllm", events_endpoint="tcp://h:5557"
     )
     django_user_model.objects.create_superuser("olga", password="pw-olga-12345")
 
@@ -52,5 +55,5 @@ def test_no_page_breaks_the_policy(page, asgi_server, operator, redis_client) ->
 def test_a_filter_submits_when_its_choice_changes(page, asgi_server, operator) -> None:
     log_in(page, asgi_server, "olga", "pw-olga-12345")
     page.goto(f"{asgi_server}/feed/")
-    page.select_option("select[name=model]", "Qwen/Qwen3-8B")
-    page.wait_for_url("**/feed/?model=Qwen%2FQwen3-8B*")
+    page.select_option("select[name=model]", MODEL)
+    page.wait_for_url(f"**/feed/?{urlencode({'model': MODEL})}*")

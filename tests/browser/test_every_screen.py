@@ -3,13 +3,16 @@ scrolls the page sideways at 390 px, the navigation folds behind a menu button, 
 theme follows the system until the toggle chooses (and remembers) one."""
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import RequestFactory
 
 from kvadmin.api.models import ApiToken
-from tests.browser.accessibility import violations
+from kvadmin.errors import server_error
+from tests.browser.accessibility import SWAGGER_UI_MARKUP, violations
 from tests.browser.conftest import log_in
 from tests.conftest import http_json
 from tests.faults.conftest import site  # noqa: F401 (a web server on a Redis of its own)
-from tests.index import MODEL, NOW, IngestedIndex, std, tokens
+from tests.index import MODEL, NOW, IngestedIndex, block_tokens, std
 from tests.residency.conftest import register
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -36,7 +39,7 @@ def fleet(redis_client, django_user_model) -> IngestedIndex:
 
 def _score(base_url: str) -> None:
     token = ApiToken.issue("gateway")[1]
-    ids = [t for n in range(4) for t in tokens(n)]
+    ids = [t for n in range(4) for t in block_tokens(n)]
     status, _ = http_json(
         f"{base_url}/api/v1/score", {"model": MODEL, "token_ids": ids, "request_id": "r-1"}, token
     )
@@ -46,10 +49,15 @@ def _score(base_url: str) -> None:
 PAGES = {
     "dashboard": "/",
     "feed": "/feed/",
+    "feed by score": "/feed/?order=score",
     "blocks": f"/blocks/?model={MODEL}",
+    "blocks by owners": f"/blocks/?model={MODEL}&sort=owners",
+    "blocks oldest first": f"/blocks/?model={MODEL}&sort=last-stored&dir=asc",
     "block": f"/blocks/{MODEL}/{std(1)}/",
     "pods": "/pods/",
     "pod": "/pods/vllm-0.default/",
+    "pod, last 24 hours": "/pods/vllm-0.default/?range=24h",
+    "dashboard, custom range": "/?range=custom&from=2025-10-09T08:00&to=2025-10-09T09:00",
     "weights": "/weights/",
     "explain": "/explain/",
     "missing block": f"/blocks/{MODEL}/{MISSING}/",
@@ -67,7 +75,7 @@ def _visit(page, base_url: str, path: str) -> None:
 def _explained(page) -> None:
     """The explain page's answer: its form submitted (token ids, the default input), the grid
     drawn."""
-    page.get_by_label("Request").fill(",".join(str(t) for n in range(4) for t in tokens(n)))
+    page.get_by_label("Request").fill(",".join(str(t) for n in range(4) for t in block_tokens(n)))
     page.get_by_role("button", name="Explain").click()
     page.locator("#grid").wait_for()
 
@@ -77,6 +85,23 @@ def _decision_page(page, base_url: str) -> None:
     explained = page.locator("details.decision").first.get_attribute("hx-get")
     _visit(page, base_url, explained.replace("/feed/decisions/", "/decisions/"))
     page.get_by_role("heading", name="Decision").wait_for()
+
+
+def _api_docs(page, base_url: str) -> None:
+    """The API reference, once Swagger UI has rendered the operations."""
+    _visit(page, base_url, "/api/v1/docs")
+    page.locator(".opblock").first.wait_for()
+
+
+def _server_error(page, base_url: str) -> None:
+    """The 500 page, as kvadmin's handler renders it for Carol (no page of the site fails on
+    purpose, so it is rendered here and shown at the site's origin, its assets from there)."""
+    request = RequestFactory().get("/pods/")
+    request.user = User.objects.get(username="carol")
+    html = server_error(request).content.decode()
+    _visit(page, base_url, "/")
+    page.set_content(html, wait_until="load")
+    page.get_by_role("heading", name="Something went wrong").wait_for()
 
 
 def _refused(page) -> None:
@@ -105,6 +130,11 @@ def test_every_page_passes_axe(page, asgi_server, fleet, theme) -> None:
     found["decision explained"] = violations(page)
     _decision_page(page, asgi_server)
     found["decision page"] = violations(page)
+    _api_docs(page, asgi_server)
+    found["api docs"] = violations(page, waived=SWAGGER_UI_MARKUP)
+    _server_error(page, asgi_server)
+    found["server error"] = violations(page)
+    _visit(page, asgi_server, "/")
     _refused(page)
     found["refused form"] = violations(page)
 
@@ -138,6 +168,8 @@ def test_every_page_fits_a_phone(browser, asgi_server, fleet) -> None:
     measure("decision explained")
     _decision_page(page, asgi_server)
     measure("decision page")
+    _api_docs(page, asgi_server)
+    measure("api docs")
     assert wide == {}
 
     nav = page.get_by_role("navigation", name="Main")

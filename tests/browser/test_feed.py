@@ -7,7 +7,7 @@ from kvadmin.engines.models import Engine
 from tests.browser.conftest import log_in
 from tests.conftest import http_json
 from tests.index import MODEL
-from tests.routing.conftest import PODS, hold, tokens
+from tests.routing.conftest import PODS, hold, request_tokens
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -18,7 +18,7 @@ def test_three_scored_requests_appear_live_and_explain_themselves(
     django_user_model.objects.create_user("carol", password="pw-carol-123")
     for i, pod in enumerate(PODS):
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint=f"tcp://127.0.0.1:{5557 + i}")
-    hold(redis_client, PODS[1], tokens(8), ["GPU"] * 5 + ["CPU"] * 2)
+    hold(redis_client, PODS[1], request_tokens(8), ["GPU"] * 5 + ["CPU"] * 2)
     token = ApiToken.issue("gateway")[1]
 
     log_in(page, asgi_server, "carol", "pw-carol-123")
@@ -29,7 +29,7 @@ def test_three_scored_requests_appear_live_and_explain_themselves(
     for n in range(3):
         status, _ = http_json(
             f"{asgi_server}/api/v1/score",
-            {"model": MODEL, "token_ids": tokens(8), "request_id": f"req-{n}"},
+            {"model": MODEL, "token_ids": request_tokens(8), "request_id": f"req-{n}"},
             token,
         )
         assert status == 200
@@ -70,7 +70,7 @@ def test_pausing_holds_new_rows_until_resumed(
 
     page.get_by_role("button", name="Pause").click()
     page.get_by_role("button", name="Resume").wait_for()
-    body = {"model": MODEL, "token_ids": tokens(2), "request_id": "held"}
+    body = {"model": MODEL, "token_ids": request_tokens(2), "request_id": "held"}
     assert http_json(f"{asgi_server}/api/v1/score", body, token)[0] == 200
     page.locator("#feed-paused", has_text="1 new while paused").wait_for()
     assert page.locator("details.decision").count() == 0
@@ -108,12 +108,16 @@ def test_the_feed_orders_and_filters_with_the_choice_in_the_url(
     assert shown() == ["mid", "high", "low"], "newest first"
 
     page.get_by_label("Order").select_option("score")
-    assert shown() == ["high", "mid", "low"] and "order=score" in page.url
+    page.wait_for_url("**order=score**")
+    assert shown() == ["high", "mid", "low"]
     page.get_by_label("Order").select_option("latency")
+    page.wait_for_url("**order=latency**")
     assert shown() == ["low", "mid", "high"]
 
     page.get_by_label("ties only").check()
     page.get_by_role("button", name="Filter").click()
     page.wait_for_url("**tie=1**")
-    assert shown() == ["high"]
-    assert page.locator("#feed-count").inner_text().startswith("1 newest matching decision shown")
+    assert shown() == ["high"] and "order=latency" in page.url
+    assert (
+        page.locator("#feed-count").inner_text().startswith("1 of the 3 decisions in the log match")
+    )

@@ -8,7 +8,7 @@ import pytest
 
 from kvadmin.routing.service import score
 from tests.browser.conftest import log_in
-from tests.index import MODEL, OTHER_MODEL, engine_hash, std, tokens
+from tests.index import MODEL, OTHER_MODEL, block_tokens, engine_hash, std
 from tests.residency.conftest import register
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -26,7 +26,7 @@ def fleet(index, django_user_model):  # noqa: F811
     index.store("llama-0.default", [9], model=OTHER_MODEL)
     django_user_model.objects.create_user("fay", password="pw-fay-123456")
     with ThreadPoolExecutor(1) as pool:  # away from Playwright's event loop
-        ids = [t for n in range(3) for t in tokens(n)]
+        ids = [t for n in range(3) for t in block_tokens(n)]
         return pool.submit(score, MODEL, token_ids=ids, request_id="req-7").result()
 
 
@@ -80,6 +80,6 @@ def test_pods_sort_and_filter_with_the_choice_in_the_url(page, asgi_server, flee
     assert page.locator("output[data-match-count-for=pods]").inner_text() == "2 of 3 shown"
     assert not rows.filter(has_text="llama-0.default").is_visible()
     page.reload()
-    assert "model=Qwen%2FQwen3-8B" in page.url
+    assert "model=Qwen%2FQwen3-8B" in page.url  # MODEL, as the URL escapes it
     assert page.locator("output[data-match-count-for=pods]").inner_text() == "2 of 3 shown"
     assert pods() == ["vllm-0.default", "vllm-1.default", "llama-0.default"], "order kept"

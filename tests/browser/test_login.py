@@ -1,7 +1,9 @@
-"""A person logs in with a real browser and finds the navigation."""
+"""A person logs in with a real browser and finds the navigation; too many failures lock the
+login out with a page that passes the accessibility check."""
 
 import pytest
 
+from tests.browser.accessibility import violations
 from tests.browser.conftest import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -36,3 +38,4 @@ def test_repeated_failures_lock_the_login_out_with_a_clear_page(
         page.click("button[type=submit]")
     assert page.get_by_role("heading", name="Too many failed logins").is_visible()
     assert "Try again 15 minutes after your last" in page.get_by_role("main").inner_text()
+    assert violations(page) == []

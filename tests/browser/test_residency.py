@@ -98,3 +98,29 @@ def test_an_engine_admin_purges_a_pod_after_confirming(
     assert page.get_by_role("status").inner_text().endswith("10 block ownerships removed.")
     assert confirmations and confirmations[0].startswith("Remove every index entry")
     assert page.locator("#media .bar").get_attribute("aria-label") == "no blocks"
+
+
+def test_the_block_and_pod_pages_follow_the_index_live(
+    page, asgi_server, django_user_model, fleet
+) -> None:
+    """Like the lists, a block's page and a pod's page refresh themselves (every 5 s): a new
+    owner of the block, and the pod's new blocks, show without a reload."""
+    django_user_model.objects.create_user("carol", password="pw-carol-123")
+    log_in(page, asgi_server, "carol", "pw-carol-123")
+    page.goto(f"{asgi_server}/blocks/{MODEL}/{std(15)}/")
+    owners = page.locator("tbody.owner")
+    assert owners.count() == 1
+
+    fleet.store("vllm-0.default", [15], at=NOW + 120)
+
+    expect(page.locator('tbody.owner[data-pod="vllm-0.default"]')).to_be_visible(timeout=15_000)
+    assert page.url == f"{asgi_server}/blocks/{MODEL}/{std(15)}/"
+
+    page.goto(f"{asgi_server}/pods/vllm-1.default/")
+    facts = page.locator("#pod-live dl.facts").first
+    assert "60 (a block held" in facts.inner_text()
+    assert "probes the replay socket and /health every 2 s" in page.locator("#health").inner_text()
+
+    fleet.store("vllm-1.default", range(70, 75), at=NOW + 120)
+
+    expect(facts).to_contain_text("65 (a block held", timeout=15_000)

@@ -53,3 +53,30 @@ def test_the_range_is_chosen_once_and_followed_everywhere(page, asgi_server, his
     page.goto(f"{asgi_server}/")
     page.wait_for_url("**range=custom**")
     assert page.locator("#hit-summary-range").count() == 1
+
+
+def test_a_zoom_survives_the_charts_refresh(page, asgi_server, history) -> None:
+    """Dragging across the chart zooms in, a refresh of its data keeps that zoom, and a double
+    click zooms back out."""
+    log_in(page, asgi_server, "gil", "pw-gil-123456")
+    page.goto(f"{asgi_server}/?range=6h")
+    chart = page.locator("#hit-chart")
+    area = chart.locator(".u-over")
+    area.wait_for()
+    shown = lambda: float(chart.get_attribute("data-x-min") or 0)  # noqa: E731
+    full = shown()
+    area.scroll_into_view_if_needed()
+    box = area.bounding_box()
+    middle = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.4, middle)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.8, middle, steps=5)
+    page.mouse.up()
+    assert shown() > full + 3600, "zoomed in on the last hours"
+    zoomed = shown()
+
+    page.evaluate("document.dispatchEvent(new Event('htmx:afterSwap'))")  # a refresh redraws
+
+    assert shown() == zoomed
+    area.dblclick()
+    assert shown() == full

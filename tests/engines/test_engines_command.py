@@ -9,6 +9,7 @@ from django.core.management.base import CommandError
 from kvadmin.engines.models import Engine
 from kvadmin.engines.registry import registry_version
 from kvadmin.ingest.registered import load_streams
+from tests.index import MODEL
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +18,7 @@ ADD = [
     "--pod",
     "vllm-0.default",
     "--model",
-    "Qwen/Qwen3-8B",
+    MODEL,
     "--kind",
     "vllm",
     "--events",
@@ -46,7 +47,7 @@ def test_it_adds_an_engine(redis_client) -> None:
     _run(*ADD)
     engine = Engine.objects.get(pod="vllm-0.default")
     assert (engine.model, engine.kind, engine.topic, engine.dp_size) == (
-        "Qwen/Qwen3-8B",
+        MODEL,
         "vllm",
         "kv-events",
         2,

@@ -10,6 +10,7 @@ from kvadmin.engines.models import Engine
 
 pytestmark = pytest.mark.django_db
 
+# Literal names, not tests.index.MODEL: these tests are about which names pass the rule.
 BAD = ["a\nb", "a\tb", "a\x7fb", "a\u202eb", "a\ufeffb", "", " ", "Qwen/Qwen3-8B ", "m" * 256]
 GOOD = [
     "Qwen/Qwen3-8B",

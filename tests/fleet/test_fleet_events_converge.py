@@ -72,7 +72,7 @@ def listener(fleet: Fleet) -> Iterator[Listener]:
 def test_the_folded_events_equal_every_pods_cache(fleet: Fleet, listener: Listener) -> None:
     shape = WorkloadShape(groups=3, users_per_group=4, system_prompt_words=(150, 300))
     traffic = TrafficGenerator(
-        fleet.endpoints(), RandomRouter(seed=4), Workload("Qwen/Qwen3-8B", 4, shape)
+        fleet.endpoints(), RandomRouter(seed=4), Workload(fleet.pods[0].model, 4, shape)
     )
     for round_ in range(3):
         traffic.run(requests=40)

@@ -8,18 +8,18 @@ from tests.fleet.conftest import StartFleet, local_config
 SYSTEM = {"role": "system", "content": "You answer questions about caches. " * 30}
 
 
-def _chat(question: str) -> dict:
-    return {"model": "Qwen/Qwen3-8B", "messages": [SYSTEM, {"role": "user", "content": question}]}
+def _chat(model: str, question: str) -> dict:
+    return {"model": model, "messages": [SYSTEM, {"role": "user", "content": question}]}
 
 
 def test_a_repeated_prefix_reports_cached_tokens_like_vllm(start_fleet: StartFleet) -> None:
     pod = start_fleet(local_config()).pods[0]
     url = f"{pod.config.http_url}/v1/chat/completions"
-    status, first = http_json(url, _chat("What is a block?"))
+    status, first = http_json(url, _chat(pod.model, "What is a block?"))
     assert status == 200
     assert first["object"] == "chat.completion"
     assert first["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
-    _, second = http_json(url, _chat("And a tier?"))
+    _, second = http_json(url, _chat(pod.model, "And a tier?"))
     cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
     assert cached > 0 and cached % 16 == 0
     assert second["kvadmin"]["cached_tokens_by_medium"] == {"GPU": cached}

@@ -58,7 +58,10 @@ def test_random_routing_spreads_load_and_makes_no_predictions(start_fleet: Start
     fleet = _two_pods(start_fleet)
     seen: list[RequestRecord] = []
     traffic = TrafficGenerator(
-        fleet.endpoints(), RandomRouter(seed=1), Workload("Qwen/Qwen3-8B"), on_record=seen.append
+        fleet.endpoints(),
+        RandomRouter(seed=1),
+        Workload(fleet.pods[0].model),
+        on_record=seen.append,
     )
     summary = traffic.run(requests=40)
     assert len(seen) == 40 and summary.predictions == 0
@@ -89,9 +92,9 @@ def test_a_router_gets_the_token_ids_of_the_templated_prompt(start_fleet: StartF
     calls = router.calls
 
     shape = WorkloadShape(cold_fraction=0)
-    traffic = TrafficGenerator(fleet.endpoints(), router, Workload("Qwen/Qwen3-8B", 9, shape))
+    traffic = TrafficGenerator(fleet.endpoints(), router, Workload(fleet.pods[0].model, 9, shape))
     record = traffic.step()
-    same = Workload("Qwen/Qwen3-8B", 9, shape).next_request()
+    same = Workload(fleet.pods[0].model, 9, shape).next_request()
     assert calls == [encode_chat([Message(m["role"], m["content"]) for m in same.body["messages"]])]
     assert record.prompt_tokens == len(calls[0])
     assert record.predicted_cached_tokens == 0
@@ -104,7 +107,7 @@ def test_a_pod_that_does_not_answer_counts_as_failed_and_traffic_goes_on(
     fleet = start_fleet(local_config())
     gone = PodEndpoint("vllm-9.default", f"http://127.0.0.1:{free_port()}", "vllm", "m")
     traffic = TrafficGenerator(
-        [gone, *fleet.endpoints()], RandomRouter(seed=2), Workload("Qwen/Qwen3-8B")
+        [gone, *fleet.endpoints()], RandomRouter(seed=2), Workload(fleet.pods[0].model)
     )
     summary = traffic.run(requests=20)
     assert summary.failed > 0 and summary.requests > 0

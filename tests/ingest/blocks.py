@@ -2,7 +2,7 @@
 
 from kvadmin.fleet.wire import Encoding, WireEvent, block_removed, block_stored
 from scoring.keys import block_key
-from tests.index import MODEL, engine_hash, std, tokens
+from tests.index import MODEL, block_tokens, engine_hash, std
 
 
 def key(n: int) -> str:
@@ -11,7 +11,7 @@ def key(n: int) -> str:
 
 
 def stored(*blocks: int, medium: str = "GPU", encoding: Encoding = Encoding.VLLM_MAP) -> WireEvent:
-    token_ids = [t for n in blocks for t in tokens(n)]
+    token_ids = [t for n in blocks for t in block_tokens(n)]
     hashes = [int(engine_hash(n)) for n in blocks]
     return block_stored(encoding, hashes, token_ids, 16, medium=medium)
 

@@ -8,6 +8,7 @@ from kvadmin.index.events import AllBlocksCleared, BlockStored, Event, EventBatc
 from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import block_key, engine_blocks_key, engine_hash_key, retired_set_key
+from tests.index import MODEL
 
 TOKENS = tuple(range(16 * 35))
 STDS = [hash_block(TOKENS[i : i + 16]) for i in range(0, len(TOKENS), 16)]
@@ -16,7 +17,7 @@ HASHES = tuple(str(1000 + i) for i in range(len(STDS)))
 
 def _send(applier: Applier, pod: str, rank: int, seq: int, *events: Event) -> dict[str, int]:
     batch = EventBatch(ts=0.0, events=list(events))
-    return applier.apply_batch(pod, "M", "vllm", rank, seq, batch, now=100).counts
+    return applier.apply_batch(pod, MODEL, "vllm", rank, seq, batch, now=100).counts
 
 
 def _store_all() -> BlockStored:
@@ -39,9 +40,9 @@ def test_a_clear_drops_the_stream_and_nothing_else(
     counts = _send(applier, "a.ns", 0, 1, AllBlocksCleared())
 
     assert counts["clears"] == 1
-    assert redis_client.hgetall(block_key("M", STDS[0])) == {"a.ns": "100|GPU", "b.ns": "100|GPU"}
+    assert redis_client.hgetall(block_key(MODEL, STDS[0])) == {"a.ns": "100|GPU", "b.ns": "100|GPU"}
     for std in STDS[1:]:
-        assert redis_client.hgetall(block_key("M", std)) == {"b.ns": "100|GPU"}
+        assert redis_client.hgetall(block_key(MODEL, std)) == {"b.ns": "100|GPU"}
     assert not redis_client.exists(engine_blocks_key("a.ns", 0))
     assert redis_client.hlen(engine_blocks_key("a.ns", 1)) == 1
     assert redis_client.hlen(engine_blocks_key("b.ns", 0)) == len(HASHES)
@@ -58,9 +59,9 @@ def test_blocks_stored_after_a_clear_in_the_same_batch_stay(
         applier, "a.ns", 0, 1, AllBlocksCleared(), BlockStored(HASHES[:1], TOKENS[:16], 16, "GPU")
     )
 
-    assert redis_client.hget(block_key("M", STDS[0]), "a.ns") == "100|GPU"
+    assert redis_client.hget(block_key(MODEL, STDS[0]), "a.ns") == "100|GPU"
     assert redis_client.get(engine_hash_key("vllm", "a.ns", HASHES[0])) == str(STDS[0])
-    assert all(not redis_client.exists(block_key("M", std)) for std in STDS[1:])
+    assert all(not redis_client.exists(block_key(MODEL, std)) for std in STDS[1:])
 
 
 def test_a_clear_releases_in_chunks_without_scanning(

@@ -13,7 +13,7 @@ from scoring.hashing import block_hashes
 from scoring.keys import block_key, engine_hash_key, residency_key, residency_score
 from scoring.values import ValueFormat
 from tests.conftest import CONFORMANCE
-from tests.index import VALUE_FORMATS
+from tests.index import MODEL, VALUE_FORMATS
 
 NOW = 1_700_000_000
 
@@ -64,19 +64,19 @@ def test_it_writes_the_matrix_field_and_mapping_key_kthena_writes(
 def test_a_store_without_medium_writes_the_legacy_value(
     applier: Applier, redis_client: redis.Redis, vector: dict
 ) -> None:
-    applier.apply_batch("p.ns", "M", "vllm", 0, 0, _store(vector, medium=None), NOW)
+    applier.apply_batch("p.ns", MODEL, "vllm", 0, 0, _store(vector, medium=None), NOW)
 
-    assert redis_client.hget(block_key("M", vector["standardized_hash"]), "p.ns") == str(NOW)
+    assert redis_client.hget(block_key(MODEL, vector["standardized_hash"]), "p.ns") == str(NOW)
 
 
 def test_every_store_refreshes_the_timestamp(
     applier: Applier, redis_client: redis.Redis, vector: dict, value_format: ValueFormat
 ) -> None:
-    applier.apply_batch("p.ns", "M", "vllm", 0, 0, _store(vector), NOW)
-    applier.apply_batch("p.ns", "M", "vllm", 0, 1, _store(vector), NOW + 7)
+    applier.apply_batch("p.ns", MODEL, "vllm", 0, 0, _store(vector), NOW)
+    applier.apply_batch("p.ns", MODEL, "vllm", 0, 1, _store(vector), NOW + 7)
 
     assert redis_client.hget(
-        block_key("M", vector["standardized_hash"]), "p.ns"
+        block_key(MODEL, vector["standardized_hash"]), "p.ns"
     ) == value_format.field_value(NOW + 7, "GPU")
 
 
@@ -86,7 +86,7 @@ def test_sglang_signed_hashes_get_sglang_mapping_keys(
     stored = BlockStored(
         block_hashes=(engine_hash_text(-42),), token_ids=tuple(vector["token_ids"]), block_size=16
     )
-    applier.apply_batch("s.ns", "M", "sglang", 0, 0, EventBatch(ts=0.0, events=[stored]), NOW)
+    applier.apply_batch("s.ns", MODEL, "sglang", 0, 0, EventBatch(ts=0.0, events=[stored]), NOW)
 
     mapping = engine_hash_key("sglang", "s.ns", -42)
     assert mapping == "sglang:kv:block:s.ns@-42"
@@ -98,11 +98,11 @@ def test_each_block_pairs_with_its_own_slice_of_the_tokens(
 ) -> None:
     tokens = tuple(range(48))
     stored = BlockStored(("1", "2", "3"), tokens, 16, "GPU")
-    applier.apply_batch("p.ns", "M", "vllm", 0, 0, EventBatch(ts=0.0, events=[stored]), NOW)
+    applier.apply_batch("p.ns", MODEL, "vllm", 0, 0, EventBatch(ts=0.0, events=[stored]), NOW)
 
     for engine_hash, std in zip(("1", "2", "3"), block_hashes(tokens), strict=True):
         assert redis_client.get(engine_hash_key("vllm", "p.ns", engine_hash)) == str(std)
-        assert redis_client.hget(block_key("M", std), "p.ns") == value_format.field_value(
+        assert redis_client.hget(block_key(MODEL, std), "p.ns") == value_format.field_value(
             NOW, "GPU"
         )
 
@@ -116,13 +116,13 @@ def test_matrix_values_keep_whole_seconds_of_microsecond_residency(
     engine_hash = engine_hash_text(vector["engine_hash"])
     offloaded = BlockStored((engine_hash,), (), 0, "CPU")
     evicted = BlockRemoved((engine_hash,), "GPU")
-    applier.apply_batch("p.ns", "M", "vllm", 0, 0, _store(vector), NOW + 0.25)
-    assert redis_client.hget(block_key("M", std), "p.ns") == value_format.field_value(NOW, "GPU")
+    applier.apply_batch("p.ns", MODEL, "vllm", 0, 0, _store(vector), NOW + 0.25)
+    assert redis_client.hget(block_key(MODEL, std), "p.ns") == value_format.field_value(NOW, "GPU")
 
-    applier.apply_batch("p.ns", "M", "vllm", 0, 1, EventBatch(0.0, [offloaded]), NOW + 3.5)
-    applier.apply_batch("p.ns", "M", "vllm", 0, 2, EventBatch(0.0, [evicted]), NOW + 5.75)
+    applier.apply_batch("p.ns", MODEL, "vllm", 0, 1, EventBatch(0.0, [offloaded]), NOW + 3.5)
+    applier.apply_batch("p.ns", MODEL, "vllm", 0, 2, EventBatch(0.0, [evicted]), NOW + 5.75)
 
-    assert redis_client.hget(block_key("M", std), "p.ns") == value_format.field_value(
+    assert redis_client.hget(block_key(MODEL, std), "p.ns") == value_format.field_value(
         NOW + 3, "CPU"
     )
     assert redis_client.zscore(residency_key("p.ns", "CPU"), str(std)) == residency_score(NOW + 3.5)

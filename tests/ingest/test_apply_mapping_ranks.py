@@ -9,6 +9,7 @@ from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored, Ev
 from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import ENGINE_HASH_TTL_SECONDS, engine_blocks_key, engine_hash_key
+from tests.index import MODEL
 
 POD = "p.ns"
 TOKENS = tuple(range(16))
@@ -26,7 +27,7 @@ class _Pod:
         seq = self.seqs[rank]
         self.seqs[rank] += 1
         batch = EventBatch(ts=0.0, events=list(events))
-        self.applier.apply_batch(POD, "M", "vllm", rank, seq, batch, now=now)
+        self.applier.apply_batch(POD, MODEL, "vllm", rank, seq, batch, now=now)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import redis
 from kvadmin.index.events import BlockRemoved, BlockStored, Event, EventBatch
 from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
+from tests.index import MODEL
 from tests.ingest.conftest import snapshot
 
 POD = "p.ns"
@@ -54,7 +55,7 @@ def _run(
 
     def send(rank: int, events: list[Event], now: int) -> dict[str, int]:
         batch = EventBatch(0.0, events)
-        result = applier.apply_batch(POD, "M", "vllm", rank, seqs[rank], batch, now)
+        result = applier.apply_batch(POD, MODEL, "vllm", rank, seqs[rank], batch, now)
         seqs[rank] += 1
         return result.counts
 

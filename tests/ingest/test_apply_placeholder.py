@@ -13,6 +13,7 @@ from scoring.keys import (
     residency_score,
     stream_status_key,
 )
+from tests.index import MODEL
 
 POD = "p.ns"
 TOKENS = tuple(range(32))
@@ -21,7 +22,7 @@ FIRST, SECOND = hash_block(TOKENS[:16]), hash_block(TOKENS[16:])
 
 def _send(applier: Applier, rank: int, seq: int, *events: BlockStored) -> dict[str, int]:
     batch = EventBatch(ts=0.0, events=list(events))
-    return applier.apply_batch(POD, "M", "vllm", rank, seq, batch, now=100 + seq).counts
+    return applier.apply_batch(POD, MODEL, "vllm", rank, seq, batch, now=100 + seq).counts
 
 
 def test_a_placeholder_adds_cpu_to_blocks_stored_with_tokens(
@@ -61,7 +62,7 @@ def test_a_placeholder_resolves_through_another_ranks_mapping(
 
     assert counts["blocks_stored"] == 1
     assert redis_client.hgetall(engine_blocks_key(POD, 1)) == {"1": f"{FIRST}|CPU"}
-    assert redis_client.hget(block_key("M", FIRST), POD) == "100|GPU"
+    assert redis_client.hget(block_key(MODEL, FIRST), POD) == "100|GPU"
     assert redis_client.zscore(residency_key(POD, "CPU"), str(FIRST)) == residency_score(100)
 
 
@@ -70,10 +71,10 @@ def test_a_placeholder_after_the_block_was_dropped_does_not_resurrect_it(
 ) -> None:
     _send(applier, 0, 0, BlockStored(("1",), TOKENS[:16], 16, "GPU"))
     applier.apply_batch(
-        POD, "M", "vllm", 0, 1, EventBatch(ts=0.0, events=[BlockRemoved(("1",), "GPU")]), now=101
+        POD, MODEL, "vllm", 0, 1, EventBatch(ts=0.0, events=[BlockRemoved(("1",), "GPU")]), now=101
     )
 
     counts = _send(applier, 0, 2, BlockStored(("1",), (), 0, "CPU"))
 
     assert counts["unresolved_placeholders"] == 1
-    assert not redis_client.exists(block_key("M", FIRST))
+    assert not redis_client.exists(block_key(MODEL, FIRST))

@@ -30,7 +30,7 @@ from scoring.keys import (
 )
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.index import VALUE_FORMATS
+from tests.index import MODEL, VALUE_FORMATS
 
 PODS = ("a.ns", "b.ns")
 RANKS = (0, 1)
@@ -198,7 +198,7 @@ def _expected_keys(ref: Reference, value_format: ValueFormat) -> dict[str, objec
     key is the same in both formats (compatibility.md 2.7)."""
     expected: dict[str, object] = {}
     for (pod, std), (ts, m) in ref.values.items():
-        expected.setdefault(block_key("M", std), {})[pod] = value_format.field_value(ts, m)
+        expected.setdefault(block_key(MODEL, std), {})[pod] = value_format.field_value(ts, m)
     for pod, hashes in ref.mapping.items():
         for eh, std in hashes.items():
             expected[engine_hash_key("vllm", pod, eh)] = str(std)
@@ -223,7 +223,7 @@ def _expected_keys(ref: Reference, value_format: ValueFormat) -> dict[str, objec
         if ref.ranks.get(pod):
             expected[pod_ranks_key(pod)] = {str(r) for r in ref.ranks[pod]}
     if ref.pods:
-        expected[POD_MODELS_KEY] = {pod: "M" for pod in ref.pods}
+        expected[POD_MODELS_KEY] = {pod: MODEL for pod in ref.pods}
         expected[POD_KINDS_KEY] = {pod: "vllm" for pod in ref.pods}
     return expected
 
@@ -317,7 +317,7 @@ def test_the_index_equals_the_engines_caches(
             ref.purge_stream(stream)
             continue
         result = applier.apply_batch(
-            pod, "M", "vllm", rank, seqs[stream], EventBatch(0.0, events), now=now
+            pod, MODEL, "vllm", rank, seqs[stream], EventBatch(0.0, events), now=now
         )
         assert result.applied
         seqs[stream] += 1

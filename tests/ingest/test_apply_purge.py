@@ -10,12 +10,14 @@ from kvadmin.index.writer import Applier
 from kvadmin.ingest.streams import StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import (
+    BLOCK_KEY_PREFIX,
     POD_MODELS_KEY,
     block_key,
     engine_blocks_key,
     refcount_key,
     residency_key,
 )
+from tests.index import MODEL, OTHER_MODEL
 from tests.ingest.conftest import snapshot
 
 TOKENS = tuple(range(16 * 25))
@@ -24,7 +26,7 @@ HASHES = tuple(str(500 + i) for i in range(len(STDS)))
 
 
 def _send(
-    applier: Applier, pod: str, rank: int, seq: int, *events: Event, model: str = "M"
+    applier: Applier, pod: str, rank: int, seq: int, *events: Event, model: str = MODEL
 ) -> None:
     batch = EventBatch(ts=0.0, events=list(events))
     applier.apply_batch(pod, model, "vllm", rank, seq, batch, now=100)
@@ -66,14 +68,14 @@ def test_purging_a_pod_removes_exactly_its_entries(
     _fill(applier, "a.ns")
     _fill(applier, "b.ns")
     redis_client.set("unrelated", "1")
-    redis_client.hset(block_key("M", 1), "kthena-only.ns", "5|GPU")
+    redis_client.hset(block_key(MODEL, 1), "kthena-only.ns", "5|GPU")
     before = snapshot(redis_client)
 
     removed = applier.purge_pod("a.ns")
 
     assert removed == len(STDS)
     assert snapshot(redis_client, status=False) == _without(before, "a.ns")
-    assert redis_client.hget(block_key("M", STDS[0]), "b.ns") == "100|GPU"
+    assert redis_client.hget(block_key(MODEL, STDS[0]), "b.ns") == "100|GPU"
 
 
 def test_a_pod_purge_takes_bounded_steps_and_never_scans(
@@ -99,10 +101,10 @@ def test_a_stream_purge_keeps_the_other_ranks(applier: Applier, redis_client: re
 
     assert not redis_client.exists(engine_blocks_key("a.ns", 0))
     for std in STDS[:3]:
-        assert redis_client.hget(block_key("M", std), "a.ns") == "100|GPU"
+        assert redis_client.hget(block_key(MODEL, std), "a.ns") == "100|GPU"
     for std in STDS[3:]:
-        assert not redis_client.exists(block_key("M", std))
-    assert redis_client.hget(POD_MODELS_KEY, "a.ns") == "M"
+        assert not redis_client.exists(block_key(MODEL, std))
+    assert redis_client.hget(POD_MODELS_KEY, "a.ns") == MODEL
 
 
 def test_purging_the_last_stream_forgets_the_pod(
@@ -122,10 +124,10 @@ def test_a_new_model_replaces_the_old_models_entries(
     """An engine restarted with another model: its old blocks are not cached any more."""
     _fill(applier, "a.ns")
 
-    _send(applier, "a.ns", 0, 2, BlockStored(HASHES[:1], TOKENS[:16], 16, "GPU"), model="N")
+    _send(applier, "a.ns", 0, 2, BlockStored(HASHES[:1], TOKENS[:16], 16, "GPU"), model=OTHER_MODEL)
 
-    assert not redis_client.keys("matrix:kv:block:M@*")
-    assert redis_client.hgetall(block_key("N", STDS[0])) == {"a.ns": "100|GPU"}
+    assert not redis_client.keys(f"{BLOCK_KEY_PREFIX}{MODEL}@*")
+    assert redis_client.hgetall(block_key(OTHER_MODEL, STDS[0])) == {"a.ns": "100|GPU"}
     assert redis_client.hgetall(refcount_key("a.ns")) == {}
     assert redis_client.zrange(residency_key("a.ns", "GPU"), 0, -1) == [str(STDS[0])]
 
@@ -133,7 +135,9 @@ def test_a_new_model_replaces_the_old_models_entries(
 def test_a_model_change_found_in_pipelined_calls_purges_once(redis_client: redis.Redis) -> None:
     applier = Applier(redis_client, blocks_per_call=1)
     _fill(applier, "a.ns")
-    stream = StreamSpec(StreamId("a.ns", 0), "N", "vllm", "tcp://127.0.0.1:1", None, b"", 16)
+    stream = StreamSpec(
+        StreamId("a.ns", 0), OTHER_MODEL, "vllm", "tcp://127.0.0.1:1", None, b"", 16
+    )
     batches = [
         (seq, EventBatch(0.0, [BlockStored(HASHES[seq : seq + 1], TOKENS[16 * seq :][:16], 16)]))
         for seq in range(2, 5)
@@ -142,5 +146,5 @@ def test_a_model_change_found_in_pipelined_calls_purges_once(redis_client: redis
     results = applier.apply_batches(stream, batches, now=100)
 
     assert all(result.applied for result in results)
-    assert not redis_client.keys("matrix:kv:block:M@*")
-    assert len(redis_client.keys("matrix:kv:block:N@*")) == 3
+    assert not redis_client.keys(f"{BLOCK_KEY_PREFIX}{MODEL}@*")
+    assert len(redis_client.keys(f"{BLOCK_KEY_PREFIX}{OTHER_MODEL}@*")) == 3

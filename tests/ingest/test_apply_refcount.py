@@ -8,11 +8,12 @@ from kvadmin.index.events import BlockRemoved, BlockStored, Event, EventBatch
 from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import block_key, engine_hash_key, refcount_key, residency_key, residency_score
+from tests.index import MODEL
 
 POD = "p.ns"
 TOKENS = tuple(range(16))
 STD = hash_block(TOKENS)
-KEY = block_key("M", STD)
+KEY = block_key(MODEL, STD)
 
 
 class _Pod:
@@ -25,7 +26,7 @@ class _Pod:
         seq = self.seqs[rank]
         self.seqs[rank] += 1
         batch = EventBatch(ts=0.0, events=list(events))
-        return self.applier.apply_batch(POD, "M", "vllm", rank, seq, batch, now=100).counts
+        return self.applier.apply_batch(POD, MODEL, "vllm", rank, seq, batch, now=100).counts
 
 
 @pytest.fixture
@@ -103,5 +104,5 @@ def test_a_known_engine_hash_with_new_content_replaces_the_old_block(
 
     assert counts["std_conflicts"] == 1
     assert not redis_client.exists(KEY)
-    assert redis_client.hget(block_key("M", hash_block(other)), POD) == "100|GPU"
+    assert redis_client.hget(block_key(MODEL, hash_block(other)), POD) == "100|GPU"
     assert redis_client.get(engine_hash_key("vllm", POD, "1")) == str(hash_block(other))

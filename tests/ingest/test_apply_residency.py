@@ -9,11 +9,12 @@ from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import block_key, pod_media_key, residency_key, residency_score
 from scoring.weights import MediaPreference, TierWeights
+from tests.index import MODEL
 
 POD = "vllm-0.default"
 TOKENS = tuple(range(16))
 STD = hash_block(TOKENS)
-KEY = block_key("M", STD)
+KEY = block_key(MODEL, STD)
 
 
 class _Stream:
@@ -24,7 +25,9 @@ class _Stream:
 
     def send(self, *events: object) -> dict[str, int]:
         batch = EventBatch(ts=0.0, events=list(events))  # type: ignore[arg-type]
-        result = self.applier.apply_batch(POD, "M", "vllm", 0, self.seq, batch, now=100 + self.seq)
+        result = self.applier.apply_batch(
+            POD, MODEL, "vllm", 0, self.seq, batch, now=100 + self.seq
+        )
         self.seq += 1
         return result.counts
 
@@ -108,7 +111,7 @@ def test_the_preference_can_follow_tier_weights(redis_client: redis.Redis) -> No
     applier = Applier(redis_client, preference=lambda: preference)
     for seq, medium in enumerate(("CPU", "DISK")):
         batch = EventBatch(ts=0.0, events=[BlockStored((str(seq),), TOKENS, 16, medium)])
-        applier.apply_batch(POD, "M", "vllm", 0, seq, batch, now=100)
+        applier.apply_batch(POD, MODEL, "vllm", 0, seq, batch, now=100)
 
     assert redis_client.hget(KEY, POD) == "100|DISK"
 

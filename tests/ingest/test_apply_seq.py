@@ -9,12 +9,13 @@ from kvadmin.index.writer import Applier
 from kvadmin.ingest.streams import StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import block_key, refcount_key, residency_key, residency_score, stream_status_key
+from tests.index import MODEL
 
 TOKENS = tuple(range(16))
 STD = hash_block(TOKENS)
 STREAM = StreamSpec(
     id=StreamId("p.ns", 0),
-    model="M",
+    model=MODEL,
     kind="vllm",
     events_endpoint="tcp://127.0.0.1:5557",
     replay_endpoint=None,
@@ -28,20 +29,20 @@ def _stored(engine_hash: str = "1") -> EventBatch:
 
 
 def test_a_duplicate_seq_is_not_applied_twice(applier: Applier, redis_client: redis.Redis) -> None:
-    first = applier.apply_batch("p.ns", "M", "vllm", 0, 5, _stored("1"), now=100)
-    again = applier.apply_batch("p.ns", "M", "vllm", 0, 5, _stored("2"), now=200)
-    older = applier.apply_batch("p.ns", "M", "vllm", 0, 4, _stored("2"), now=200)
+    first = applier.apply_batch("p.ns", MODEL, "vllm", 0, 5, _stored("1"), now=100)
+    again = applier.apply_batch("p.ns", MODEL, "vllm", 0, 5, _stored("2"), now=200)
+    older = applier.apply_batch("p.ns", MODEL, "vllm", 0, 4, _stored("2"), now=200)
 
     assert (first.applied, again.duplicate, older.duplicate) == (True, True, True)
     assert redis_client.hgetall(refcount_key("p.ns")) == {}  # one holder: the residency alone
     assert redis_client.zscore(residency_key("p.ns", "GPU"), str(STD)) == residency_score(100)
-    assert redis_client.hget(block_key("M", STD), "p.ns") == "100|GPU"
+    assert redis_client.hget(block_key(MODEL, STD), "p.ns") == "100|GPU"
     status = redis_client.hgetall(stream_status_key("p.ns", 0))
     assert (status["last_seq"], status["batches"], status["blocks_stored"]) == ("5", "1", "1")
 
 
 def test_a_run_of_batches_is_one_round_trip(applier: Applier, redis_client: redis.Redis) -> None:
-    applier.apply_batch("p.ns", "M", "vllm", 0, 1, _stored("1"), now=100)
+    applier.apply_batch("p.ns", MODEL, "vllm", 0, 1, _stored("1"), now=100)
     redis_client.config_resetstat()
 
     results = applier.apply_batches(
@@ -62,7 +63,7 @@ def test_a_run_of_batches_is_one_round_trip(applier: Applier, redis_client: redi
     assert status["last_seq"] == "3"
     assert (status["batches"], status["events"], status["skipped_bad_hash"]) == ("3", "3", "2")
     assert not redis_client.exists(refcount_key("p.ns"))  # engine hash 2 alone holds it
-    assert redis_client.hget(block_key("M", STD), "p.ns") == "101|GPU"
+    assert redis_client.hget(block_key(MODEL, STD), "p.ns") == "101|GPU"
 
 
 def test_a_long_run_is_split_between_calls(redis_client: redis.Redis) -> None:
@@ -79,10 +80,10 @@ def test_a_reset_last_seq_accepts_seq_zero_again(
     applier: Applier, redis_client: redis.Redis
 ) -> None:
     """The ingest loop writes -1 after a publisher restart (kvadmin.index.status)."""
-    applier.apply_batch("p.ns", "M", "vllm", 0, 7, _stored("1"), now=100)
+    applier.apply_batch("p.ns", MODEL, "vllm", 0, 7, _stored("1"), now=100)
     redis_client.hset(stream_status_key("p.ns", 0), "last_seq", -1)
 
-    assert applier.apply_batch("p.ns", "M", "vllm", 0, 0, _stored("2"), now=100).applied
+    assert applier.apply_batch("p.ns", MODEL, "vllm", 0, 0, _stored("2"), now=100).applied
 
 
 def test_pipelined_calls_survive_a_flushed_script_cache(redis_client: redis.Redis) -> None:

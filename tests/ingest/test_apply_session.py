@@ -14,13 +14,14 @@ from kvadmin.index.writer import Applier
 from kvadmin.ingest.streams import StreamSpec
 from scoring.hashing import hash_block
 from scoring.keys import POD_MODELS_KEY, block_key, stream_status_key
+from tests.index import MODEL, OTHER_MODEL
 from tests.waiting import wait_until
 
 TOKENS = tuple(range(16 * 8))
 STDS = [hash_block(TOKENS[i : i + 16]) for i in range(0, len(TOKENS), 16)]
 
 
-def _stream(pod: str, model: str = "M") -> StreamSpec:
+def _stream(pod: str, model: str = MODEL) -> StreamSpec:
     return StreamSpec(StreamId(pod, 0), model, "vllm", "tcp://127.0.0.1:1", None, b"", 16)
 
 
@@ -50,7 +51,7 @@ def test_results_of_interleaved_streams_arrive_once_in_seq_order(
     assert [[r.seq for r in run] for run in received["b.ns"]] == [[0, 1]]
     assert all(r.applied for runs in received.values() for run in runs for r in run)
     assert redis_client.hget(stream_status_key("a.ns", 0), "last_seq") == "5"
-    assert redis_client.hget(block_key("M", STDS[5]), "a.ns") == "100"  # no medium
+    assert redis_client.hget(block_key(MODEL, STDS[5]), "a.ns") == "100"  # no medium
 
 
 def test_sent_commands_run_after_the_calls_before_them(redis_client: redis.Redis) -> None:
@@ -76,17 +77,17 @@ def test_a_model_change_reruns_only_that_pods_calls(redis_client: redis.Redis) -
     results: list[list[ApplyResult]] = []
     session = applier.session(window=8)
     try:
-        session.submit(_stream("a.ns", model="N"), _batches(2, 3), 100, done=results.append)
+        session.submit(_stream("a.ns", model=OTHER_MODEL), _batches(2, 3), 100, done=results.append)
         session.submit(_stream("b.ns"), _batches(0, 3), 100, done=results.append)
         session.wait()
     finally:
         session.close()
 
     assert [[r.applied for r in run] for run in results] == [[True] * 3, [True] * 3]
-    assert redis_client.hget(POD_MODELS_KEY, "a.ns") == "N"
+    assert redis_client.hget(POD_MODELS_KEY, "a.ns") == OTHER_MODEL
     # a.ns's blocks of its old model are purged; b.ns's of that model stay
-    assert redis_client.hgetall(block_key("M", STDS[0])) == {"b.ns": "100"}
-    assert redis_client.hgetall(block_key("N", STDS[2])) == {"a.ns": "100"}
+    assert redis_client.hgetall(block_key(MODEL, STDS[0])) == {"b.ns": "100"}
+    assert redis_client.hgetall(block_key(OTHER_MODEL, STDS[2])) == {"a.ns": "100"}
     assert redis_client.hget(stream_status_key("b.ns", 0), "batches") == "3"  # not run twice
 
 
@@ -128,5 +129,5 @@ def test_a_call_whose_predecessor_failed_does_not_apply(redis_client: redis.Redi
         session.close()
 
     assert [[(r.seq, r.applied) for r in run] for run in results] == [[(0, True)], [(1, True)]]
-    assert redis_client.hget(block_key("M", STDS[0]), "a.ns") == "100"
+    assert redis_client.hget(block_key(MODEL, STDS[0]), "a.ns") == "100"
     assert redis_client.hget(stream_status_key("a.ns", 0), "batches") == "2"

@@ -10,6 +10,7 @@ from kvadmin.index.writer import Applier
 from kvadmin.ingest.decode import decode_batch
 from scoring.keys import residency_key
 from scoring.weights import TierWeights
+from tests.index import MODEL
 
 encode = msgspec.msgpack.encode
 TOKENS = list(range(64 * 16))
@@ -24,7 +25,7 @@ def test_sglang_removes_a_radix_node_of_many_blocks_in_one_event(redis_client: r
     for seq, event in enumerate((stored, removed)):
         batch = decode_batch(encode([1.0, [event], 0]))
         assert not batch.skipped
-        applier.apply_batch("sglang-0.ns", "M", "sglang", 0, seq, batch, now=100)
+        applier.apply_batch("sglang-0.ns", MODEL, "sglang", 0, seq, batch, now=100)
         if seq == 0:
             assert redis_client.zcard(residency_key("sglang-0.ns", "")) == 64
     assert batch.events == [BlockRemoved(tuple(str(h) for h in HASHES), None)]

@@ -18,7 +18,7 @@ from scoring.keys import block_value, rank_status_keys
 from scoring.score import ScoreResult
 from scoring.values import pod_start
 from scoring.weights import TierWeights
-from tests.index import MODEL, tokens
+from tests.index import MODEL, block_tokens
 from tests.ingest.blocks import key, stored
 from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until
@@ -74,7 +74,7 @@ def _next_second() -> None:
 
 
 def _score(redis_client: redis.Redis, reader: PrefixReader, *blocks: int) -> ScoreResult:
-    token_ids = [t for n in blocks for t in tokens(n)]
+    token_ids = [t for n in blocks for t in block_tokens(n)]
     start_keys = {POD: rank_status_keys(POD, 2)}
     weights = TierWeights()
     return score_request(

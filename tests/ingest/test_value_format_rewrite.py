@@ -16,8 +16,7 @@ from scoring.keys import BLOCK_KEY_PREFIX, block_key
 from scoring.score import score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.index import MODEL, OTHER_MODEL
-from tests.index import tokens as block_tokens
+from tests.index import MODEL, OTHER_MODEL, block_tokens
 from tests.ingest.blocks import stored
 from tests.ingest.conftest import spec_for
 from tests.waiting import wait_until

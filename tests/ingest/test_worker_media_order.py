@@ -22,8 +22,8 @@ from kvadmin.redis_server import free_port
 from kvadmin.weights.active import forget_cached_weights
 from kvadmin.weights.config import WeightConfig
 from kvadmin.weights.versions import current_version, save_version
-from tests.ingest.blocks import engine_hash, key, stored
-from tests.ingest.conftest import MODEL
+from tests.index import MODEL, engine_hash
+from tests.ingest.blocks import key, stored
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ import redis
 from kvadmin.index.events import BlockStored
 from scoring.keys import residency_score, residency_seconds
 from scoring.weights import TierWeights
-from tests.index import IngestedIndex, tokens
+from tests.index import IngestedIndex, block_tokens
 
 PODS = {"vllm-0.ns": ("vllm", 2), "vllm-1.ns": ("vllm", 1), "sglang-0.ns": ("sglang", 1)}
 """pod -> (engine kind, data-parallel ranks)."""
@@ -51,16 +51,18 @@ def build_index(index: IngestedIndex, blocks: int, old: int, new: int) -> None:
         rank = (n // len(names)) % ranks
         at, other = (old, new) if n % 2 == 0 else (new, old)
         engine_hash = str(1_000_000 + n)
-        stores.add(pod, rank, at, BlockStored((engine_hash,), tokens(n), 16, "GPU"))
+        stores.add(pod, rank, at, BlockStored((engine_hash,), block_tokens(n), 16, "GPU"))
         if n % 10 == 0:
             placeholders.add(pod, rank, other, BlockStored((engine_hash,), (), 0, "CPU"))
         if n % 7 == 0:
             neighbour = names[(n + 1) % len(names)]
-            shared = BlockStored((str(3_000_000 + n),), tokens(n), 16, "GPU")
+            shared = BlockStored((str(3_000_000 + n),), block_tokens(n), 16, "GPU")
             stores.add(neighbour, 0, other, shared)
         if n % 11 == 0 and ranks > 1:
             second = str(2_000_000 + n)
-            stores.add(pod, (rank + 1) % ranks, at, BlockStored((second,), tokens(n), 16, "GPU"))
+            stores.add(
+                pod, (rank + 1) % ranks, at, BlockStored((second,), block_tokens(n), 16, "GPU")
+            )
     stores.apply(index)
     placeholders.apply(index)
 

@@ -8,7 +8,7 @@ from kvadmin.engines.models import Engine
 from kvadmin.routing import outcomes, service
 from kvadmin.routing.outcomes import Outcome
 from tests.index import MODEL
-from tests.routing.conftest import PODS, hold, tokens
+from tests.routing.conftest import PODS, hold, request_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -21,8 +21,11 @@ def reported(redis_client) -> float:
     predicted = []
     for i, pod in enumerate(PODS[:2]):
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint=f"tcp://127.0.0.1:{5557 + i}")
-    hold(redis_client, PODS[0], tokens(3), ["GPU", "GPU"])
-    for token_ids, cached, ttft in ((tokens(3), 16, 30.0), (tokens(3, start=999), 0, None)):
+    hold(redis_client, PODS[0], request_tokens(3), ["GPU", "GPU"])
+    for token_ids, cached, ttft in (
+        (request_tokens(3), 16, 30.0),
+        (request_tokens(3, start=999), 0, None),
+    ):
         decision = service.score(MODEL, token_ids=token_ids)
         outcome = Outcome(cached_tokens=cached, prompt_tokens=48, ttft_ms=ttft)
         assert outcomes.record(redis_client, decision, outcome, 16) == "recorded"

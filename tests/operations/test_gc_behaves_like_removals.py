@@ -16,7 +16,7 @@ from scoring.keys import (
     residency_key,
     residency_score,
 )
-from tests.index import MODEL, std, tokens
+from tests.index import MODEL, block_tokens, std
 
 POD = "vllm-0.ns"
 OLD, NOW, MAX_AGE = 1_000, 1_000_000, 86_400
@@ -30,7 +30,7 @@ class DiesBeforeDraining(Applier):
 
 
 def stored(n: int, medium: str = "GPU", engine_hash: int | None = None) -> BlockStored:
-    return BlockStored((str(engine_hash or 100 + n),), tokens(n), 16, medium)
+    return BlockStored((str(engine_hash or 100 + n),), block_tokens(n), 16, medium)
 
 
 def offloaded(n: int, medium: str = "CPU") -> BlockStored:

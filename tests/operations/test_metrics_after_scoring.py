@@ -12,7 +12,7 @@ import pytest
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
 from kvadmin.routing.service import score
-from tests.index import MODEL, tokens
+from tests.index import MODEL, block_tokens
 from tests.operations.conftest import value
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +29,7 @@ def fleet_index(index) -> None:
 
 
 def _decide(redis_client) -> None:
-    decision = score(MODEL, token_ids=[t for n in range(8) for t in tokens(n)], record=False)
+    decision = score(MODEL, token_ids=[t for n in range(8) for t in block_tokens(n)], record=False)
     assert decision.chosen == "vllm-0.default"
     recorder.record_decision(redis_client, decision)
 

@@ -9,7 +9,7 @@ from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
 
-BAD_MODEL = "Qwen/Qwen3-8B\n<script>x</script>"
+BAD_MODEL = "Qwen/Qwen3-8B\n<script>x</script>"  # a literal: the test is about this name
 POD = "vllm-0.default"
 
 

@@ -80,9 +80,9 @@ def test_a_cursor_between_blocks_of_one_second_resumes_exactly_there(redis_clien
     at_member = browse_blocks(BlocksQuery(after=Position(at, ordered[4])), limit=3)
     at_gap = browse_blocks(BlocksQuery(after=Position(at, between)), limit=3)
 
-    assert [row.std for row in at_member.page.rows] == ordered[5:8]
-    assert [row.std for row in at_gap.page.rows] == ordered[5:8]
-    assert at_gap.page.next_cursor == Position(at, ordered[7])
+    assert [row.std for row in at_member.rows] == ordered[5:8]
+    assert [row.std for row in at_gap.rows] == ordered[5:8]
+    assert at_gap.next_cursor == Position(at, ordered[7])
 
 
 # Stores of 12 blocks by 3 pods in 2 media, at few distinct times, some within one second (the
@@ -103,10 +103,16 @@ _stores = st.lists(
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(stores=_stores, limit=st.integers(1, 5), medium=st.sampled_from([None, "GPU", "CPU"]))
+@given(
+    stores=_stores,
+    limit=st.integers(1, 5),
+    medium=st.sampled_from([None, "GPU", "CPU"]),
+    descending=st.booleans(),
+)
 def test_paging_lists_every_block_once_at_its_newest_position(
-    redis_client: redis.Redis, stores, limit: int, medium: str | None
+    redis_client: redis.Redis, stores, limit: int, medium: str | None, descending: bool
 ) -> None:
+    """Newest first or oldest first, by the time each block was last stored anywhere."""
     redis_client.flushdb()
     index = IngestedIndex(redis_client)
     for pod, blocks, action, second in stores:
@@ -125,12 +131,13 @@ def test_paging_lists_every_block_once_at_its_newest_position(
                 newest[member] = max(newest.get(member, 0), score)
     expected = [
         (keys.residency_seconds(ts), s)
-        for ts, s in sorted(((ts, s) for s, ts in newest.items()), reverse=True)
+        for ts, s in sorted(((ts, s) for s, ts in newest.items()), reverse=descending)
     ]
 
     listed, after = [], None
     for _ in range(len(expected) + 2):
-        page = browse_blocks(BlocksQuery(medium=medium, after=after), limit=limit).page
+        query = BlocksQuery(medium=medium, descending=descending, after=after)
+        page = browse_blocks(query, limit=limit)
         listed += [(row.ts, row.std) for row in page.rows]
         if page.next_cursor is None:
             break
@@ -138,20 +145,21 @@ def test_paging_lists_every_block_once_at_its_newest_position(
     assert listed == expected
 
 
+@pytest.mark.parametrize("descending", [True, False])
 def test_a_page_stops_early_when_it_skips_many_blocks_and_resumes_after_them(
-    redis_client, monkeypatch
+    redis_client, monkeypatch, descending
 ) -> None:
-    """Blocks another pod re-stored more recently were listed there: skipping them is bounded
+    """Blocks another pod re-stored more recently are listed there: skipping them is bounded
     work per request, so a page may come back short, with a cursor to carry on from."""
     monkeypatch.setattr("kvadmin.residency.listing.MAX_ROUNDS", 2)
     index = IngestedIndex(redis_client)
     index.store("vllm-0.default", range(40), at=NOW)  # listed at their newer store on vllm-1
     index.store("vllm-1.default", range(40), at=NOW + 1)
-    index.store("vllm-0.default", [99], at=NOW - 1)
+    index.store("vllm-0.default", [99], at=NOW - 1 if descending else NOW + 2)
 
     listed, short_pages, after = [], 0, None
     for _ in range(100):
-        page = browse_blocks(BlocksQuery(after=after), limit=3).page
+        page = browse_blocks(BlocksQuery(descending=descending, after=after), limit=3)
         listed += [row.std for row in page.rows]
         short_pages += len(page.rows) < 3 and page.next_cursor is not None
         if page.next_cursor is None:

@@ -11,7 +11,7 @@ from django.test import override_settings
 from kvadmin.api.models import ApiToken
 from kvadmin.routing import decisions
 from scoring.keys import stream_status_key
-from tests.index import MODEL, NOW, tokens
+from tests.index import MODEL, NOW, block_tokens
 from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +20,7 @@ PODS = ("vllm-0.default", "vllm-1.default", "vllm-2.default")
 
 
 def request_tokens(blocks: int) -> list[int]:
-    return [t for n in range(blocks) for t in tokens(n)]
+    return [t for n in range(blocks) for t in block_tokens(n)]
 
 
 @pytest.fixture

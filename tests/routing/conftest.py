@@ -23,8 +23,8 @@ PODS = ("vllm-0.default", "vllm-1.default", "vllm-2.default")
 WRITTEN_AT = 1_760_000_000
 
 
-def tokens(blocks: int, start: int = 0) -> list[int]:
-    """`blocks` full blocks of token ids; a different `start` gives different content."""
+def request_tokens(blocks: int, start: int = 0) -> list[int]:
+    """A request's token ids: `blocks` full blocks; a different `start` gives different content."""
     return list(range(start, start + 16 * blocks))
 
 

@@ -10,7 +10,7 @@ from kvadmin.routing import decisions, service
 from scoring.keys import DECISIONS_KEY
 from scoring.weights import TierWeights
 from tests.index import MODEL
-from tests.routing.conftest import PODS, hold, tokens
+from tests.routing.conftest import PODS, hold, request_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -25,9 +25,11 @@ def test_the_log_is_capped(engines, redis_client) -> None:
 
 def test_recent_reads_newest_first_and_filters(engines, redis_client) -> None:
     Engine.objects.create(pod="sglang-0.default", model="other/model", events_endpoint="ipc://x")
-    hold(redis_client, PODS[1], tokens(2), ["GPU", "GPU"])
-    ids = [service.score(MODEL, token_ids=tokens(2), request_id=f"r{n}").id for n in range(3)]
-    other = service.score("other/model", token_ids=tokens(1)).id
+    hold(redis_client, PODS[1], request_tokens(2), ["GPU", "GPU"])
+    ids = [
+        service.score(MODEL, token_ids=request_tokens(2), request_id=f"r{n}").id for n in range(3)
+    ]
+    other = service.score("other/model", token_ids=request_tokens(1)).id
     assert [d.id for d in decisions.recent(10)] == [other, *reversed(ids)]
     assert [d.id for d in decisions.recent(2)] == [other, ids[2]]
     assert [d.id for d in decisions.recent(10, model=MODEL)] == list(reversed(ids))
@@ -57,7 +59,7 @@ def test_scoring_without_recording_leaves_the_log_alone(engines, redis_client) -
 
 
 def test_a_recorded_decision_replays_to_the_same_result(engines, redis_client) -> None:
-    request = tokens(10)
+    request = request_tokens(10)
     hold(redis_client, PODS[0], request, ["GPU"] * 3 + ["CPU"] * 5)
     hold(redis_client, PODS[1], request, ["GPU"] * 2 + [None] * 4 + ["DISK"])
     hold(redis_client, PODS[2], request, ["CPU_PINNED"] * 9)
@@ -71,7 +73,7 @@ def test_a_recorded_decision_replays_to_the_same_result(engines, redis_client) -
 
 
 def test_a_replay_under_other_weights_may_choose_another_pod(engines, redis_client) -> None:
-    request = tokens(4)
+    request = request_tokens(4)
     hold(redis_client, PODS[0], request, ["GPU"] * 3)
     hold(redis_client, PODS[1], request, ["CPU"] * 4)
     [recorded] = [service.score(MODEL, token_ids=request)]
@@ -82,12 +84,12 @@ def test_a_replay_under_other_weights_may_choose_another_pod(engines, redis_clie
 
 
 def test_a_replay_of_a_cold_request_keeps_its_tie_break(engines, redis_client) -> None:
-    recorded = service.score(MODEL, token_ids=tokens(2))
+    recorded = service.score(MODEL, token_ids=request_tokens(2))
     assert decisions.rescore(recorded, TierWeights({"gpu": 0.1}))[0] == recorded.chosen
 
 
 def test_recording_also_counts_the_decision_in_the_metrics(engines, redis_client) -> None:
-    decision = service.score(MODEL, token_ids=tokens(2))
-    service.score(MODEL, token_ids=tokens(2), record=False)
+    decision = service.score(MODEL, token_ids=request_tokens(2))
+    service.score(MODEL, token_ids=request_tokens(2), record=False)
     counted = redis_client.hget(recorder.hits_key(int(decision.ts // 60)), "decisions")
     assert counted == "1"

@@ -8,7 +8,7 @@ import pytest
 from kvadmin.api.models import ApiToken
 from kvadmin.routing import decisions
 from tests.index import MODEL
-from tests.routing.conftest import PODS, hold, tokens
+from tests.routing.conftest import PODS, hold, request_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -16,8 +16,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def decided(post_score, engines, redis_client) -> dict:
     """A scored request of 3 blocks (48 tokens) whose first 2 blocks vllm-0 holds."""
-    hold(redis_client, PODS[0], tokens(3), ["GPU", "GPU"])
-    status, answer = post_score({"model": MODEL, "token_ids": tokens(3)})
+    hold(redis_client, PODS[0], request_tokens(3), ["GPU", "GPU"])
+    status, answer = post_score({"model": MODEL, "token_ids": request_tokens(3)})
     assert status == 200, answer
     return answer
 
@@ -158,11 +158,11 @@ def test_outcomes_are_kept_as_long_as_the_log_keeps_decisions(
 ) -> None:
     settings.KVADMIN = {"DECISIONS_MAX": 2}
     ids = [
-        post_score({"model": MODEL, "token_ids": tokens(1, start=n)})[1]["decision_id"]
+        post_score({"model": MODEL, "token_ids": request_tokens(1, start=n)})[1]["decision_id"]
         for n in range(2)
     ]
     assert post_outcome(ids[0], {"cached_tokens": 0, "prompt_tokens": 16})[0] == 201
-    post_score({"model": MODEL, "token_ids": tokens(1, start=2)})
+    post_score({"model": MODEL, "token_ids": request_tokens(1, start=2)})
     assert post_outcome(ids[0], {"cached_tokens": 0, "prompt_tokens": 16})[0] == 404
     assert redis_client.hkeys("kvadmin:outcomes") == []
     assert post_outcome(ids[1], {"cached_tokens": 0, "prompt_tokens": 16})[0] == 201

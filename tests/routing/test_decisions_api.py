@@ -4,7 +4,7 @@ import pytest
 
 from kvadmin.routing import service
 from tests.index import MODEL
-from tests.routing.conftest import PODS, hold, tokens
+from tests.routing.conftest import PODS, hold, request_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -24,19 +24,19 @@ def get_decisions(client, token):
 def test_it_lists_recent_decisions_in_the_score_shape(
     get_decisions, post_score, engines, redis_client
 ):
-    hold(redis_client, PODS[0], tokens(2), ["GPU", "CPU"])
-    _, first = post_score({"model": MODEL, "token_ids": tokens(2)})
-    _, second = post_score({"model": MODEL, "token_ids": tokens(3, start=7)})
+    hold(redis_client, PODS[0], request_tokens(2), ["GPU", "CPU"])
+    _, first = post_score({"model": MODEL, "token_ids": request_tokens(2)})
+    _, second = post_score({"model": MODEL, "token_ids": request_tokens(3, start=7)})
     status, answer = get_decisions()
     assert status == 200
     assert answer["decisions"] == [second, first]
 
 
 def test_limit_model_and_pod_narrow_it_down(get_decisions, engines, redis_client) -> None:
-    hold(redis_client, PODS[2], tokens(1), ["GPU"])
-    mine = service.score(MODEL, token_ids=tokens(1)).id
+    hold(redis_client, PODS[2], request_tokens(1), ["GPU"])
+    mine = service.score(MODEL, token_ids=request_tokens(1)).id
     for n in range(3):
-        service.score(MODEL, token_ids=tokens(1, start=100 * (n + 1)), pods=[PODS[0]])
+        service.score(MODEL, token_ids=request_tokens(1, start=100 * (n + 1)), pods=[PODS[0]])
     assert len(get_decisions("?limit=2")[1]["decisions"]) == 2
     assert [d["decision_id"] for d in get_decisions(f"?pod={PODS[2]}")[1]["decisions"]] == [mine]
     assert len(get_decisions(f"?model={MODEL}")[1]["decisions"]) == 4

@@ -14,7 +14,7 @@ from kvadmin.routing import service
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
 from tests.index import MODEL
-from tests.routing.conftest import tokens
+from tests.routing.conftest import request_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +28,7 @@ def _runs(decision) -> dict[str, list]:
 def test_legacy_scores_are_kthena_mains_with_the_tiers_kept(db, redis_client, index) -> None:
     for pod in PODS:
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint="tcp://127.0.0.1:5557")
-    request = tokens(4)
+    request = request_tokens(4)
     # vllm-0 holds all 4 blocks, the first offloaded to CPU; vllm-1 the first 3 in GPU.
     index.store(PODS[0], range(4), at=time.time())
     index.offload(PODS[0], [0], at=time.time())

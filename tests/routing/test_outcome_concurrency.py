@@ -10,7 +10,7 @@ from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
 from tests.conftest import http_json
 from tests.index import MODEL
-from tests.routing.conftest import PODS, hold, tokens
+from tests.routing.conftest import PODS, hold, request_tokens
 
 POSTS = 8
 
@@ -20,9 +20,9 @@ def test_concurrent_posts_of_one_outcome_record_it_once(
 ) -> None:
     Engine.objects.create(pod=PODS[0], model=MODEL, events_endpoint="tcp://127.0.0.1:5557")
     token = ApiToken.issue("gateway", "score")[1]
-    hold(redis_client, PODS[0], tokens(4), ["GPU"] * 4)
+    hold(redis_client, PODS[0], request_tokens(4), ["GPU"] * 4)
     status, decision = http_json(
-        f"{asgi_server}/api/v1/score", {"model": MODEL, "token_ids": tokens(4)}, token
+        f"{asgi_server}/api/v1/score", {"model": MODEL, "token_ids": request_tokens(4)}, token
     )
     assert status == 200, decision
     url = f"{asgi_server}/api/v1/decisions/{decision['decision_id']}/outcome"

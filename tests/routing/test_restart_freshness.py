@@ -9,7 +9,7 @@ from kvadmin.engines.models import Engine
 from kvadmin.index import status
 from kvadmin.index.streams import StreamId
 from kvadmin.routing import service
-from tests.index import MODEL, tokens
+from tests.index import MODEL, block_tokens
 from tests.ingest.blocks import stored
 from tests.ingest.conftest import spec_for
 from tests.routing.conftest import hold
@@ -33,7 +33,7 @@ def _started_at(redis_client) -> int | None:
 
 
 def test_owners_written_before_the_last_start_are_dropped(engine, redis_client) -> None:
-    request = [t for n in range(3) for t in tokens(n)]
+    request = [t for n in range(3) for t in block_tokens(n)]
     hold(redis_client, POD, request, ["GPU"] * 3, written_at=1000)
     assert service.score(MODEL, token_ids=request, record=False).chosen == POD
     redis_client.hset("kvadmin:stream:vllm-0.default|0", "started_at", 1000)
@@ -45,7 +45,7 @@ def test_a_data_parallel_pod_started_when_its_earliest_rank_did(engine, redis_cl
     """A rank restarting alone is not a start of the pod: rank 0 may hold the block still."""
     engine.dp_size = 2
     engine.save()
-    request = list(tokens(0))
+    request = list(block_tokens(0))
     hold(redis_client, POD, request, ["GPU"], written_at=1500)
     redis_client.hset("kvadmin:stream:vllm-0.default|0", "started_at", 1000)
     assert service.score(MODEL, token_ids=request, record=False).scores[0].pod == POD
@@ -75,7 +75,7 @@ def test_the_reader_records_a_start_and_the_new_run_counts(
     assert _started_at(redis_client) >= before_restart - 1
     decision = wait_until(
         lambda: (
-            (found := service.score(MODEL, token_ids=list(tokens(2)), record=False)).scores
+            (found := service.score(MODEL, token_ids=list(block_tokens(2)), record=False)).scores
             and found
         ),
         what="the new run's block to count",

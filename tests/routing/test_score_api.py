@@ -7,7 +7,7 @@ import pytest
 
 from kvadmin.routing import decisions
 from tests.index import MODEL
-from tests.routing.conftest import PODS, hold, tokens
+from tests.routing.conftest import PODS, hold, request_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 def test_it_chooses_the_pod_with_the_longest_weighted_prefix(
     post_score, engines, redis_client
 ) -> None:
-    request = tokens(8)
+    request = request_tokens(8)
     hold(redis_client, PODS[0], request, ["GPU"] * 4)
     hold(redis_client, PODS[1], request, ["GPU"] * 4 + ["CPU"] * 2)
     status, answer = post_score({"model": MODEL, "token_ids": request, "request_id": "r-1"})
@@ -42,13 +42,13 @@ def test_it_chooses_the_pod_with_the_longest_weighted_prefix(
 def test_a_request_nobody_holds_is_routed_by_the_tie_break(
     post_score, engines, redis_client
 ) -> None:
-    status, answer = post_score({"model": MODEL, "token_ids": tokens(3)})
+    status, answer = post_score({"model": MODEL, "token_ids": request_tokens(3)})
     assert status == 200
     assert answer["scores"] == [] and answer["longest_match"] == 0
     assert answer["chosen"] in PODS and answer["tie_break"] is True
     assert answer["policy"] == "ttft" and answer["reason"].startswith("3 pods tie")
     # kthena's pick ignores load: the same request again goes to the same pod.
-    _, again = post_score({"model": MODEL, "token_ids": tokens(3), "policy": "kthena"})
+    _, again = post_score({"model": MODEL, "token_ids": request_tokens(3), "policy": "kthena"})
     assert again["chosen"] == answer["chosen"] and again["tie_break"] is True
     assert again["policy"] == "kthena"
 
@@ -58,7 +58,7 @@ def test_back_to_back_requests_see_the_virtual_queue(post_score, engines, redis_
     its 128 hashed blocks there; the 2,048 tokens they cache save far less than that wait plus
     the idle pods' work penalty, so the same request again goes to one of the two idle pods
     (they tie)."""
-    request = tokens(1250)
+    request = request_tokens(1250)
     _, first = post_score({"model": MODEL, "token_ids": request})
     _, again = post_score({"model": MODEL, "token_ids": request})
     assert again["chosen"] != first["chosen"] and again["tie_break"] is True
@@ -70,7 +70,7 @@ def test_back_to_back_requests_see_the_virtual_queue(post_score, engines, redis_
 
 
 def test_only_the_requested_pods_are_candidates(post_score, engines, redis_client) -> None:
-    request = tokens(4)
+    request = request_tokens(4)
     hold(redis_client, PODS[0], request, ["GPU"] * 4)
     hold(redis_client, PODS[1], request, ["GPU"] * 2)
     status, answer = post_score({"model": MODEL, "token_ids": request, "pods": [PODS[1]]})
@@ -82,15 +82,15 @@ def test_only_the_requested_pods_are_candidates(post_score, engines, redis_clien
 def test_disabled_engines_are_not_candidates_by_default(post_score, engines, redis_client):
     engines[0].enabled = False
     engines[0].save()
-    hold(redis_client, PODS[0], tokens(2), ["GPU", "GPU"])
-    _, answer = post_score({"model": MODEL, "token_ids": tokens(2)})
+    hold(redis_client, PODS[0], request_tokens(2), ["GPU", "GPU"])
+    _, answer = post_score({"model": MODEL, "token_ids": request_tokens(2)})
     assert answer["candidates"] == list(PODS[1:])
     assert answer["dropped"]["non_candidates"] == [PODS[0]]
 
 
 def test_every_decision_is_recorded_as_answered(post_score, engines, redis_client) -> None:
-    hold(redis_client, PODS[2], tokens(2), ["CPU_PINNED", None])
-    _, answer = post_score({"model": MODEL, "token_ids": tokens(2), "request_id": "r-9"})
+    hold(redis_client, PODS[2], request_tokens(2), ["CPU_PINNED", None])
+    _, answer = post_score({"model": MODEL, "token_ids": request_tokens(2), "request_id": "r-9"})
     [recorded] = decisions.recent(10)
     decision_only = {k: v for k, v in answer.items() if k not in ("predicted", "delivered")}
     assert json.loads(msgspec.json.encode(decisions.to_api(recorded))) == decision_only

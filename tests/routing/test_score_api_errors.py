@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kvadmin.api.models import ApiToken
 from kvadmin.routing import decisions
 from tests.index import MODEL
-from tests.routing.conftest import PODS, tokens
+from tests.routing.conftest import PODS, request_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -71,8 +71,8 @@ def test_an_unknown_pod_is_named(post_score, engines, redis_client) -> None:
 
 def test_more_tokens_than_the_limit_is_a_400(post_score, engines, redis_client) -> None:
     with override_settings(KVADMIN={"SCORE_MAX_TOKENS": 32}):
-        assert post_score({"model": MODEL, "token_ids": tokens(2)})[0] == 200
-        status, answer = post_score({"model": MODEL, "token_ids": tokens(2) + [1]})
+        assert post_score({"model": MODEL, "token_ids": request_tokens(2)})[0] == 200
+        status, answer = post_score({"model": MODEL, "token_ids": request_tokens(2) + [1]})
     assert status == 400 and answer["field"] == "token_ids"
     assert "33 tokens" in answer["error"] and "32" in answer["error"]
 
@@ -133,5 +133,5 @@ def test_no_body_makes_it_fail(post_score, engines, redis_client, body) -> None:
 
 def test_a_body_beyond_the_upload_limit_is_a_413(post_score, engines) -> None:
     with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1000):
-        status, answer = post_score({"model": MODEL, "token_ids": tokens(40)})
+        status, answer = post_score({"model": MODEL, "token_ids": request_tokens(40)})
     assert status == 413 and "too large" in answer["error"]

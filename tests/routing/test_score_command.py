@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 
 from kvadmin.routing import decisions
 from tests.index import MODEL
-from tests.routing.conftest import PODS, hold, tokens
+from tests.routing.conftest import PODS, hold, request_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ def _ids(token_ids: list[int]) -> str:
 
 
 def test_it_explains_the_choice_per_pod_and_medium(engines, redis_client) -> None:
-    request = tokens(4)
+    request = request_tokens(4)
     hold(redis_client, PODS[0], request, ["GPU", "GPU", "CPU"])
     output = _run("--model", MODEL, "--token-ids", _ids(request))
     assert f"chosen: {PODS[0]}" in output

@@ -12,7 +12,7 @@ from kvadmin.load.scraper import LoadScraper, ScrapeSettings, Target
 from kvadmin.routing import decisions
 from tests.conftest import http_json, local_config
 from tests.index import MODEL
-from tests.routing.conftest import tokens
+from tests.routing.conftest import request_tokens
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
@@ -54,7 +54,7 @@ def test_a_failing_scrape_prices_the_pod_by_kvadmins_queue_and_says_so(
 
     with override_settings(KVADMIN={"ROUTING_LOAD_FRESH_SECONDS": FRESH_S}):
         scraped = scrape()
-        _, answer = post_score({"model": MODEL, "token_ids": tokens(8)})
+        _, answer = post_score({"model": MODEL, "token_ids": request_tokens(8)})
         assert answer["stale_loads"] == []
         assert estimate(answer, failing)["engine_waiting"] == 0
 
@@ -62,10 +62,10 @@ def test_a_failing_scrape_prices_the_pod_by_kvadmins_queue_and_says_so(
         wait_until(lambda: time.time() - scraped > FRESH_S, what="the last good scrape to age")
         scrape()  # the failing pod times out; the healthy one is read afresh
 
-        body = {"model": MODEL, "token_ids": tokens(64, start=5000), "pods": [failing]}
+        body = {"model": MODEL, "token_ids": request_tokens(64, start=5000), "pods": [failing]}
         _, first = post_score(body)
-        _, second = post_score(body | {"token_ids": tokens(64, start=9000)})
-        _, both = post_score({"model": MODEL, "token_ids": tokens(8, start=20_000)})
+        _, second = post_score(body | {"token_ids": request_tokens(64, start=9000)})
+        _, both = post_score({"model": MODEL, "token_ids": request_tokens(8, start=20_000)})
 
     for answer in (first, second):
         assert answer["stale_loads"] == [failing]

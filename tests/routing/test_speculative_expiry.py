@@ -7,7 +7,7 @@ import pytest
 from scoring.hashing import block_hashes
 from scoring.keys import queue_key, speculative_key
 from tests.index import MODEL
-from tests.routing.conftest import PODS, tokens
+from tests.routing.conftest import PODS, request_tokens
 from tests.scoring.speculative_data import speculative_of
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +20,7 @@ def test_entries_expire_a_set_time_after_the_predicted_prefill_end(
     pod = PODS[0]
     ends = []
     for start in (0, 100_000):  # the second queues behind the first on the same pod
-        request = tokens(190, start=start)  # ~0.2 s of prefill each
+        request = request_tokens(190, start=start)  # ~0.2 s of prefill each
         _, answer = post_score({"model": MODEL, "token_ids": request, "pods": [pod]})
         end = float(redis_client.hget(queue_key(pod), "busy_until_ms"))
         block = block_hashes(request)[0]

@@ -14,7 +14,7 @@ from scoring.choice import tie_break
 from scoring.keys import in_flight_key, queue_key
 from tests.conftest import http_json, start_asgi_server, stop_process
 from tests.index import MODEL
-from tests.routing.conftest import PODS, tokens
+from tests.routing.conftest import PODS, request_tokens
 
 REQUESTS = 16
 
@@ -36,7 +36,7 @@ def test_concurrent_same_prefix_requests_share_one_atomic_queue(
     for i, pod in enumerate(PODS):
         Engine.objects.create(pod=pod, model=MODEL, events_endpoint=f"tcp://127.0.0.1:{5557 + i}")
     token = ApiToken.issue("gateway", "score")[1]
-    body = {"model": MODEL, "token_ids": tokens(128)}  # 2,048 tokens, ~0.22 s cold prefill
+    body = {"model": MODEL, "token_ids": request_tokens(128)}  # 2,048 tokens, ~0.22 s cold prefill
 
     def score(n: int) -> dict:
         url = two_web_processes[n % 2]

@@ -13,7 +13,7 @@ from kvadmin.routing import decisions, service
 from scoring.choice import choose, tie_break
 from scoring.keys import in_flight_key, load_key, queue_key, speculative_key, speculative_keys
 from tests.index import MODEL
-from tests.routing.conftest import PODS, hold, tokens
+from tests.routing.conftest import PODS, hold, request_tokens
 from tests.scoring.speculative_data import speculative_of
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ def test_a_burst_sticks_to_one_pod_until_its_queue_outweighs_the_prefix(
     prefix saves ~0.2 s per request (x 2.5 with the idle pods' work penalty). The second and
     third requests see at most 0.32 s and 0.44 s of queue whatever the timing: they stick. Once
     the queue outweighs ~0.5 s, the next request goes to an idle pod."""
-    request = tokens(192)
+    request = request_tokens(192)
     _, first = post_score({"model": MODEL, "token_ids": request})
     hot = first["chosen"]
     assert first["tie_break"] is True
@@ -60,7 +60,7 @@ def test_without_speculative_entries_the_same_burst_scatters(
     """Proof the entries are what keep the burst together: with a 0 s TTL the second request
     sees its prefix nowhere and the first pod's queue sends it away at once."""
     settings.KVADMIN = {"ROUTING_SPECULATIVE_SECONDS": 0.0}
-    request = tokens(192)
+    request = request_tokens(192)
     _, first = post_score({"model": MODEL, "token_ids": request})
     _, second = post_score({"model": MODEL, "token_ids": request})
     assert second["chosen"] != first["chosen"]
@@ -71,7 +71,7 @@ def test_without_speculative_entries_the_same_burst_scatters(
 def test_the_chosen_pods_state_advances_with_the_decision(
     post_score, engines, redis_client
 ) -> None:
-    request = tokens(128)
+    request = request_tokens(128)
     before_ms = time.time() * 1000
     _, answer = post_score({"model": MODEL, "token_ids": request, "request_id": "r-7"})
     pod, prefill = answer["chosen"], estimate(answer, answer["chosen"])["prefill_s"]
@@ -93,10 +93,10 @@ def test_the_chosen_pods_state_advances_with_the_decision(
 def test_the_kthena_policy_picks_what_kthena_picks_whatever_the_queues(
     post_score, engines, redis_client
 ) -> None:
-    request = tokens(8)
+    request = request_tokens(8)
     hold(redis_client, PODS[0], request, ["GPU"] * 4)
     hold(redis_client, PODS[1], request, ["GPU"] * 4 + ["CPU"] * 2)
-    heavy = request + tokens(1200, start=50_000)  # same hashed prefix, ~2 s of prefill
+    heavy = request + request_tokens(1200, start=50_000)  # same hashed prefix, ~2 s of prefill
     _, loaded = post_score({"model": MODEL, "token_ids": heavy, "policy": "kthena"})
     assert loaded["chosen"] == PODS[1] and loaded["policy"] == "kthena"
     assert loaded["reason"] == f"highest kthena score ({loaded['scores'][0]['score']})"
@@ -108,7 +108,9 @@ def test_the_kthena_policy_picks_what_kthena_picks_whatever_the_queues(
     _, ttft = post_score({"model": MODEL, "token_ids": heavy})
     assert ttft["chosen"] != PODS[1] and ttft["scores"] == kthena["scores"]
 
-    _, cold = post_score({"model": MODEL, "token_ids": tokens(3, 90_000), "policy": "kthena"})
+    _, cold = post_score(
+        {"model": MODEL, "token_ids": request_tokens(3, 90_000), "policy": "kthena"}
+    )
     assert cold["chosen"] == tie_break(cold["first_block"], PODS) and cold["tie_break"]
 
 
@@ -119,7 +121,7 @@ def test_stale_and_absent_engine_load_is_flagged_and_fresh_load_resyncs_the_wait
     fresh = {"running": "3", "waiting": "50", "kv_usage": "0.9", "scraped_at": str(now)}
     redis_client.hset(load_key(PODS[0]), mapping=fresh)
     redis_client.hset(load_key(PODS[1]), mapping=fresh | {"scraped_at": str(now - 60)})
-    request = tokens(8)
+    request = request_tokens(8)
     hold(redis_client, PODS[0], request, ["GPU"] * 8)
 
     status, answer = post_score({"model": MODEL, "token_ids": request})
@@ -138,19 +140,21 @@ def test_stale_and_absent_engine_load_is_flagged_and_fresh_load_resyncs_the_wait
 
 def test_an_unknown_policy_is_a_400_naming_the_field(post_score, engines) -> None:
     for policy in ("fastest", 3, ["ttft"], ""):
-        status, answer = post_score({"model": MODEL, "token_ids": tokens(1), "policy": policy})
+        status, answer = post_score(
+            {"model": MODEL, "token_ids": request_tokens(1), "policy": policy}
+        )
         assert status == 400 and answer["field"] == "policy", policy
         assert "ttft, kthena" in answer["error"]
 
 
 def test_the_default_policy_is_the_knobs(post_score, engines, settings) -> None:
-    assert post_score({"model": MODEL, "token_ids": tokens(1)})[1]["policy"] == "ttft"
+    assert post_score({"model": MODEL, "token_ids": request_tokens(1)})[1]["policy"] == "ttft"
     settings.KVADMIN = {"ROUTING_POLICY": "kthena"}
-    assert post_score({"model": MODEL, "token_ids": tokens(1)})[1]["policy"] == "kthena"
+    assert post_score({"model": MODEL, "token_ids": request_tokens(1)})[1]["policy"] == "kthena"
 
 
 def test_an_unrecorded_scoring_leaves_the_routing_state_alone(engines, redis_client) -> None:
-    decision = service.score(MODEL, token_ids=tokens(4), record=False)
+    decision = service.score(MODEL, token_ids=request_tokens(4), record=False)
     assert decision.policy == "ttft" and decision.chosen in PODS
     assert redis_client.keys("kvadmin:queue:*") == []
     assert redis_client.keys("kvadmin:spec:*") == []
@@ -161,11 +165,11 @@ def test_recording_survives_a_script_flush_and_never_asks_script_exists(
 ) -> None:
     """A pipeline holding a redis-py Script would send SCRIPT EXISTS before every execute();
     the decision is recorded by a plain EVALSHA, and reloaded once after NOSCRIPT."""
-    post_score({"model": MODEL, "token_ids": tokens(2)})
+    post_score({"model": MODEL, "token_ids": request_tokens(2)})
     redis_client.script_flush()
     watcher = redis.Redis.from_url(redis_url, decode_responses=True)
     with watcher.monitor() as monitor:
-        answers = [post_score({"model": MODEL, "token_ids": tokens(2)}) for _ in range(2)]
+        answers = [post_score({"model": MODEL, "token_ids": request_tokens(2)}) for _ in range(2)]
         redis_client.echo("scored")
         sent = []
         while (command := monitor.next_command())["command"] != "ECHO scored":
@@ -179,7 +183,7 @@ def test_recording_survives_a_script_flush_and_never_asks_script_exists(
 
 
 def test_manage_py_score_takes_the_policy(engines, redis_client, capsys) -> None:
-    hold(redis_client, PODS[2], tokens(4), ["GPU"] * 4)
+    hold(redis_client, PODS[2], request_tokens(4), ["GPU"] * 4)
     call_command("score", "--model", MODEL, "--token-ids", "0,1,2", "--policy", "kthena")
     assert "policy kthena" in capsys.readouterr().out
     with pytest.raises(CommandError):
@@ -194,8 +198,8 @@ def test_the_feed_explains_each_candidates_estimate_and_why_the_winner_won(
         load_key(PODS[2]),
         mapping={"running": "0", "waiting": "0", "kv_usage": "0.1", "scraped_at": str(now)},
     )
-    hold(redis_client, PODS[1], tokens(8), ["GPU"] * 4 + ["CPU"] * 4)
-    _, answer = post_score({"model": MODEL, "token_ids": tokens(8)})
+    hold(redis_client, PODS[1], request_tokens(8), ["GPU"] * 4 + ["CPU"] * 4)
+    _, answer = post_score({"model": MODEL, "token_ids": request_tokens(8)})
     client.force_login(django_user_model.objects.create_user("bob", password="pw-bob-12345"))
     [decision] = decisions.recent(1, client=redis_client)
 
@@ -217,9 +221,11 @@ def test_a_decision_keeps_the_cheapest_estimates_and_the_chosen_pods(
 ) -> None:
     """Under `kthena` the chosen pod may be the dearest: its estimate is kept all the same."""
     settings.KVADMIN = {"ROUTING_ESTIMATES_MAX": 1}
-    request = tokens(8)
+    request = request_tokens(8)
     hold(redis_client, PODS[2], request, ["GPU"] * 8)
-    post_score({"model": MODEL, "token_ids": request + tokens(1200, 70_000), "policy": "kthena"})
+    post_score(
+        {"model": MODEL, "token_ids": request + request_tokens(1200, 70_000), "policy": "kthena"}
+    )
     _, answer = post_score({"model": MODEL, "token_ids": request, "policy": "kthena"})
     assert answer["chosen"] == PODS[2]
     cheapest = answer["estimates"][0]["pod"]

@@ -10,20 +10,22 @@ from scoring.choice import tie_break
 from scoring.hashing import block_hashes
 from scoring.keys import load_key, queue_key
 from tests.index import MODEL
-from tests.routing.conftest import PODS, tokens
+from tests.routing.conftest import PODS, request_tokens
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 
 
 def test_a_tie_goes_to_the_pod_with_the_least_recent_work(post_score, engines, redis_client):
-    cold = tokens(4, start=70_000)
+    cold = request_tokens(4, start=70_000)
     hashed = tie_break(block_hashes(cold)[0], PODS)
     idle = next(pod for pod in PODS if pod != hashed)
     busy = [pod for pod in PODS if pod != idle]
     idle_engine = {"running": "0", "waiting": "0", "kv_usage": "0.1"}
     for n, pod in enumerate(busy):  # routed work on the two others; their queues then drain
-        assert post_score({"model": MODEL, "token_ids": tokens(2, n * 100), "pods": [pod]})[0]
+        assert post_score({"model": MODEL, "token_ids": request_tokens(2, n * 100), "pods": [pod]})[
+            0
+        ]
     wait_until(
         lambda: all(
             float(redis_client.hget(queue_key(pod), "busy_until_ms")) < time.time() * 1000

@@ -4,7 +4,7 @@ its page; several are listed; none says what the query was tried as."""
 import pytest
 
 from kvadmin.routing.service import score
-from tests.index import MODEL, engine_hash, std, tokens
+from tests.index import MODEL, block_tokens, engine_hash, std
 from tests.residency.conftest import alice, browsing, register  # noqa: F401  (shared fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -53,11 +53,14 @@ def test_a_pod_jumps_to_its_page_and_a_part_of_a_name_lists_candidates(
 
 
 def test_a_model_jumps_to_its_blocks(browsing, fleet) -> None:  # noqa: F811
+    # MODEL as the URL escapes it: the test is about the exact redirect
     assert _search(browsing, MODEL)["Location"] == "/blocks/?model=Qwen%2FQwen3-8B"
 
 
 def test_a_decision_id_and_a_request_id_find_the_decision(browsing, fleet) -> None:  # noqa: F811
-    decision = score(MODEL, token_ids=[t for n in range(3) for t in tokens(n)], request_id="req-42")
+    decision = score(
+        MODEL, token_ids=[t for n in range(3) for t in block_tokens(n)], request_id="req-42"
+    )
     page = f"/decisions/{decision.log_id}/"
 
     assert _search(browsing, decision.id)["Location"] == page

@@ -13,10 +13,11 @@ from kvadmin.weights.active import forget_cached_weights
 
 
 @pytest.fixture
-def fresh_weights(redis_client: redis.Redis) -> Iterator[redis.Redis]:
-    """An empty index database and no weights cached in this process."""
+def fresh_weights(redis_client: redis.Redis) -> Iterator[None]:
+    """No weights published (the index database emptied) and none cached in this process, before
+    and after the test. Tests that read or write the index database ask for `redis_client`."""
     forget_cached_weights()
-    yield redis_client
+    yield
     forget_cached_weights()
 
 

@@ -16,6 +16,7 @@ import redis
 
 from kvadmin.routing.decisions import Decision, Dropped, PodExplanation, append
 from kvadmin.weights.config import WeightConfig
+from tests.index import MODEL
 
 DRAFT_CONFIG = WeightConfig.validated({"cpu": 0.5, "disk": 0.2})
 DRAFT = DRAFT_CONFIG.tier_weights()
@@ -30,7 +31,7 @@ def _decision(
         id=name,
         ts=1_800_000_000.0,
         request_id=name,
-        model="Qwen/Qwen3-8B",
+        model=MODEL,
         input="token_ids",
         n_tokens=n_blocks * 16,
         n_blocks=n_blocks,

@@ -23,47 +23,51 @@ ALWAYS_CHECK = override_settings(KVADMIN={"WEIGHTS_REFRESH_SECONDS": 0})
 
 
 @pytest.mark.django_db(transaction=True)
-def test_with_nothing_published_it_publishes_the_latest_saved_version(fresh_weights) -> None:
+def test_with_nothing_published_it_publishes_the_latest_saved_version(
+    fresh_weights, redis_client
+) -> None:
     TierWeightsVersion.objects.create(version=7, author="erin", config=DISK_HALF.to_json())
     active = active_weights()
     assert active.version == 7
     assert active.weights.weight_for("DISK") == 0.5
-    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "7"
-    assert json.loads(fresh_weights.get(WEIGHTS_CONFIG_KEY))["weights"]["disk"] == 0.5
+    assert redis_client.get(WEIGHTS_VERSION_KEY) == "7"
+    assert json.loads(redis_client.get(WEIGHTS_CONFIG_KEY))["weights"]["disk"] == 0.5
 
 
-def test_it_follows_the_published_version_without_the_database(fresh_weights) -> None:
+def test_it_follows_the_published_version_without_the_database(fresh_weights, redis_client) -> None:
     """No django_db mark: any database query here would fail the test."""
     publish(3, DISK_HALF)
     forget_cached_weights()
     assert active_weights().version == 3
-    fresh_weights.set(WEIGHTS_VERSION_KEY, 4)
-    fresh_weights.set(WEIGHTS_CONFIG_KEY, json.dumps({"version": 4, **KTHENA_DEFAULTS.to_json()}))
+    redis_client.set(WEIGHTS_VERSION_KEY, 4)
+    redis_client.set(WEIGHTS_CONFIG_KEY, json.dumps({"version": 4, **KTHENA_DEFAULTS.to_json()}))
     with ALWAYS_CHECK:
         active = active_weights()
     assert active.version == 4
     assert active.weights.weight_for("DISK") == 1.0
 
 
-def test_between_checks_it_answers_from_memory(fresh_weights) -> None:
+def test_between_checks_it_answers_from_memory(fresh_weights, redis_client) -> None:
     publish(3, DISK_HALF)
-    fresh_weights.set(WEIGHTS_VERSION_KEY, 4)
+    redis_client.set(WEIGHTS_VERSION_KEY, 4)
     with override_settings(KVADMIN={"WEIGHTS_REFRESH_SECONDS": 60}):
         assert active_weights().version == 3
 
 
-def test_publishing_never_moves_the_version_back(fresh_weights) -> None:
+def test_publishing_never_moves_the_version_back(fresh_weights, redis_client) -> None:
     assert publish(5, DISK_HALF)
     assert not publish(4, KTHENA_DEFAULTS)
-    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "5"
+    assert redis_client.get(WEIGHTS_VERSION_KEY) == "5"
     assert publish(4, KTHENA_DEFAULTS, force=True)
-    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "4"
+    assert redis_client.get(WEIGHTS_VERSION_KEY) == "4"
 
 
-def test_an_unusable_published_config_keeps_the_current_weights(fresh_weights) -> None:
+def test_an_unusable_published_config_keeps_the_current_weights(
+    fresh_weights, redis_client
+) -> None:
     publish(3, DISK_HALF)
-    fresh_weights.set(WEIGHTS_VERSION_KEY, 4)
-    fresh_weights.set(WEIGHTS_CONFIG_KEY, json.dumps({"version": 4, "weights": {"gpu": 9}}))
+    redis_client.set(WEIGHTS_VERSION_KEY, 4)
+    redis_client.set(WEIGHTS_CONFIG_KEY, json.dumps({"version": 4, "weights": {"gpu": 9}}))
     with ALWAYS_CHECK:
         assert active_weights().version == 3
 
@@ -83,19 +87,19 @@ def test_the_media_preference_follows_the_active_weights(fresh_weights) -> None:
     assert active_media_preference().best_first[:3] == ("gpu", "disk", "cpu")
 
 
-def test_the_ttft_parameters_follow_the_published_version_too(fresh_weights) -> None:
+def test_the_ttft_parameters_follow_the_published_version_too(fresh_weights, redis_client) -> None:
     """Another process saves a version with other TTFT parameters: this one switches to them
     at its next check, from Redis alone, and a bad parameter keeps what it has."""
     publish(3, DISK_HALF)
     slower = DISK_HALF.with_ttft(TtftParameters(first_token_s=0.2, kappa=0.5))
-    fresh_weights.set(WEIGHTS_VERSION_KEY, 4)
-    fresh_weights.set(WEIGHTS_CONFIG_KEY, json.dumps({"version": 4, **slower.to_json()}))
+    redis_client.set(WEIGHTS_VERSION_KEY, 4)
+    redis_client.set(WEIGHTS_CONFIG_KEY, json.dumps({"version": 4, **slower.to_json()}))
     with ALWAYS_CHECK:
         active = active_weights()
     assert (active.version, active.parameters) == (4, slower.ttft)
     broken = {"version": 5, **slower.to_json(), "ttft": {"kappa": -1}}
-    fresh_weights.set(WEIGHTS_VERSION_KEY, 5)
-    fresh_weights.set(WEIGHTS_CONFIG_KEY, json.dumps(broken))
+    redis_client.set(WEIGHTS_VERSION_KEY, 5)
+    redis_client.set(WEIGHTS_CONFIG_KEY, json.dumps(broken))
     with ALWAYS_CHECK:
         assert active_weights().version == 4
 

@@ -14,14 +14,14 @@ DRAFT_ROWS = (("gpu", "1"), ("cpu", "0.5"), ("cpu_pinned", "0.8"), ("disk", "0.2
 
 
 @pytest.fixture
-def editing(editing, fresh_weights):
+def editing(editing, redis_client):
     """Erin's client, with decisions recorded for the what-if to replay."""
-    record(fresh_weights)
+    record(redis_client)
     return editing
 
 
-def test_it_shows_what_the_draft_would_change(editing, fresh_weights) -> None:
-    before = fresh_weights.xlen(DECISIONS_KEY)
+def test_it_shows_what_the_draft_would_change(editing, redis_client) -> None:
+    before = redis_client.xlen(DECISIONS_KEY)
     response = editing.post("/weights/preview/", weights_form(*DRAFT_ROWS), **HTMX)
     html = response.content.decode()
     assert response.status_code == 200
@@ -32,7 +32,7 @@ def test_it_shows_what_the_draft_would_change(editing, fresh_weights) -> None:
     assert "<td>kthena defaults (1.0 fallback)</td><td>0 of 3 (0.0%)</td>" in html
     assert "<td>kvadmin defaults</td><td>1 of 3 (33.3%)</td>" in html
     assert TierWeightsVersion.objects.count() == 1
-    assert fresh_weights.xlen(DECISIONS_KEY) == before
+    assert redis_client.xlen(DECISIONS_KEY) == before
     assert active_weights().version == 1
 
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from kvadmin.weights.models import TierWeightsVersion
+from tests.index import MODEL
 from tests.weights.forms import DEFAULT_ROWS, HTMX, ttft_fields, weights_form
 from tests.weights.recorded import record
 
@@ -32,8 +33,8 @@ def test_the_forms_first_submit_button_reviews_so_enter_never_saves(editing) -> 
     assert "/weights/save/" not in form, "no way to save before the review"
 
 
-def test_a_review_shows_the_diff_the_whatif_and_asks_for_a_reason(editing, fresh_weights) -> None:
-    record(fresh_weights)
+def test_a_review_shows_the_diff_the_whatif_and_asks_for_a_reason(editing, redis_client) -> None:
+    record(redis_client)
     data = weights_form(*DRAFT_ROWS, reason="", **ttft_fields(kappa="2"))
     html = editing.post("/weights/review/", data, **HTMX).content.decode()
     review = html.split('<section id="review"', 1)[1].split("</section>", 1)[0]
@@ -73,17 +74,15 @@ def test_parameters_are_saved_with_the_weights_and_shown_in_the_history(editing)
     data = weights_form(
         *DEFAULT_ROWS,
         reason="measured",
-        **ttft_fields(first_token_s="0.02", speeds=(("Qwen/Qwen3-8B", "12000"),)),
+        **ttft_fields(first_token_s="0.02", speeds=((MODEL, "12000"),)),
     )
     html = editing.post("/weights/save/", data, **HTMX).content.decode()
     assert "Saved version 2." in html
     saved = TierWeightsVersion.objects.get(version=2).weight_config
     assert saved.ttft.first_token_s == 0.02
-    assert saved.ttft.prefill_tokens_per_s == (("Qwen/Qwen3-8B", 12000.0),)
+    assert saved.ttft.prefill_tokens_per_s == ((MODEL, 12000.0),)
     history = html.split('id="version-2"', 1)[1].split("</li>\n", 3)
-    assert (
-        "T0 (s) 0.015 → 0.02" in html and "added prefill tokens/s of Qwen/Qwen3-8B = 12000" in html
-    )
+    assert "T0 (s) 0.015 → 0.02" in html and f"added prefill tokens/s of {MODEL} = 12000" in html
     assert history
 
 

@@ -12,6 +12,7 @@ from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.versions import current_version
 from scoring.keys import WEIGHTS_VERSION_KEY
 from tests.conftest import ROOT
+from tests.index import MODEL
 
 pytestmark = pytest.mark.django_db
 
@@ -141,15 +142,15 @@ def test_a_refusal_exits_non_zero_from_the_shell(subprocess_env) -> None:
     assert "'fs': must be between 0 and 1, got -1.0" in result.stderr
 
 
-def test_publish_repairs_an_announcement_redis_lost(fresh_weights) -> None:
+def test_publish_repairs_an_announcement_redis_lost(fresh_weights, redis_client) -> None:
     assert run("publish") == "published version 1\n"
-    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "1"
-    fresh_weights.set(
+    assert redis_client.get(WEIGHTS_VERSION_KEY) == "1"
+    redis_client.set(
         WEIGHTS_VERSION_KEY, 7
     )  # e.g. Redis kept a number from before a database restore
     assert run("publish") == "Redis already names version 1 or a newer one\n"
     assert run("publish", "--force") == "published version 1\n"
-    assert fresh_weights.get(WEIGHTS_VERSION_KEY) == "1"
+    assert redis_client.get(WEIGHTS_VERSION_KEY) == "1"
 
 
 def test_set_needs_the_version_it_was_made_from(fresh_weights) -> None:
@@ -184,21 +185,21 @@ def test_a_stale_base_version_exits_non_zero_from_the_shell(subprocess_env, vers
 def test_set_changes_ttft_parameters_with_the_pages_rules(fresh_weights) -> None:
     out = run(
         "set", "--base-version", current(), "--param", "kappa=2", "--param", "first_token_s=0.03",
-        "--speed", "Qwen/Qwen3-8B=12000", "--reason", "measured",
+        "--speed", f"{MODEL}=12000", "--reason", "measured",
     )  # fmt: skip
     assert out == "saved version 2\n"
     ttft = TierWeightsVersion.objects.get(version=2).weight_config.ttft
     assert (ttft.kappa, ttft.first_token_s) == (2.0, 0.03)
-    assert ttft.prefill_tokens_per_s == (("Qwen/Qwen3-8B", 12000.0),)
+    assert ttft.prefill_tokens_per_s == ((MODEL, 12000.0),)
     shown = run("show")
     assert "kappa                          2" in shown
-    assert "prefill_tokens_per_s           12000      Qwen/Qwen3-8B" in shown
+    assert f"prefill_tokens_per_s           12000      {MODEL}" in shown
     assert "not in the kthena export" in shown
     history = run("history")
     assert "kappa (work penalty) 1.5 → 2" in history
-    assert "added prefill tokens/s of Qwen/Qwen3-8B = 12000" in history
+    assert f"added prefill tokens/s of {MODEL} = 12000" in history
 
-    run("set", "--base-version", current(), "--speed", "Qwen/Qwen3-8B=", "--reason", "drop it")
+    run("set", "--base-version", current(), "--speed", f"{MODEL}=", "--reason", "drop it")
     assert TierWeightsVersion.objects.get(version=3).weight_config.ttft.prefill_tokens_per_s == ()
 
 

@@ -47,9 +47,9 @@ def ttft_decision(p1_runs: list) -> msgspec.Struct:
 
 
 @pytest.fixture
-def recorded(fresh_weights):
+def recorded(fresh_weights, redis_client):
     """One recorded TTFT decision, made with kthena's defaults, for the what-if to replay."""
-    append(ttft_decision([("CPU", 40)]), fresh_weights)
+    append(ttft_decision([("CPU", 40)]), redis_client)
 
 
 def test_the_recorded_version_changes_nothing(recorded) -> None:
@@ -71,13 +71,15 @@ def test_a_lower_tier_weight_prices_the_reload(recorded) -> None:
     assert preview(WeightConfig.validated({"cpu": 0.7}), 10).changed == 0
 
 
-def test_an_entry_recorded_before_estimates_kept_runs_uses_the_index_runs(fresh_weights) -> None:
-    append(ttft_decision([]), fresh_weights)  # p1 matched 40 blocks, no runs in its estimate
+def test_an_entry_recorded_before_estimates_kept_runs_uses_the_index_runs(
+    fresh_weights, redis_client
+) -> None:
+    append(ttft_decision([]), redis_client)  # p1 matched 40 blocks, no runs in its estimate
     assert preview(KTHENA_DEFAULTS, 10).changed == 0
     assert preview(WeightConfig.validated({"cpu": 0.0}), 10).changed == 1
 
 
-def test_a_replayed_tie_keeps_the_recorded_tie_break(fresh_weights) -> None:
+def test_a_replayed_tie_keeps_the_recorded_tie_break(fresh_weights, redis_client) -> None:
     """Both pods cold and idle: they tie under any parameters; the recorded choice stands
     (its rendezvous key was a block the decision does not keep)."""
     decision = msgspec.structs.replace(
@@ -86,6 +88,6 @@ def test_a_replayed_tie_keeps_the_recorded_tie_break(fresh_weights) -> None:
         scores=[],
         estimates=[estimate("p1", 0.0, [], 0), estimate("p2", 0.0, [], 0)],
     )
-    append(decision, fresh_weights)
+    append(decision, redis_client)
     faster = KTHENA_DEFAULTS.with_ttft(TtftParameters(first_token_s=0.5))
     assert preview(faster, 10).changed == 0

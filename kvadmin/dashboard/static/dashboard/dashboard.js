@@ -1,7 +1,9 @@
 // The dashboard: live state of its websocket, and the hit-ratio chart (uPlot, vendored).
 // Tiles are swapped in by htmx's ws extension; the chart's data rides in #hit-summary's
-// data-chart attribute, and the chart redraws after every frame. Whether the tiles are fresh
-// is static/kvadmin/console.js's job (the #dashboard-updated marker).
+// data-chart attribute, and the chart redraws after every frame. Dragging across the chart
+// zooms in (uPlot's own), double-click zooms out; a redraw keeps a zoom the operator chose
+// (the x range shown rides in #hit-chart's data-x-min/-max). Whether the tiles are fresh is
+// static/kvadmin/console.js's job (the #dashboard-updated marker).
 (function () {
   const HEIGHT = 220;
   let chart = null;
@@ -22,7 +24,10 @@
     const data = [d.times, d.total, ...d.media.map((m) => m[1])];
     const media = d.media.map((m) => m[0]).join(",");
     if (chart && media === drawnMedia) {
-      chart.setData(data);
+      const x = chart.scales.x;
+      const times = chart.data[0];
+      const zoomed = times.length > 0 && (x.min > times[0] || x.max < times[times.length - 1]);
+      chart.setData(data, !zoomed);
     } else {
       if (chart) chart.destroy();
       drawnMedia = media;
@@ -32,6 +37,15 @@
           height: HEIGHT,
           scales: { y: { range: [0, 1] } },
           axes: [axis(), axis({ values: percent, size: 50 })],
+          hooks: {
+            setScale: [
+              (u, key) => {
+                if (key !== "x") return;
+                box.dataset.xMin = String(u.scales.x.min);
+                box.dataset.xMax = String(u.scales.x.max);
+              },
+            ],
+          },
           series: [
             {},
             { label: "all media", stroke: cssVar("--fg"), width: 2 },
