@@ -14,7 +14,7 @@ from kvadmin.engines.models import Engine
 from kvadmin.metrics.recorder import HITS_TTL_SECONDS
 from scoring import keys
 from tests.conftest import http_json
-from tests.index import MODEL, tokens
+from tests.index import MODEL, block_tokens
 from tests.operations.conftest import value
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,7 +37,7 @@ def test_every_concurrent_decision_is_counted_as_its_answer_says(
     asgi_server, fleet, redis_client, scrape
 ) -> None:
     _, token = ApiToken.issue("gateway")
-    body = {"model": MODEL, "token_ids": [t for n in range(8) for t in tokens(n)]}
+    body = {"model": MODEL, "token_ids": [t for n in range(8) for t in block_tokens(n)]}
     with ThreadPoolExecutor(max_workers=6) as gateways:
         answers = list(
             gateways.map(
