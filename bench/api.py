@@ -24,8 +24,10 @@ port against the same Redis and database:
    p50/p99 latency of answered requests, 503s (backpressure: clients wait the Retry-After),
    other failures. Redis' own CPU per decision is read from INFO between runs: when it is
    the ceiling, no HTTP layer can go faster.
-2. Recording: the lean server with KVADMIN_DECISIONS_RECORD=0 beside it at 8 clients: the
-   decision log's share of the latency (the metrics and routing state are always written).
+2. Recording: the lean server beside the same tree with KVADMIN_DECISIONS_RECORD=0 and
+   without the decision metrics (bench/unmetered.py) at 8 clients: the p50, web and Redis CPU
+   per decision of each, so what the log and the metrics cost (the routing state is always
+   written).
 3. The feed: 10 logged-in websocket clients on /ws/feed/ while decisions are appended to the
    log at 1,000/s (synthetic, so the rate does not depend on the API's throughput): frames/s
    per client, decision-to-client latency of the rows shown (p50/p99, including the coalescing
@@ -136,10 +138,15 @@ class Server:
         return urlsplit(self.url).port or 80
 
 
-def start_server(name: str, env: dict[str, str], cwd: Path, workers: int = 1) -> Server:
+ASGI_APP = "kvadmin.asgi:application"
+
+
+def start_server(
+    name: str, env: dict[str, str], cwd: Path, workers: int = 1, app: str = ASGI_APP
+) -> Server:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "kvadmin.asgi:application", "--host", "127.0.0.1",
+        [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning", "--no-access-log", "--lifespan", "off",
          "--workers", str(workers)],
         cwd=cwd,
@@ -360,10 +367,11 @@ def ratios(figures: dict, servers: list[Server]) -> None:
         parts = [f"{name} {old / figures[clients, name][5]:.1f}x" for name in lean]
         print(f"  {clients:>3} clients: decisions per server CPU second, against old: "
               + ", ".join(parts))  # fmt: skip
-    for clients in CONCURRENCY:
-        before, after = figures[clients, "before"][6], figures[clients, "lean 1"][6]
-        print(f"  {clients:>3} clients: Redis CPU per decision, lean 1 / before = "
-              f"{after:.3f} / {before:.3f} ms = {after / before:.2f}")  # fmt: skip
+    for column, what in ((5, "Web"), (6, "Redis")):
+        for clients in CONCURRENCY:
+            before, after = figures[clients, "before"][column], figures[clients, "lean 1"][column]
+            print(f"  {clients:>3} clients: {what} CPU per decision, lean 1 / before = "
+                  f"{after:.3f} / {before:.3f} ms = {after / before:.2f}")  # fmt: skip
     for name in lean:
         _, p50, p99, _, _, _, _ = figures[8, name]
         print(f"  {name}, 8 clients: p99 / p50 = {p99 / p50:.1f} (target: at most 3)")
@@ -375,19 +383,31 @@ def ratios(figures: dict, servers: list[Server]) -> None:
 # 2. Recording ----------------------------------------------------------------------------------
 
 
-def bench_recording(recording: Server, silent: Server, requests: list[bytes], seconds: float):
-    runs = {True: Run(), False: Run()}
-    for server in (recording, silent):
+def bench_recording(servers: list[Server], requests: list[bytes], seconds: float) -> None:
+    """The lean server beside the same tree without the decision log and without the
+    metrics, at 8 clients: what each costs per decision."""
+    import redis as redis_py
+    from django.conf import settings
+
+    redis = redis_py.Redis.from_url(settings.INDEX_REDIS_URL, socket_timeout=30)
+    runs = {server.name: Run() for server in servers}
+    web = dict.fromkeys(runs, 0.0)
+    redis_seconds = dict.fromkeys(runs, 0.0)
+    for server in servers:
         load(server, requests, 8, WARMUP_SECONDS)
     for _ in range(ROUNDS):
-        for flag, server in ((True, recording), (False, silent)):
-            runs[flag].add(load(server, requests, 8, seconds))
-    with_, without = (percentile(runs[flag].latencies, 0.5) * 1000 for flag in (True, False))
-    print(
-        f"\nThe decision log, lean path, 8 clients, p50: {without:.2f} ms without it, "
-        f"{with_:.2f} ms with it ({(with_ / without - 1) * 100:+.1f}%; routing state and "
-        "metrics are written either way, in the same round trip)"
-    )
+        for server in servers:
+            before, web_before = redis_cpu(redis), server_cpu(server)
+            runs[server.name].add(load(server, requests, 8, seconds))
+            redis_seconds[server.name] += redis_cpu(redis) - before
+            web[server.name] += server_cpu(server) - web_before
+    print("\nRecording, lean path, 8 clients (the routing state is written in every case):")
+    print(f"  {'server':<12} {'p50 ms':>8}   CPU ms per decision: {'web':>5} {'Redis':>6}")
+    for name, run in runs.items():
+        answered = max(1, run.statuses[200])
+        p50 = percentile(run.latencies, 0.5) * 1000
+        print(f"  {name:<12} {p50:>8.2f} {web[name] * 1000 / answered:>26.3f} "
+              f"{redis_seconds[name] * 1000 / answered:>6.3f}")  # fmt: skip
 
 
 # 3. The feed -----------------------------------------------------------------------------------
@@ -544,8 +564,11 @@ def main() -> None:
                 ratios(figures, servers)
                 if not knobs:
                     silent = env | {"KVADMIN_DECISIONS_RECORD": "0"}
-                    servers.append(unlogged := start_server("no log", silent, ROOT))
-                    bench_recording(lean, unlogged, requests, options.seconds)
+                    servers.append(start_server("no log", silent, ROOT))
+                    servers.append(
+                        start_server("no metrics", env, ROOT, app="bench.unmetered:application")
+                    )
+                    bench_recording([lean, *servers[-2:]], requests, options.seconds)
                     bench_feed(lean, cookie, tokens[0], pods)
             finally:
                 for server in servers:

@@ -34,6 +34,7 @@ conversations spread.
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field
+from itertools import groupby, repeat
 from typing import Any, Final, Literal
 
 from scoring.choice import choose, tie_break
@@ -84,6 +85,10 @@ class CandidateCost:
     """The kthena score (compatibility.md 2.4), 0 for a pod without the first block."""
     recent_work_s: float = 0.0
     """What kvadmin routed to the pod lately, in predicted prefill seconds: breaks ties."""
+    runs: tuple[MediaRun, ...] = field(default=(), compare=False)
+    """The media of the blocks the pod was priced as holding, in block order (speculative
+    blocks as GPU: `matched_runs`), kept so that a decision's estimates need not compute them
+    again. Not compared: runs split differently ([GPU 1, GPU 1] or [GPU 2]) price the same."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,27 +147,23 @@ def matched_runs(
     speculative entries vouch for."""
     if not speculative:
         return runs, 0  # the walk's runs are merged already
+    # Per block, then merged again by groupby rather than a loop of tuples: every candidate
+    # holding speculative entries pays for this on every decision.
     media: list[str | None] = []
     for medium, count in runs:
-        media.extend([medium] * count)
+        media += repeat(medium, count)
+    media = [
+        SPECULATIVE_MEDIUM if block in speculative else medium
+        for block, medium in zip(blocks, media, strict=False)
+    ]
     only_speculative = 0
-    if speculative:
-        media = [
-            SPECULATIVE_MEDIUM if block in speculative else medium
-            for block, medium in zip(blocks, media, strict=False)
-        ]
-        for block in blocks[len(media) :]:
-            if block not in speculative:
-                break
-            media.append(SPECULATIVE_MEDIUM)
-            only_speculative += 1
-    merged: list[MediaRun] = []
-    for medium in media:
-        if merged and merged[-1][0] == medium:
-            merged[-1] = (medium, merged[-1][1] + 1)
-        else:
-            merged.append((medium, 1))
-    return tuple(merged), only_speculative
+    for block in blocks[len(media) :]:
+        if block not in speculative:
+            break
+        only_speculative += 1
+    media += repeat(SPECULATIVE_MEDIUM, only_speculative)
+    merged = tuple((medium, len(list(run))) for medium, run in groupby(media))
+    return merged, only_speculative
 
 
 def choose_pod(
@@ -190,12 +191,12 @@ def choose_pod(
             parameters,
         )
         matched = sum(count for _medium, count in runs)
-        estimates.append((pod, matched, speculative_blocks, prefill, load))
+        estimates.append((pod, matched, speculative_blocks, prefill, load, runs))
     if not estimates:
         return PolicyChoice(policy, None, False, "no candidate pod", ())
-    cheapest = min(prefill.seconds for _p, _m, _s, prefill, _l in estimates)
+    cheapest = min(prefill.seconds for _p, _m, _s, prefill, _l, _r in estimates)
     costs = []
-    for pod, matched, speculative_blocks, prefill, load in estimates:
+    for pod, matched, speculative_blocks, prefill, load, runs in estimates:
         penalty = parameters.kappa * (prefill.seconds - cheapest)
         costs.append(
             CandidateCost(
@@ -212,6 +213,7 @@ def choose_pod(
                 load_stale=load.stale,
                 score=request.scores.get(pod, 0),
                 recent_work_s=max(request.recent_work.get(pod, 0.0), 0.0),
+                runs=runs,
             )
         )
     costs.sort(key=lambda c: (c.cost_s, c.recent_work_s, c.pod))

@@ -42,7 +42,7 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
     active = await _weights()
     try:
         decision = await service.score_async(
-            client, engines, active, request.model, **request.arguments()
+            client, engines, active, request.model, **request.arguments(), token_ids_checked=True
         )
     except service.ScoreError as error:
         return error_answer(error.status, error.message, error.field)

@@ -5,7 +5,7 @@ The code that measures calls one function per event:
 - the ingest reader, after applying a run of batches:
   `recorder.record_apply(self.client, stream.spec.id, batches, seconds)`
 - the decision log, per decision, inside the pipeline of its XADD (no extra round trip):
-  `recorder.record_decision(pipe, decision)`
+  `recorder.record_decision(pipe, decision)`, as one command (`Increments`)
 - the scoring service, when tokenization or the index read fails:
   `recorder.record_scoring_error(client, model, "tokenize")`
 
@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 import redis
 from redis.asyncio.client import Pipeline as AsyncPipeline
@@ -42,6 +42,59 @@ and the pod pages reach back 24 h."""
 # blocks, `pm:{pod}|{medium}` their matched blocks in that medium (pod ids hold no "|").
 
 Target = redis.Redis | Pipeline | AsyncPipeline
+
+
+class Counting(Protocol):
+    """Where `observe` and `inc` add: a pipeline, or `Increments`."""
+
+    def hincrby(self, name: str, key: str, amount: int = 1) -> Any: ...
+    def hincrbyfloat(self, name: str, key: str, amount: float = 1.0) -> Any: ...
+
+
+# The Lua of `Increments`, sent by EVAL (not EVALSHA: no NOSCRIPT case after a restart or a
+# SCRIPT FLUSH, for the price of Redis hashing these few hundred bytes). ARGV holds
+# (op, key index, field, value) quadruples: "i" HINCRBY, "f" HINCRBYFLOAT, "e" EXPIRE.
+_INCREMENTS_LUA = """\
+for i = 1, #ARGV, 4 do
+  local op, key = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
+  if op == 'i' then
+    redis.call('HINCRBY', key, ARGV[i + 2], ARGV[i + 3])
+  elseif op == 'f' then
+    redis.call('HINCRBYFLOAT', key, ARGV[i + 2], ARGV[i + 3])
+  else
+    redis.call('EXPIRE', key, ARGV[i + 3])
+  end
+end
+"""
+
+
+class Increments:
+    """A decision's metric updates gathered to go to Redis as one script call, not one
+    command each: a decision makes about twenty, and on the web process packing each and
+    parsing its reply (redis.asyncio wraps every reply read in a timeout) cost more CPU than
+    the scoring's own arithmetic (bench/api.py, web CPU per decision). The same hashes,
+    fields and values as the commands themselves, in the same order."""
+
+    def __init__(self) -> None:
+        self._keys: dict[str, int] = {}
+        self._args: list[Any] = []
+
+    def hincrby(self, name: str, key: str, amount: int = 1) -> None:
+        self._add("i", name, key, amount)
+
+    def hincrbyfloat(self, name: str, key: str, amount: float = 1.0) -> None:
+        self._add("f", name, key, amount)
+
+    def expire(self, name: str, seconds: int) -> None:
+        self._add("e", name, "", seconds)
+
+    def _add(self, op: str, name: str, key: str, value: float) -> None:
+        index = self._keys.setdefault(name, len(self._keys) + 1)
+        self._args += (op, index, key, value)
+
+    def queue(self, pipe: Pipeline | AsyncPipeline) -> None:
+        """Queue the updates on `pipe`, as one command."""
+        pipe.execute_command("EVAL", _INCREMENTS_LUA, len(self._keys), *self._keys, *self._args)
 
 
 class _Scored(Protocol):
@@ -79,7 +132,7 @@ def bucket_of(family: Family, value: float) -> int:
     return bisect.bisect_left(family.buckets, value)
 
 
-def observe(pipe: Pipeline, family: Family, labels: tuple[str, ...], value: float) -> None:
+def observe(pipe: Counting, family: Family, labels: tuple[str, ...], value: float) -> None:
     """One observation of a histogram family: its bucket and its sum."""
     field = label_field(labels)
     bucket = bucket_of(family, value)
@@ -87,7 +140,7 @@ def observe(pipe: Pipeline, family: Family, labels: tuple[str, ...], value: floa
     pipe.hincrbyfloat(family.key, f"{field}{BUCKET_SEPARATOR}sum", value)
 
 
-def inc(pipe: Pipeline, family: Family, labels: tuple[str, ...], amount: int = 1) -> None:
+def inc(pipe: Counting, family: Family, labels: tuple[str, ...], amount: int = 1) -> None:
     pipe.hincrby(family.key, label_field(labels), amount)
 
 
@@ -117,35 +170,37 @@ def record_decision(target: Target, decision: DecisionLike) -> None:
     media = chosen.media if chosen is not None else {}
     ratio = decision.longest_match / decision.n_blocks if decision.n_blocks else 0.0
     minute_key = hits_key(int(decision.ts // 60))
+    counts = Increments()
+    observe(counts, f.MATCH_RATIO, (model,), ratio)
+    if decision.input != "token_ids" and "tokenize" in timings:
+        observe(counts, f.TOKENIZE_DURATION, (model,), timings["tokenize"] / 1000)
+        source = decision.tokenizer.partition(":")[0]  # engine:<pod> counts as engine
+        inc(counts, f.TOKENIZATIONS, (model, source))
+    if decision.tokenizer_fallback:
+        inc(counts, f.LOCAL_TOKENIZER_FALLBACKS, (model, decision.tokenizer_fallback))
+    if "index" in timings:
+        observe(counts, f.INDEX_DURATION, (model,), timings["index"] / 1000)
+    if "total" in timings:
+        observe(counts, f.SCORING_DURATION, (model,), timings["total"] / 1000)
+    inc(counts, f.DECISIONS, (model, decision.chosen or ""))
+    inc(counts, f.REQUESTED_BLOCKS, (model,), decision.n_blocks)
+    counts.hincrby(minute_key, "decisions", 1)
+    counts.hincrby(minute_key, "blocks", decision.n_blocks)
+    if any(media.values()):
+        counts.hincrby(minute_key, "hits", 1)
+    pod = decision.chosen
+    if pod:
+        counts.hincrby(minute_key, f"p:{pod}", 1)
+        counts.hincrby(minute_key, f"pb:{pod}", decision.n_blocks)
+    for medium, count in media.items():
+        if count:
+            inc(counts, f.MATCHED_BLOCKS, (model, medium), count)
+            counts.hincrby(minute_key, f"m:{medium}", count)
+            if pod:
+                counts.hincrby(minute_key, f"pm:{pod}|{medium}", count)
+    counts.expire(minute_key, HITS_TTL_SECONDS)
     with _pipeline(target) as pipe:
-        observe(pipe, f.MATCH_RATIO, (model,), ratio)
-        if decision.input != "token_ids" and "tokenize" in timings:
-            observe(pipe, f.TOKENIZE_DURATION, (model,), timings["tokenize"] / 1000)
-            source = decision.tokenizer.partition(":")[0]  # engine:<pod> counts as engine
-            inc(pipe, f.TOKENIZATIONS, (model, source))
-        if decision.tokenizer_fallback:
-            inc(pipe, f.LOCAL_TOKENIZER_FALLBACKS, (model, decision.tokenizer_fallback))
-        if "index" in timings:
-            observe(pipe, f.INDEX_DURATION, (model,), timings["index"] / 1000)
-        if "total" in timings:
-            observe(pipe, f.SCORING_DURATION, (model,), timings["total"] / 1000)
-        inc(pipe, f.DECISIONS, (model, decision.chosen or ""))
-        inc(pipe, f.REQUESTED_BLOCKS, (model,), decision.n_blocks)
-        pipe.hincrby(minute_key, "decisions", 1)
-        pipe.hincrby(minute_key, "blocks", decision.n_blocks)
-        if any(media.values()):
-            pipe.hincrby(minute_key, "hits", 1)
-        pod = decision.chosen
-        if pod:
-            pipe.hincrby(minute_key, f"p:{pod}", 1)
-            pipe.hincrby(minute_key, f"pb:{pod}", decision.n_blocks)
-        for medium, count in media.items():
-            if count:
-                inc(pipe, f.MATCHED_BLOCKS, (model, medium), count)
-                pipe.hincrby(minute_key, f"m:{medium}", count)
-                if pod:
-                    pipe.hincrby(minute_key, f"pm:{pod}|{medium}", count)
-        pipe.expire(minute_key, HITS_TTL_SECONDS)
+        counts.queue(pipe)
 
 
 def record_scoring_error(target: Target, model: str, stage: str) -> None:

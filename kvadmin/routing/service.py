@@ -73,7 +73,6 @@ from scoring.policy import (
     PolicyChoice,
     RouteRequest,
     choose_pod,
-    matched_runs,
 )
 from scoring.route_record import RouteAdvance
 from scoring.route_state import (
@@ -232,13 +231,20 @@ async def score_async(
     pods: object = None,
     request_id: object = None,
     policy: object = None,
+    token_ids_checked: bool = False,
 ) -> Decision:
     """`score` for an event loop (the API's lean path, kvadmin/api/fast_path.py): the same
     validation, read, choice and recording, with Redis through `client` (redis.asyncio) and
     the registry (`engines`, rows of `registered`) and weights from the caller's caches.
-    Text is tokenized in a worker thread (local tokenizers and engine calls block)."""
+    Text is tokenized in a worker thread (local tokenizers and engine calls block).
+
+    `token_ids_checked`: the caller's decoder already made `token_ids` a list of ints from 0
+    to 2**32-1 (kvadmin/api/contract.py, in C), so only their count is checked again: the
+    second pass over a request's thousands of ids cost more web CPU than its scoring."""
     started = perf_counter()
-    request = _validated(model, token_ids, prompt, messages, pods, request_id, policy)
+    request = _validated(
+        model, token_ids, prompt, messages, pods, request_id, policy, token_ids_checked
+    )
     candidates = _candidates(request.model, request.pods, engines)
     if request.source == "token_ids":
         prepared = _prepared(request, candidates, active, started)
@@ -331,13 +337,15 @@ def _validated(
     pods: object,
     request_id: object,
     policy: object,
+    token_ids_checked: bool = False,
 ) -> _Request:
     model = _model(model)
     source, value = _one_input(token_ids, prompt, messages)
+    limit = knob("SCORE_MAX_TOKENS")
     return _Request(
         model=model,
         source=source,
-        token_ids=_token_ids(value, knob("SCORE_MAX_TOKENS")) if source == "token_ids" else None,
+        token_ids=_token_ids(value, limit, token_ids_checked) if source == "token_ids" else None,
         prompt=_prompt(value) if source == "prompt" else None,
         messages=_messages(value) if source == "messages" else None,
         pods=_pods(pods),
@@ -483,13 +491,7 @@ def _estimates(
                 cost_s=cost.cost_s,
                 load_stale=cost.load_stale,
                 running=route.loads[cost.pod].running if cost.pod in route.loads else 0,
-                runs=list(
-                    matched_runs(
-                        route.runs.get(cost.pod, ()),
-                        route.blocks,
-                        route.speculative.get(cost.pod, frozenset()),
-                    )[0]
-                ),
+                runs=list(cost.runs),
             )
         )
     return estimates
@@ -597,7 +599,7 @@ def _one_input(token_ids: object, prompt: object, messages: object) -> tuple[str
     return given[0]
 
 
-def _token_ids(value: object, limit: int) -> list[int]:
+def _token_ids(value: object, limit: int, checked: bool = False) -> list[int]:
     if not isinstance(value, list) or not value:
         raise InvalidScoreRequest("`token_ids` must be a non-empty list of integers", "token_ids")
     if len(value) > limit:
@@ -606,7 +608,7 @@ def _token_ids(value: object, limit: int) -> list[int]:
         )
     # The common case checked in C (a set of types, min, max): a request of 2,048 ids in
     # microseconds rather than a Python loop; the loop only names the offending id.
-    if set(map(type, value)) == {int} and min(value) >= 0 and max(value) < 2**32:
+    if checked or (set(map(type, value)) == {int} and min(value) >= 0 and max(value) < 2**32):
         return value
     for position, token in enumerate(value):
         if type(token) is not int or not 0 <= token < 2**32:
