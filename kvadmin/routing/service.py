@@ -150,35 +150,9 @@ class Scored:
     """The request's block hashes, as the index read hashed them (`decision.n_blocks`)."""
 
 
-def score(
-    model: object,
-    *,
-    token_ids: object = None,
-    prompt: object = None,
-    messages: object = None,
-    pods: object = None,
-    request_id: object = None,
-    policy: object = None,
-    record: bool = True,
-) -> Decision:
-    """Score `model`'s candidate pods for one request given as exactly one of `token_ids`
-    (non-negative ints), `prompt` (text) or `messages` (chat: [{"role", "content"}]).
-
-    Arguments arrive as the client sent them (JSON values) and are validated here. Raises a
-    `ScoreError` subclass. Records the decision in the log when `record` (and the
-    DECISIONS_RECORD knob) allow; a log that cannot be written is logged, not raised: the
-    caller still gets its decision (with an empty `log_id`).
-    """
-    return scored(
-        model,
-        token_ids=token_ids,
-        prompt=prompt,
-        messages=messages,
-        pods=pods,
-        request_id=request_id,
-        policy=policy,
-        record=record,
-    ).decision
+def score(model: object, **request: Any) -> Decision:
+    """The decision alone: `scored(model, **request).decision`."""
+    return scored(model, **request).decision
 
 
 def scored(
@@ -192,7 +166,14 @@ def scored(
     policy: object = None,
     record: bool = True,
 ) -> Scored:
-    """`score`, with the request's block hashes."""
+    """Score `model`'s candidate pods for one request given as exactly one of `token_ids`
+    (non-negative ints), `prompt` (text) or `messages` (chat: [{"role", "content"}]).
+
+    Arguments arrive as the client sent them (JSON values) and are validated here. Raises a
+    `ScoreError` subclass. Records the decision in the log when `record` (and the
+    DECISIONS_RECORD knob) allow; a log that cannot be written is logged, not raised: the
+    caller still gets its decision (with an empty `log_id`).
+    """
     started = perf_counter()
     request = _validated(model, token_ids, prompt, messages, pods, request_id, policy)
     candidates = _candidates(request.model, request.pods, registered(request.model))
