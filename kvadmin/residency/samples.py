@@ -31,6 +31,8 @@ from kvadmin.residency.pods import PodSummary
 from scoring import keys
 
 MAX_POINTS = 1500
+UPGRADE_BUDGET = 40_000
+"""Old samples one beat may downsample (record_samples.lua): about two pods' day, tens of ms."""
 _RECORD = Script(None, Path(__file__).with_name("record_samples.lua").read_bytes())  # type: ignore[arg-type]
 
 
@@ -54,7 +56,7 @@ def record_samples(client: redis.Redis, summaries: Iterable[PodSummary], now: in
         return
     names = [(keys.pod_samples_key(s.pod), keys.pod_minute_samples_key(s.pod)) for s in summaries]
     samples = [json.dumps({"t": now, "c": s.counts}, separators=(",", ":")) for s in summaries]
-    rule = [FULL_RESOLUTION_SECONDS, DOWNSAMPLED_STEP_SECONDS, RETENTION_SECONDS]
+    rule = [FULL_RESOLUTION_SECONDS, DOWNSAMPLED_STEP_SECONDS, RETENTION_SECONDS, UPGRADE_BUDGET]
     _RECORD(
         keys=[key for pair in names for key in pair], args=[now, *rule, *samples], client=client
     )

@@ -8,7 +8,7 @@ from itertools import pairwise
 
 from kvadmin.metrics.timerange import RETENTION_SECONDS
 from kvadmin.residency.pods import PodSummary
-from kvadmin.residency.samples import MAX_POINTS, read_chart, record_samples
+from kvadmin.residency.samples import MAX_POINTS, UPGRADE_BUDGET, read_chart, record_samples
 from scoring.keys import pod_minute_samples_key, pod_samples_key
 from tests.index import MODEL, NOW
 from tests.residency.conftest import register
@@ -169,4 +169,38 @@ def test_a_history_written_before_downsampling_is_downsampled_not_lost(redis_cli
     ]
     assert stored(redis_client, pod_samples_key(POD)) == [
         at for at in [*times, NOW] if at >= NOW - HOUR
+    ]
+
+
+def test_an_upgrade_downsamples_a_bounded_number_of_pods_per_beat(redis_client) -> None:
+    """One call downsamples at most UPGRADE_BUDGET old samples (so Redis is never held for
+    seconds by a large fleet's first beat); a pod left for later keeps its whole day."""
+    pods = [f"vllm-{i}.default" for i in range(3)]
+    times = list(range(NOW - RETENTION_SECONDS, NOW, 5))
+    for pod in pods:
+        redis_client.zadd(
+            pod_samples_key(pod), {json.dumps({"t": at, "c": counts(at)}): at for at in times}
+        )
+    older = [at for at in times if at < NOW - HOUR]
+    assert 2 * len(older) <= UPGRADE_BUDGET < 3 * len(older)
+
+    def beat(at: int) -> None:
+        summaries = [
+            PodSummary(pod, MODEL, "vllm", True, True, counts(at), [], None, None) for pod in pods
+        ]
+        record_samples(redis_client, summaries, at)
+
+    beat(NOW)
+    assert [redis_client.exists(pod_minute_samples_key(pod)) for pod in pods] == [1, 1, 0]
+    assert stored(redis_client, pod_samples_key(pods[2])) == [*times, NOW]
+
+    beat(NOW + 5)
+    assert stored(redis_client, pod_minute_samples_key(pods[2])) == [
+        *first_of_each_minute(
+            [at for at in times if NOW + 5 - RETENTION_SECONDS <= at < NOW + 5 - HOUR]
+        ),
+        NOW + 5,
+    ]
+    assert stored(redis_client, pod_samples_key(pods[2])) == [
+        at for at in [*times, NOW, NOW + 5] if at >= NOW + 5 - HOUR
     ]
