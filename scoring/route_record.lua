@@ -68,7 +68,7 @@ local function each_chunk(list, size, command, key)
   end
 end
 
-local decoded = {} -- group -> its entries ({} once it is gone)
+local decoded = {} -- group -> its entries, each group decoded once per call
 local function entries_of(group)
   if not group then
     return {}
@@ -154,7 +154,8 @@ local function rewrite(blocks, change)
   end
   each_chunk(gone, CHUNK, 'HDEL', SPEC)
   if #set > 0 then
-    set[#set + 1], set[#set + 2] = HASHTABLE_FIELD, HASHTABLE_VALUE
+    -- Written once (a no-op HSETNX is not replicated): not 4 KB more per decision in the AOF.
+    redis.call('HSETNX', SPEC, HASHTABLE_FIELD, HASHTABLE_VALUE)
     each_chunk(set, 2 * CHUNK, 'HSET', SPEC)
   end
   for group, delta in pairs(refs) do
