@@ -169,14 +169,16 @@ def _read_page(
 
 def all_pages(client: redis.Redis, listing: BlocksListing, most: int) -> Iterator[BlockRow]:
     """The listing's rows from its first page on, in its sort, at most `most` of them (the
-    CSV export)."""
+    CSV export). By owners, the rest is read at once: each page ranks the whole window again,
+    and one ranking keeps the rows from shifting between pages."""
     shown = 0
     while True:
         yield from listing.rows[: most - shown]
         shown += len(listing.rows)
         if shown >= most or listing.next_cursor is None or listing.model is None:
             return
-        _read_page(client, listing, listing.next_cursor, PAGE_SIZE)
+        size = most - shown if listing.query.sort == OWNERS else PAGE_SIZE
+        _read_page(client, listing, listing.next_cursor, size)
 
 
 def _selected(medium: str, wanted: str | None) -> bool:

@@ -15,8 +15,14 @@ ZRANGE BYSCORE per ZSET then reads those copies (SORT_WINDOW and the ties at T, 
 blocks spread over the ZSETs), and each block keeps its newest.
 
 A cursor is the last row's (owners, last store time, std): the next page is the window's rows
-after it in that order, so pages neither repeat nor skip a block that stays in the window
-while blocks are stored around it (the window moves with the newest blocks).
+after it in that order, so pages neither repeat nor skip a block that stays in the window,
+keeps its owner count and is not stored again meanwhile (the window moves with the newest
+blocks; a block whose count or store time changed moves to its new place, which may be on a
+page already shown or still to come).
+
+Each page's search is one script of about 40 ZCOUNTs per selected ZSET: about a millisecond per
+hundred ZSETs of Redis's time (a fleet of 1,000 pods with two tiers holds Redis for about
+100 ms per unfiltered page; filtering by pod or medium narrows it).
 """
 
 import re
