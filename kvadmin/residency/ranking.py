@@ -20,7 +20,7 @@ keeps its owner count and is not stored again meanwhile (the window moves with t
 blocks; a block whose count or store time changed moves to its new place, which may be on a
 page already shown or still to come).
 
-Each page's search is one script of about 40 ZCOUNTs per selected ZSET: about a millisecond per
+Each page's search is one script of about 40 ZCOUNTs per selected ZSET: about 5 ms per
 hundred ZSETs of Redis's time (a fleet of 1,000 pods with two tiers holds Redis for about
 100 ms per unfiltered page; filtering by pod or medium narrows it).
 """
