@@ -33,6 +33,8 @@ ORDERS = {"newest": "newest first", "score": "highest score first", "latency": "
 """By log id, by the chosen pod's score, by total time; ties newest first."""
 
 _READ_COUNT = 1000
+COLD_WAIT_SECONDS = 1.0
+"""How long a page waits for another's cold read of the log before it reads for itself."""
 _CURSOR = re.compile(r"(-?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?)_([0-9]+)-([0-9]+)", re.ASCII)
 
 
@@ -97,16 +99,30 @@ class OrderCursor:
 class _Projection:
     """This process's copy of the log's summaries, oldest first (see the module).
 
-    Redis is read outside the lock: a stalled Redis then costs each page its own timeout, not
-    the timeouts of every page queued behind it. Two pages reading at once both read what is
-    new; the one that read further is kept."""
+    Updates read Redis outside the lock: a stalled Redis then costs each page its own
+    timeout, not the timeouts of every page queued behind it; two pages updating at once both
+    read what is new, and the one that read further is kept. A cold read (the whole log, about
+    a second) is made by one page at a time: the others wait for it up to COLD_WAIT_SECONDS
+    and then only update, so a burst of pages after a start reads the log once, and a stall
+    still costs a page at most that wait plus its own timeout."""
 
     def __init__(self) -> None:
         self.entries: list[tuple[tuple[int, int], str, Summary, dict[str, float]]] = []
         """(log id as numbers, log id, summary, its value per order), oldest first."""
         self.lock = threading.Lock()
+        self.cold = threading.Lock()
 
     def current(
+        self, client: redis.Redis
+    ) -> list[tuple[tuple[int, int], str, Summary, dict[str, float]]]:
+        if self.entries or not self.cold.acquire(timeout=COLD_WAIT_SECONDS):
+            return self._updated(client)
+        try:
+            return self._updated(client)
+        finally:
+            self.cold.release()
+
+    def _updated(
         self, client: redis.Redis
     ) -> list[tuple[tuple[int, int], str, Summary, dict[str, float]]]:
         first = client.xrange(DECISIONS_KEY, count=1)

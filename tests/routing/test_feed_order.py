@@ -5,11 +5,13 @@ after a cursor, counts say how many of the log's decisions match, and the export
 import csv
 import io
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from kvadmin.routing import decisions
+from kvadmin.routing import decisions, ordering
 from kvadmin.routing.consumers import FEED_ROWS, FeedFilter
 from scoring.keys import DECISIONS_KEY
 from tests.routing.feed_socket import decision
@@ -122,3 +124,24 @@ def test_each_page_sees_what_the_log_gained_and_trimmed(operator, logged, redis_
 
     assert "6 of the 6 decisions" in html
     assert _shown(html) == ["best", *logged[-5:]]
+
+
+def test_pages_arriving_together_read_a_cold_log_once(redis_client) -> None:
+    """After a start, a burst of pages (every feed reconnecting) makes one whole-log read; the
+    others wait for it and then read only what is new."""
+    for n in range(3 * ordering._READ_COUNT):
+        decisions.append(decision(f"r{n}"))
+    projection, callers = ordering._Projection(), 4
+    together = threading.Barrier(callers)
+
+    def page() -> int:
+        together.wait()
+        return len(projection.current(redis_client))
+
+    redis_client.config_resetstat()
+    with ThreadPoolExecutor(callers) as pool:
+        assert list(pool.map(lambda _: page(), range(callers))) == [3000] * callers
+    xranges = redis_client.info("commandstats")["cmdstat_xrange"]["calls"]
+    # One cold read: the first entry, three full reads and an empty one; each other page: the
+    # first entry and one empty read.
+    assert xranges <= 5 + 2 * (callers - 1)
