@@ -109,10 +109,10 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # Routing (scoring.policy): the policy of requests that name none, "ttft" (lowest
     # estimated time to first token) or "kthena" (highest kthena score). The `ttft` state:
     # blocks just routed to a pod count as held there until ROUTING_SPECULATIVE_SECONDS after
-    # the request's predicted prefill end (at most ROUTING_SPECULATIVE_MAX per model, the
-    # earliest-expiring dropped first); a routed request counts as running on its pod
-    # until ROUTING_IN_FLIGHT_SECONDS after its predicted prefill (at most
-    # ROUTING_IN_FLIGHT_MAX per pod); the engines' scraped load is used when at most
+    # the request's predicted prefill end (at most ROUTING_SPECULATIVE_MAX blocks per model,
+    # counted per routed request, the earliest-expiring dropped first); a routed request
+    # counts as running on its pod until ROUTING_IN_FLIGHT_SECONDS after its predicted
+    # prefill (at most ROUTING_IN_FLIGHT_MAX per pod); the engines' scraped load is used when at most
     # ROUTING_LOAD_FRESH_SECONDS old, else the pod's load is flagged stale.
     "ROUTING_POLICY": "ttft",
     "ROUTING_SPECULATIVE_SECONDS": 1.0,

@@ -25,7 +25,7 @@ from django.urls import reverse
 
 from kvadmin.live.consumers import LiveConsumer
 from kvadmin.routing.decisions import Decision
-from kvadmin.routing.ordering import ORDERS, OrderCursor, Summary, ordered
+from kvadmin.routing.ordering import ORDERS, OrderCursor, Summary, log_order, ordered
 from kvadmin.routing.presenters import row_html
 from kvadmin.routing.tail import DecisionTail, FeedItem, tail
 
@@ -115,11 +115,6 @@ def feed_pager(chosen: FeedFilter, after: OrderCursor | None) -> Pager:
     return Pager(reverse("feed-rows") + (f"?{query}" if query else ""), str(after or ""), not after)
 
 
-def _order(log_id: str) -> tuple[int, int]:
-    milliseconds, _, sequence = log_id.partition("-")
-    return int(milliseconds), int(sequence or 0)
-
-
 class FeedConsumer(LiveConsumer):
     async def joined(self) -> None:
         self.filter = FeedFilter.from_query(self.scope.get("query_string", b""))
@@ -152,8 +147,8 @@ class FeedConsumer(LiveConsumer):
             await self.close(code=1011)
             return
         if page.newest:  # what the page read is shown or behind its pager: not sent again
-            seen = _order(page.newest)
-            kept = [item for item in self.pending if _order(item.log_id) > seen]
+            seen = log_order(page.newest)
+            kept = [item for item in self.pending if log_order(item.log_id) > seen]
             if len(kept) < len(self.pending):  # what overflowed is older still: shown now
                 self.not_shown = 0
             self.pending = deque(kept)

@@ -71,7 +71,8 @@ class Summary(msgspec.Struct, kw_only=True):
 _summary = msgspec.json.Decoder(Summary)
 
 
-def _log_order(log_id: str) -> tuple[int, int]:
+def log_order(log_id: str) -> tuple[int, int]:
+    """A stream id as numbers (milliseconds, sequence), to compare ids in order."""
     ms, _, seq = log_id.partition("-")
     return int(ms), int(seq or 0)
 
@@ -126,7 +127,7 @@ class _Projection:
         self, client: redis.Redis
     ) -> list[tuple[tuple[int, int], str, Summary, dict[str, float]]]:
         first = client.xrange(DECISIONS_KEY, count=1)
-        start = _log_order(first[0][0]) if first else None
+        start = log_order(first[0][0]) if first else None
         with self.lock:
             held = [entry for entry in self.entries if start and entry[0] >= start]
         after = f"({held[-1][1]}" if held else "-"
@@ -137,7 +138,7 @@ class _Projection:
                 except (KeyError, msgspec.DecodeError, msgspec.ValidationError):
                     continue  # not a decision (another version's): `decoded` skips it too
                 values = {order: summary.value(order) for order in ORDERS}
-                held.append((_log_order(log_id), log_id, summary, values))
+                held.append((log_order(log_id), log_id, summary, values))
             after = f"({entries[-1][0]}"
             if len(entries) < _READ_COUNT:
                 break
