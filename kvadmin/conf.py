@@ -112,8 +112,8 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # the request's predicted prefill end (at most ROUTING_SPECULATIVE_MAX blocks per model,
     # counted per routed request, the earliest-expiring dropped first); a routed request
     # counts as running on its pod until ROUTING_IN_FLIGHT_SECONDS after its predicted
-    # prefill (at most ROUTING_IN_FLIGHT_MAX per pod); the engines' scraped load is used when at most
-    # ROUTING_LOAD_FRESH_SECONDS old, else the pod's load is flagged stale.
+    # prefill (at most ROUTING_IN_FLIGHT_MAX per pod); the engines' scraped load is used
+    # when at most ROUTING_LOAD_FRESH_SECONDS old, else the pod's load is flagged stale.
     "ROUTING_POLICY": "ttft",
     "ROUTING_SPECULATIVE_SECONDS": 1.0,
     "ROUTING_SPECULATIVE_MAX": 65536,
