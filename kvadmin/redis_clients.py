@@ -17,16 +17,29 @@ import redis
 import redis.asyncio
 from django.conf import settings
 from kombu.exceptions import OperationalError
+from redis._parsers.base import BaseParser
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.connection import HiredisRespSerializer
 from redis.retry import Retry
 
+
+class RedisBusy(redis.ResponseError):
+    """Redis answers BUSY to every command while a script runs past `busy-reply-threshold`
+    (5 s by default): for the caller an outage like a stall, not a bug in its command."""
+
+
+# redis-py names error replies by their first word and has no class for BUSY, so it would be a
+# plain ResponseError (a 500): the parsers of both clients, sync and async, raise it as this.
+BaseParser.EXCEPTION_CLASSES["BUSY"] = RedisBusy
+
 # What an unavailable Redis looks like to a caller: refused or dropped connections, commands
-# that time out, a Redis still loading its data, and Celery failing to reach its broker.
+# that time out, a Redis still loading its data or held by a long script, and Celery failing
+# to reach its broker.
 REDIS_OUTAGES: tuple[type[Exception], ...] = (
     redis.ConnectionError,
     redis.TimeoutError,
+    RedisBusy,
     OperationalError,
 )
 
