@@ -1,7 +1,9 @@
 """Shared fixtures: the session's Redis, real worker and web server subprocesses, a browser."""
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -184,9 +186,28 @@ def session_cookie(transactional_db, django_user_model) -> str:
 
 
 def local_config(name: str = "vllm-0.default", kind: str = "vllm", **options: Any) -> PodConfig:
-    """A simulated pod whose three base ports were each free a moment ago."""
-    ports = {"events_port": free_port(), "replay_port": free_port(), "http_port": free_port()}
+    """A simulated pod whose ports were free a moment ago: the events and replay ports of every
+    data-parallel rank (base + rank, as engines number them) and the HTTP port."""
+    ranks = options.get("dp_size", 1)
+    ports = {
+        "events_port": free_ports(ranks),
+        "replay_port": free_ports(ranks),
+        "http_port": free_port(),
+    }
     return PodConfig(name=name, kind=kind, **(ports | options))  # type: ignore[arg-type]
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive ports that were all free a moment ago."""
+    while True:
+        first = free_port()
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(first, first + count):
+                    held.enter_context(socket.create_server(("127.0.0.1", port)))
+            except OSError:
+                continue
+        return first
 
 
 @pytest.fixture
