@@ -100,6 +100,20 @@ _stores = st.lists(
 )
 
 
+def index_of(redis_client: redis.Redis, stores) -> IngestedIndex:
+    """An empty index, then `stores` (examples of `_stores`) applied through the writer."""
+    redis_client.flushdb()
+    index = IngestedIndex(redis_client)
+    for pod, blocks, action, second in stores:
+        if action == "remove":
+            index.remove(pod, blocks, "GPU", at=NOW + second)
+        elif action == "GPU":
+            index.store(pod, blocks, "GPU", at=NOW + second)
+        else:
+            index.offload(pod, blocks, "CPU", at=NOW + second)
+    return index
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -113,15 +127,7 @@ def test_paging_lists_every_block_once_at_its_newest_position(
     redis_client: redis.Redis, stores, limit: int, medium: str | None, descending: bool
 ) -> None:
     """Newest first or oldest first, by the time each block was last stored anywhere."""
-    redis_client.flushdb()
-    index = IngestedIndex(redis_client)
-    for pod, blocks, action, second in stores:
-        if action == "remove":
-            index.remove(pod, blocks, "GPU", at=NOW + second)
-        elif action == "GPU":
-            index.store(pod, blocks, "GPU", at=NOW + second)
-        else:
-            index.offload(pod, blocks, "CPU", at=NOW + second)
+    index_of(redis_client, stores)
     newest: dict[str, float] = {}
     for pod in ("a-0.ns", "a-1.ns", "a-2.ns"):
         for held in [medium] if medium else ["GPU", "CPU"]:

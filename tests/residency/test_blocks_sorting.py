@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from kvadmin.residency.listing import PAGE_SIZE
 from kvadmin.residency.ranking import newest_window
 from scoring import keys
-from tests.index import NOW, IngestedIndex, std
-from tests.residency.test_blocks_pagination import _stores
+from tests.index import NOW, std
+from tests.residency.test_blocks_pagination import _stores, index_of
 
 pytestmark = pytest.mark.django_db
 
@@ -115,15 +115,7 @@ def test_the_window_holds_the_blocks_of_the_newest_copies(
     redis_client: redis.Redis, stores, size: int
 ) -> None:
     """Against a brute force: every copy read, the size-th newest's time the threshold."""
-    redis_client.flushdb()
-    index = IngestedIndex(redis_client)
-    for pod, blocks, action, second in stores:
-        if action == "remove":
-            index.remove(pod, blocks, "GPU", at=NOW + second)
-        elif action == "GPU":
-            index.store(pod, blocks, "GPU", at=NOW + second)
-        else:
-            index.offload(pod, blocks, "CPU", at=NOW + second)
+    index_of(redis_client, stores)
     zsets = [
         keys.residency_key(p, m) for p in ("a-0.ns", "a-1.ns", "a-2.ns") for m in ("GPU", "CPU")
     ]
