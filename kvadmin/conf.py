@@ -20,7 +20,7 @@ from scoring.values import ROUTER_VERSIONS, ValueFormat
 CONFIG_DEFAULTS: dict[str, Any] = {
     "DEMO": True,  # make run starts a simulated fleet with traffic
     # make run leaves routine lines out of its log: beat's ticks, task results, and
-    # successful calls of gateways, the demo fleet and probes (kvadmin/routine_logs.py).
+    # every successful read (pages, htmx polls) and machine call (kvadmin/routine_logs.py).
     "QUIET_LOGS": True,
     # The port make run's web server listens on, on 127.0.0.1, and its processes (uvicorn
     # workers; 0: one per core).
