@@ -26,9 +26,7 @@ _SAMPLE = "kvadmin warms up its tokenizer"
 def configured_paths() -> list[str]:
     """Every tokenizer path an engine names, once."""
     try:
-        return sorted(
-            set(Engine.objects.exclude(tokenizer="").values_list("tokenizer", flat=True))
-        )
+        return sorted(set(Engine.objects.exclude(tokenizer="").values_list("tokenizer", flat=True)))
     finally:
         close_old_connections()
 
