@@ -9,6 +9,7 @@ same, and its requests fall back to the engines as before (`routing.tokenize`).
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -32,17 +33,20 @@ def configured_paths() -> list[str]:
 
 
 def load(paths: list[str], deadline: float) -> list[str]:
-    """Load and warm each tokenizer until `deadline` (monotonic); the paths loaded."""
+    """Load and warm each tokenizer (an encode, and its chat template compiled) until
+    `deadline` (monotonic); the paths loaded."""
     loaded = []
-    for path in paths:
+    for n, path in enumerate(paths):
         if time.monotonic() >= deadline:
-            log.warning("tokenizers not loaded at start (out of time): %s", ", ".join(paths))
+            log.warning("tokenizers not loaded at start (out of time): %s", ", ".join(paths[n:]))
             break
         try:
             tokenize_locally(path, prompt=_SAMPLE, keep=16)
         except LocalTokenizerFailed as error:
             log.warning("tokenizer %s not loaded at start: %s", path, error)
             continue
+        with contextlib.suppress(LocalTokenizerFailed):  # no template, or one that fails
+            tokenize_locally(path, messages=[{"role": "user", "content": _SAMPLE}], keep=16)
         loaded.append(path)
     return loaded
 
