@@ -45,16 +45,27 @@ def browsing(client, django_user_model):
 def _serve(start_fleet, tokenizer: str, engine_tokenizer: str) -> str:
     """One pod tokenizing with `engine_tokenizer` (empty: the toy one), registered with
     `tokenizer` as the model's local tokenizer; returns its pod id."""
-    pod = start_fleet(local_config(model=MODEL, tokenizer=engine_tokenizer)).pods[0]
-    Engine.objects.create(
-        pod=pod.name,
-        model=MODEL,
-        kind="vllm",
-        events_endpoint="tcp://127.0.0.1:5557",
-        http_base_url=pod.config.http_url,
-        tokenizer=tokenizer,
-    )
-    return pod.name
+    return _serve_all(start_fleet, tokenizer, [engine_tokenizer])[0]
+
+
+def _serve_all(start_fleet, local: str, engine_tokenizers: list[str]) -> list[str]:
+    """A pod of the model per entry of `engine_tokenizers`, tokenizing with it ("": the toy
+    one), with `local` as the model's local tokenizer; their pod ids."""
+    configs = [
+        local_config(f"vllm-{n}.default", model=MODEL, tokenizer=tokenizer)
+        for n, tokenizer in enumerate(engine_tokenizers)
+    ]
+    fleet = start_fleet(*configs)
+    for pod in fleet.pods:
+        Engine.objects.create(
+            pod=pod.name,
+            model=MODEL,
+            kind="vllm",
+            events_endpoint="tcp://127.0.0.1:5557",
+            http_base_url=pod.config.http_url,
+            tokenizer=local,
+        )
+    return [pod.name for pod in fleet.pods]
 
 
 @EVERY_REQUEST
@@ -141,31 +152,11 @@ def test_a_check_no_engine_answers_is_skipped_not_a_mismatch(redis_client) -> No
     assert redis_client.hget(families.TOKENIZER_CHECKS.key, field) == "1"
 
 
-def _serve_three(start_fleet, local: str, engine_tokenizers: list[str]) -> list[str]:
-    """Three pods of the model tokenizing with `engine_tokenizers` ("": the toy one), with
-    `local` as the model's local tokenizer; their pod ids."""
-    configs = [
-        local_config(f"vllm-{n}.default", model=MODEL, tokenizer=tokenizer)
-        for n, tokenizer in enumerate(engine_tokenizers)
-    ]
-    fleet = start_fleet(*configs)
-    for pod in fleet.pods:
-        Engine.objects.create(
-            pod=pod.name,
-            model=MODEL,
-            kind="vllm",
-            events_endpoint="tcp://127.0.0.1:5557",
-            http_base_url=pod.config.http_url,
-            tokenizer=local,
-        )
-    return [pod.name for pod in fleet.pods]
-
-
 @EVERY_REQUEST
 def test_one_dissenting_engine_of_three_is_reported_and_left_out_not_obeyed(
     start_fleet, post_score, redis_client, deepseek_v4, browsing
 ) -> None:
-    agreeing, other, dissenter = _serve_three(start_fleet, deepseek_v4, [deepseek_v4] * 2 + [""])
+    agreeing, other, dissenter = _serve_all(start_fleet, deepseek_v4, [deepseek_v4] * 2 + [""])
     for n in range(12):
         status, answer = post_score({"model": MODEL, "prompt": f"The cache holds prefix {n}."})
         assert status == 200 and answer["tokenizer"] == "local", answer
@@ -207,7 +198,7 @@ def test_one_dissenting_engine_of_three_is_reported_and_left_out_not_obeyed(
 def test_engines_that_agree_with_one_another_disable_the_tokenizer(
     start_fleet, post_score, redis_client, deepseek_v4
 ) -> None:
-    _serve_three(start_fleet, deepseek_v4, ["", "", deepseek_v4])
+    _serve_all(start_fleet, deepseek_v4, ["", "", deepseek_v4])
     for n in range(9):
         post_score({"model": MODEL, "prompt": f"The cache holds prefix {n}."})
         if tokenizer_guard.disabled(MODEL):
