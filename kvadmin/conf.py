@@ -20,7 +20,7 @@ from scoring.values import ROUTER_VERSIONS, ValueFormat
 CONFIG_DEFAULTS: dict[str, Any] = {
     "DEMO": True,  # make run starts a simulated fleet with traffic
     # make run leaves routine lines out of its log: beat's ticks, task results, and
-    # successful calls of gateways, the demo fleet and probes (kvadmin/routine_logs.py).
+    # every successful read (pages, htmx polls) and machine call (kvadmin/routine_logs.py).
     "QUIET_LOGS": True,
     # The port make run's web server listens on, on 127.0.0.1, and its processes (uvicorn
     # workers; 0: one per core).
@@ -93,8 +93,8 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # Local tokenizers (Engine.tokenizer): 1 in TOKENIZER_CHECK_EVERY locally tokenized
     # requests is also sent to an engine's /tokenize, off the request path (0: never); once a
     # model has TOKENIZER_CHECK_MIN checks and more than TOKENIZER_MISMATCH_MAX of them
-    # differ, its local tokenizer is disabled (each process notices within
-    # TOKENIZER_GUARD_REFRESH_SECONDS).
+    # differ (engines that agree with one another: routing/tokenizer_guard.py), its local
+    # tokenizer is disabled (each process notices within TOKENIZER_GUARD_REFRESH_SECONDS).
     "TOKENIZER_CHECK_EVERY": 100,
     "TOKENIZER_CHECK_MIN": 20,
     "TOKENIZER_MISMATCH_MAX": 0.05,

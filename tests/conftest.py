@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import redis
@@ -126,9 +126,11 @@ def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
     stop_process(process)
 
 
-def start_asgi_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+def start_asgi_server(
+    env: dict[str, str], log_level: str = "warning", output: IO[bytes] | None = None
+) -> tuple[subprocess.Popen, str]:
     """A real ASGI server (uvicorn) serving kvadmin on a free port; its process and base URL,
-    once it serves."""
+    once it serves. Its log goes to `output` when given."""
     port = free_port()
     process = subprocess.Popen(
         [
@@ -140,10 +142,12 @@ def start_asgi_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
             "--port",
             str(port),
             "--log-level",
-            "warning",
+            log_level,
         ],
         cwd=ROOT,
         env=env,
+        stdout=output,
+        stderr=output,
     )
     url = f"http://127.0.0.1:{port}"
 

@@ -7,6 +7,10 @@ predicted hit; 4. send the request to that pod; 5. record predicted and actual c
 medium when the pod reports them, as simulated pods do) and tell a router that takes outcomes
 (`ReportsOutcomes`) what the pod reported; 6. feed a chat reply back to its conversation. It
 works against real OpenAI-compatible engines too, minus the per-medium split.
+
+Each request has an id, as a gateway gives it (a UUID, like Envoy's x-request-id): the router
+gets it with the request (kvadmin's scoring API records it with the decision, so request-id
+search finds the demo's requests) and the pod gets it in `X-Request-Id`.
 """
 
 import http.client
@@ -17,6 +21,7 @@ import random
 import socket
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +45,7 @@ class PodEndpoint:
 
 class Router(Protocol):
     def choose(
-        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
+        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint], request_id: str
     ) -> tuple[PodEndpoint, int | None]:
         """The pod to send the request to, and the cached tokens it is expected to hit
         (None when the router makes no prediction)."""
@@ -62,7 +67,7 @@ class RandomRouter:
         self._rng = random.Random(seed)
 
     def choose(
-        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
+        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint], request_id: str
     ) -> tuple[PodEndpoint, int | None]:
         return self._rng.choice(list(pods)), None
 
@@ -178,25 +183,28 @@ class _JsonClient:
         self.timeout = timeout
         self._connections: dict[str, http.client.HTTPConnection] = {}
 
-    def post(self, base_url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def post(
+        self, base_url: str, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         parts = urlsplit(base_url)
         url, data = parts.path.rstrip("/") + path, json.dumps(body).encode()
+        sent = {"Content-Type": "application/json"} | (headers or {})
         kept = self._connections.get(parts.netloc)
         if kept is not None:
             try:
-                return self._exchange(kept, url, data)
+                return self._exchange(kept, url, data, sent)
             except (OSError, http.client.HTTPException):
                 self._drop(parts.netloc)
         try:
-            return self._exchange(self._connect(parts.netloc), url, data)
+            return self._exchange(self._connect(parts.netloc), url, data, sent)
         except (OSError, http.client.HTTPException) as error:
             self._drop(parts.netloc)
             raise RequestFailed(f"{base_url}{path}: {error}") from error
 
     def _exchange(
-        self, connection: http.client.HTTPConnection, url: str, data: bytes
+        self, connection: http.client.HTTPConnection, url: str, data: bytes, headers: dict[str, str]
     ) -> dict[str, Any]:
-        connection.request("POST", url, data, {"Content-Type": "application/json"})
+        connection.request("POST", url, data, headers)
         response = connection.getresponse()
         payload = response.read()
         if response.status != 200:
@@ -265,10 +273,12 @@ class TrafficGenerator:
     def step(self) -> RequestRecord:
         """Send one request and record it."""
         request = self.workload.next_request()
+        request_id = str(uuid.uuid4())
         started = time.monotonic()
         token_ids = self.tokenize(request)
-        pod, predicted = self.router.choose(self.workload.model, token_ids, self.pods)
-        response = self._client.post(pod.url, request.path, request.body)
+        pod, predicted = self.router.choose(self.workload.model, token_ids, self.pods, request_id)
+        headers = {"X-Request-Id": request_id}
+        response = self._client.post(pod.url, request.path, request.body, headers)
         usage = response.get("usage") or {}
         details = usage.get("prompt_tokens_details") or {}
         extension = response.get("kvadmin") or {}

@@ -159,7 +159,14 @@ def tokenize(
                         found.tokens,
                         found.count,
                         found.estimated,
-                        lambda: _engine_tokens(model, tokenizers, prompt, messages, timeout)[1],
+                        lambda left_out: _engine_tokens(
+                            model,
+                            [t for t in tokenizers if t.pod not in left_out],
+                            prompt,
+                            messages,
+                            timeout,
+                        ),
+                        tuple(t.pod for t in tokenizers),
                     )
                 )
             return result
