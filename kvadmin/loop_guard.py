@@ -115,3 +115,17 @@ class LoopGuard:
                 self._unrecorded.clear()
         if pending:
             recorder.record_loop_failures(client, self.loop, pending)
+
+
+def guarded_run[T](guard: LoopGuard, run: Callable[[], T], client: redis.Redis, otherwise: T) -> T:
+    """One round of a loop run by a timer (a beat task): skipped (`otherwise`) within the
+    backoff of the last failure; a failure is counted and logged by `guard`, never raised."""
+    if not guard.due():
+        return otherwise
+    try:
+        result = run()
+    except Exception as error:
+        guard.failed(error)
+        return otherwise
+    guard.succeeded(client)
+    return result

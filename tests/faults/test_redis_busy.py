@@ -14,7 +14,6 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-
 @pytest.fixture
 def busy_redis(site: Site) -> Iterator[None]:
     """The site's Redis held by a script for a few seconds, answering BUSY past 50 ms."""
