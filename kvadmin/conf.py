@@ -84,9 +84,11 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # calls (seconds each, as kthena) and how many prompts' token ids are kept (LRU).
     "SCORE_MAX_TOKENS": 262_144,
     # The lean scoring path (kvadmin/api/fast_path.py): requests in flight per web process
-    # beyond which it answers 503 with Retry-After at once rather than queueing, and how often
-    # each process checks that the API tokens and engines it keeps in memory are current.
+    # beyond which it answers 503 with Retry-After at once rather than queueing, how long a
+    # request's whole body may take to arrive (408 after), and how often each process checks
+    # that the API tokens and engines it keeps in memory are current.
     "API_MAX_IN_FLIGHT": 32,
+    "API_BODY_TIMEOUT_SECONDS": 5.0,
     "API_CACHE_REFRESH_SECONDS": 0.5,
     "TOKENIZE_TIMEOUT": 5.0,
     "TOKENIZE_CACHE_SIZE": 1024,
