@@ -25,7 +25,7 @@ from celery import shared_task
 
 from kvadmin.conf import knob
 from kvadmin.ingest.replay import ReplayFailed, request_replay
-from kvadmin.load.fetch import FetchFailed, MetricsFetch
+from kvadmin.load.fetch import FetchFailed, EngineFetch
 from kvadmin.loop_guard import LoopGuard, guarded_run
 from scoring import keys
 
@@ -94,7 +94,7 @@ def _replay(endpoint: str, timeout: float) -> None:
 
 
 def _http(base_url: str, timeout: float) -> None:
-    MetricsFetch(base_url, timeout, HEALTH_MAX_BYTES, path="/health").run()
+    EngineFetch(base_url, timeout, HEALTH_MAX_BYTES, path="/health").run()
 
 
 def probe_all(

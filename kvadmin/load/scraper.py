@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.load.exposition import Load, Unreadable, parse_load
-from kvadmin.load.fetch import FetchFailed, MetricsFetch
+from kvadmin.load.fetch import FetchFailed, EngineFetch
 from kvadmin.loop_guard import LoopGuard
 from kvadmin.metrics import families as f
 from kvadmin.metrics import recorder
@@ -139,7 +139,7 @@ class LoadScraper:
         """Every target's outcome, within the timeout (plus scheduling slack) in all."""
         timeout = self.settings.timeout
         size = self.settings.max_bytes
-        fetches = {t.pod: MetricsFetch(t.base_url, timeout, size) for t in targets}
+        fetches = {t.pod: EngineFetch(t.base_url, timeout, size) for t in targets}
         started = time.monotonic()
         futures = {self._pool.submit(_scrape_one, t, fetches[t.pod], started): t for t in targets}
         done, late = cf.wait(futures, timeout=timeout)
@@ -222,7 +222,7 @@ def load_fields(load: Load, scraped_at: float, seconds: float) -> dict[str, str]
     return fields
 
 
-def _scrape_one(target: Target, fetch: MetricsFetch, started: float) -> Outcome:
+def _scrape_one(target: Target, fetch: EngineFetch, started: float) -> Outcome:
     try:
         load = parse_load(target.kind, fetch.run())
     except (FetchFailed, Unreadable) as failure:
