@@ -25,7 +25,7 @@ from celery import shared_task
 
 from kvadmin.conf import knob
 from kvadmin.ingest.replay import ReplayFailed, request_replay
-from kvadmin.load.fetch import FetchFailed, EngineFetch
+from kvadmin.load.fetch import EngineFetch, FetchFailed
 from kvadmin.loop_guard import LoopGuard, guarded_run
 from scoring import keys
 

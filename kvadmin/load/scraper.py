@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.load.exposition import Load, Unreadable, parse_load
-from kvadmin.load.fetch import FetchFailed, EngineFetch
+from kvadmin.load.fetch import EngineFetch, FetchFailed
 from kvadmin.loop_guard import LoopGuard
 from kvadmin.metrics import families as f
 from kvadmin.metrics import recorder
