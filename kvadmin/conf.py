@@ -81,14 +81,18 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "PROBE_PERIOD_SECONDS": 2.0,
     "PROBE_TIMEOUT_SECONDS": 1.0,
     # Scoring API: the longest token_ids (or tokenized prompt) accepted; engine /tokenize
-    # calls (seconds each, as kthena) and how many prompts' token ids are kept (LRU).
+    # calls (seconds for the whole of each, as kthena; how many requests of one model may
+    # wait on its engines at once) and how many prompts' token ids are kept (LRU).
     "SCORE_MAX_TOKENS": 262_144,
     # The lean scoring path (kvadmin/api/fast_path.py): requests in flight per web process
-    # beyond which it answers 503 with Retry-After at once rather than queueing, and how often
-    # each process checks that the API tokens and engines it keeps in memory are current.
+    # beyond which it answers 503 with Retry-After at once rather than queueing, how long a
+    # request's whole body may take to arrive (408 after), and how often each process checks
+    # that the API tokens and engines it keeps in memory are current.
     "API_MAX_IN_FLIGHT": 32,
+    "API_BODY_TIMEOUT_SECONDS": 5.0,
     "API_CACHE_REFRESH_SECONDS": 0.5,
     "TOKENIZE_TIMEOUT": 5.0,
+    "TOKENIZE_WAITING_PER_MODEL": 2,
     "TOKENIZE_CACHE_SIZE": 1024,
     # Local tokenizers (Engine.tokenizer): 1 in TOKENIZER_CHECK_EVERY locally tokenized
     # requests is also sent to an engine's /tokenize, off the request path (0: never); once a

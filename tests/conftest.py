@@ -1,6 +1,7 @@
 """Shared fixtures: the session's Redis, real worker and web server subprocesses, a browser."""
 
 import contextlib
+import http.client
 import json
 import os
 import socket
@@ -151,13 +152,17 @@ def start_asgi_server(
     )
     url = f"http://127.0.0.1:{port}"
 
-    def serving() -> bool:
+    def serving() -> bool:  # any answer (a redirect to HTTPS too), not followed
         assert process.poll() is None, "the ASGI server exited"
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
         try:
-            urllib.request.urlopen(f"{url}/healthz", timeout=1)
+            connection.request("GET", "/healthz")
+            connection.getresponse()
             return True
         except OSError:
             return False
+        finally:
+            connection.close()
 
     wait_until(serving, timeout=30, what="the ASGI server to serve")
     return process, url

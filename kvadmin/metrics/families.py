@@ -190,6 +190,17 @@ LOAD_SCRAPE_DURATION = Family(
     LATENCY_BUCKETS,
 )
 
+# Long-lived loops (ingest, load scraper, probes, value-format rewrite, live feed): written by
+# `kvadmin.loop_guard` once Redis answers again after failed rounds.
+LOOP_FAILURES = Family(
+    "kvadmin_loop_failures_total",
+    "counter",
+    "Rounds of a long-lived loop that failed and were retried after a backoff, by loop and "
+    "kind (redis_unavailable: unreachable, stalled, LOADING or BUSY; redis_error: a refused "
+    "command such as MOVED; database; otherwise the exception's class: a bug)",
+    ("loop", "kind"),
+)
+
 # Delivered hits: written with each decision's outcome (`routing.outcomes`), per model and the
 # chosen pod (where the request went). Routing loss is available - achieved, index staleness
 # achieved - delivered.
@@ -266,6 +277,7 @@ RECORDED = (
     TOKENIZER_CHECKS,
     LOAD_SCRAPES,
     LOAD_SCRAPE_DURATION,
+    LOOP_FAILURES,
     *OUTCOME_TALLIES.values(),
     *OUTCOME_TIMINGS.values(),
 )

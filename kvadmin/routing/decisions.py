@@ -264,5 +264,5 @@ def decoded(entries: list[tuple[str, dict[str, str]]]) -> Iterator[Decision]:
     for log_id, fields in entries:
         try:
             yield decode(fields["d"], log_id)
-        except (KeyError, msgspec.DecodeError, msgspec.ValidationError):
+        except (KeyError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
