@@ -41,7 +41,7 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from kvadmin.api import outcomes, scoring
-from kvadmin.api.answers import Answer, error_answer, json_answer, outage_answer, refusal
+from kvadmin.api.answers import Answer, authorized, error_answer, json_answer, outage_answer
 from kvadmin.api.scopes import Scope
 from kvadmin.api.security_headers import security_headers
 from kvadmin.conf import knob
@@ -107,8 +107,8 @@ class FastPath:
         authorization = headers.get(b"authorization", b"").decode("latin-1")
         client = self._redis()
         try:
-            if (refused := await refusal(client, authorization, Scope.SCORE)) is not None:
-                return refused, False
+            if isinstance(known := await authorized(client, authorization, Scope.SCORE), Answer):
+                return known, False
             if self._full():
                 return _busy(), False
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE if decision_id is None else outcomes.LIMIT
