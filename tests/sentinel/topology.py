@@ -32,7 +32,8 @@ class SentinelTopology:
 
     def _server(self, name: str, port: int, *extra: str) -> None:
         command = [server_binary(), "--port", str(port), "--bind", "127.0.0.1"]
-        command += ["--save", "", "--appendonly", "no", *extra]
+        # --dir: a replica writes the primary's snapshot there.
+        command += ["--save", "", "--appendonly", "no", "--dir", str(self.workdir), *extra]
         self.processes[name] = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
         )
