@@ -19,9 +19,9 @@ Pure: no Django settings (settings.py builds its sections with it).
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
@@ -56,8 +56,12 @@ class SentinelUrl:
         found = {"username": self.username, "password": self.password}
         return {name: value for name, value in found.items() if value}
 
-    def with_db(self, db: int) -> "SentinelUrl":
-        return SentinelUrl(self.sentinels, self.master, db, self.username, self.password)
+    @property
+    def userinfo(self) -> str:
+        """The credentials as a URL writes them before its hosts ("" for none)."""
+        if not (self.username or self.password):
+            return ""
+        return f"{quote(self.username or '', safe='')}:{quote(self.password or '', safe='')}@"
 
 
 _FORM = f"{SENTINEL_SCHEME}://h1:{SENTINEL_PORT},h2:{SENTINEL_PORT}/<master>/<db>"
@@ -138,18 +142,15 @@ def with_db(url: str, offset: int) -> str:
     """The same Redis as `url`, `offset` logical databases further on."""
     sentinel = parse_sentinel(url)
     if sentinel is not None:
-        return _unparse(sentinel.with_db(sentinel.db + offset))
+        return _unparse(replace(sentinel, db=sentinel.db + offset))
     parts = urlsplit(url)
     db = int(parts.path.strip("/") or 0) + offset
     return urlunsplit(parts._replace(path=f"/{db}"))
 
 
 def _unparse(sentinel: SentinelUrl) -> str:
-    userinfo = ""
-    if sentinel.username or sentinel.password:
-        userinfo = f"{sentinel.username or ''}:{sentinel.password or ''}@"
     hosts = ",".join(_address(host, port) for host, port in sentinel.sentinels)
-    return f"{SENTINEL_SCHEME}://{userinfo}{hosts}/{sentinel.master}/{sentinel.db}"
+    return f"{SENTINEL_SCHEME}://{sentinel.userinfo}{hosts}/{sentinel.master}/{sentinel.db}"
 
 
 def _address(host: str, port: int) -> str:
@@ -191,11 +192,8 @@ def celery_url(url: str) -> tuple[str, dict[str, Any]]:
     sentinel = parse_sentinel(url)
     if sentinel is None:
         return url, {}
-    userinfo = ""
-    if sentinel.username or sentinel.password:
-        userinfo = f"{sentinel.username or ''}:{sentinel.password or ''}@"
     hosts = ";".join(
-        f"sentinel://{userinfo}{_address(host, port)}/{sentinel.db}"
+        f"sentinel://{sentinel.userinfo}{_address(host, port)}/{sentinel.db}"
         for host, port in sentinel.sentinels
     )
     return hosts, {"master_name": sentinel.master, "sentinel_kwargs": _sentinel_kwargs()}

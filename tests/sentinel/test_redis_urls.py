@@ -25,6 +25,9 @@ def test_it_reads_the_sentinels_the_primarys_name_and_the_database() -> None:
 def test_the_next_databases_stay_behind_the_same_sentinels() -> None:
     assert redis_urls.with_db(URL, 1) == "redis+sentinel://:s3cret@h1:26380,h2:26379/kv/3"
     assert redis_urls.with_db("redis://h:1/0", 3) == "redis://h:1/3"
+    quoted = "redis+sentinel://:p%40ss@h:26379/kv/0"
+    assert redis_urls.parse_sentinel(quoted).password == "p@ss"
+    assert redis_urls.with_db(quoted, 1) == "redis+sentinel://:p%40ss@h:26379/kv/1"
 
 
 def test_each_library_gets_its_own_sentinel_configuration() -> None:
