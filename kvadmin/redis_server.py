@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError
 
 from kvadmin import redis_urls
 
@@ -124,6 +125,8 @@ def wait_until_ready(url: str, timeout: float, who: str) -> None:
                 state = "loading its data"
             except redis.BusyLoadingError:
                 state = "loading its data"
+            except MasterNotFoundError:  # a misspelt name, or a failover under way
+                state = "unknown to the Sentinels (none answers or monitors that name)"
             except (redis.ConnectionError, redis.TimeoutError):
                 state = "not answering"
             if time.monotonic() > deadline:
