@@ -189,9 +189,12 @@ KVADMIN = {
 }
 
 # Through Sentinel, kombu's and Celery's sentinel transports (sentinel:// URLs, the primary's
-# name in the transport options).
-CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = redis_urls.celery_url(
-    _redis_url("CELERY_BROKER_URL", redis_urls.with_db(REDIS_URL, 1))
+# name in the transport options). A CELERY_BROKER_URL of another broker (amqp://) is Celery's.
+_BROKER = os.environ.get("CELERY_BROKER_URL", redis_urls.with_db(REDIS_URL, 1))
+CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = (
+    redis_urls.celery_url(_redis_url("CELERY_BROKER_URL", _BROKER))
+    if _BROKER.startswith(redis_urls.SENTINEL_SCHEME + "://")
+    else (_BROKER, {})
 )
 CELERY_RESULT_BACKEND = CELERY_BROKER_URL
 CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = CELERY_BROKER_TRANSPORT_OPTIONS
