@@ -3,7 +3,9 @@ kthena-style baseline, on the ingest benchmark's recorded stream, in the same ru
 
 1. Records the ingest benchmark's stream (`bench/ingest.py`: 8 simulated vLLM engines, GPU tier
    with LRU eviction, CPU offload through placeholders).
-2. Applies it once with kvadmin's applier and twice with the kthena-style baseline
+2. Applies it once with kvadmin's applier (as configured by default: no kthena sidecar mapping
+   keys, compatibility.md 2.3), once more with the mapping keys on, and twice with the
+   kthena-style baseline
    (`bench/baseline.py`): with values "{unix seconds}|{medium}", as kthena's sidecar
    writes them, and with "1|{medium}", as issue 26 measured it (9 bytes shorter per value).
    Each goes into an empty Redis database; Redis's
@@ -142,9 +144,11 @@ def kubernetes_pod(n: int) -> str:
     return f"vllm-qwen3-8b-instruct-decode-7c9f8d6b5-x2x{n:02}.llm-inference-production"
 
 
-def kvadmin_apply(client: redis.Redis, payloads: list[list[bytes]], pod=bench_pod):
+def kvadmin_apply(
+    client: redis.Redis, payloads: list[list[bytes]], pod=bench_pod, mapping_keys: bool = False
+):
     def apply() -> None:
-        applier = Applier(client)
+        applier = Applier(client, mapping_keys=mapping_keys)
         for n, batches in enumerate(payloads):
             stream = StreamSpec(StreamId(pod(n), 0), MODEL, "vllm", "", None, b"", 16)
             for at in range(0, len(batches), 200):
@@ -233,6 +237,7 @@ def main() -> None:
         client = redis.Redis.from_url(server.url)
         print(f"Redis {client.info('server')['redis_version']}")
         kvadmin = measure(client, kvadmin_apply(client, payloads))
+        with_mapping = measure(client, kvadmin_apply(client, payloads, mapping_keys=True))
         baseline = measure(client, baseline_apply(client, payloads, int(time.time())))
         issue = measure(client, baseline_apply(client, payloads, 1))
         long_ids = {}
@@ -241,6 +246,7 @@ def main() -> None:
             long_ids[limit] = measure(client, kvadmin_apply(client, payloads, kubernetes_pod))
         layouts = alternatives(client)
     report("kvadmin", kvadmin, kvadmin.ownerships)
+    report("kvadmin with KVADMIN_SIDECAR_MAPPING_KEYS=on", with_mapping, with_mapping.ownerships)
     report("kthena-style baseline, values 'unix seconds|medium' as kthena writes", baseline,
            baseline.ownerships)  # fmt: skip
     report("the same with values '1|medium' (issue 26's measurement)", issue, issue.ownerships)
@@ -250,6 +256,11 @@ def main() -> None:
             f"{kvadmin.per_ownership / other.per_ownership:.2f}x "
             f"(kvadmin indexes {kvadmin.ownerships / other.ownerships:.1f}x the ownerships)"
         )
+    print(
+        f"ratio bytes per ownership kvadmin with mapping keys on / baseline: "
+        f"{with_mapping.per_ownership / baseline.per_ownership:.2f}x; Redis CPU per stored "
+        f"block, mapping keys off / on: {kvadmin.redis_cpu / with_mapping.redis_cpu:.2f}x"
+    )
     print(
         f"kvadmin with {len(kubernetes_pod(0))}-character pod ids: "
         + ", ".join(
@@ -261,7 +272,11 @@ def main() -> None:
         + f" (the embedded Redis's {HASH_MAX_LISTPACK_VALUE}; Redis's default is 64)"
     )
     print("\n".join(layouts))
-    for name, footprint in (("kvadmin", kvadmin), ("baseline", baseline)):
+    for name, footprint in (
+        ("kvadmin", kvadmin),
+        ("kvadmin, mapping keys on", with_mapping),
+        ("baseline", baseline),
+    ):
         print(
             f"{name} in process: {blocks / footprint.seconds:,.0f} blocks/s, Redis CPU "
             f"{footprint.redis_cpu / blocks * 1e6:.1f} us per stored block"

@@ -132,6 +132,10 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # as a timestamp). Media stay in kvadmin's residency either way. Changing it rewrites the
     # index's values in bounded steps (kvadmin/index/value_format.py, INDEX_REWRITE_*).
     "INDEX_VALUE_FORMAT": "tiered",
+    # kthena's sidecar mapping keys `{kind}:kv:block:{pod}@{engine hash}` (compatibility.md
+    # 2.3): kthena's router never reads them, only its sidecar does. Turn on before handing
+    # pods back to kthena's sidecar, then replay the engines (docs/compatibility.md 2.3).
+    "SIDECAR_MAPPING_KEYS": False,
     "INDEX_REWRITE_KEYS_PER_STEP": 500,
     "INDEX_REWRITE_SECONDS_PER_RUN": 2.0,
     # The kthena version the router runs: "pr1293" (with PR #1293's tier weights) or "main".

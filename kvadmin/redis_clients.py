@@ -6,6 +6,9 @@ Two kinds, on purpose (redis-py 8 would otherwise wait 5 s per command):
   stopped or stalled Redis fails a page within a second and `kvadmin.unavailable` answers 503;
 - ingest clients (`ingest_client`, `ingest_bytes_client`): no socket timeout, for the ingest
   loop and the worker tasks whose Lua scripts may legitimately run for seconds.
+
+Through Sentinel (`kvadmin.redis_urls`), each connects to the primary Sentinel names when it
+connects: after a failover, a failed command's next connection reaches the promoted replica.
 """
 
 import contextlib
@@ -22,6 +25,8 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.connection import HiredisRespSerializer
 from redis.retry import Retry
+
+from kvadmin import redis_urls
 
 
 class RedisBusy(redis.ResponseError):
@@ -58,20 +63,20 @@ def _request_path(retry: type[Retry] | type[AsyncRetry] = Retry) -> dict[str, An
 @cache
 def index_client() -> redis.Redis:
     """The kthena-compatible index (and kvadmin's bookkeeping beside it), text responses."""
-    return redis.Redis.from_url(settings.INDEX_REDIS_URL, decode_responses=True, **_request_path())
+    return redis_urls.client(settings.INDEX_REDIS_URL, decode_responses=True, **_request_path())
 
 
 @cache
 def index_bytes_client() -> redis.Redis:
     """The same database with raw bytes responses, for binary payloads."""
-    return redis.Redis.from_url(settings.INDEX_REDIS_URL, **_request_path())
+    return redis_urls.client(settings.INDEX_REDIS_URL, **_request_path())
 
 
 def async_index_client() -> redis.asyncio.Redis:
     """A new asyncio client of the index, text responses, with the request-path timeouts. Its
     connections belong to the event loop that opens them: one client per loop, closed by its
     owner (kvadmin/api/fast_path.py keeps one per web process)."""
-    client = redis.asyncio.Redis.from_url(
+    client = redis_urls.async_client(
         settings.INDEX_REDIS_URL, decode_responses=True, **_request_path(AsyncRetry)
     )
     pool = client.connection_pool
@@ -104,12 +109,10 @@ class _HiredisPacking:
 @cache
 def ingest_client() -> redis.Redis:
     """The index for the ingest loop and worker tasks: long Lua scripts, no socket timeout."""
-    return redis.Redis.from_url(
-        settings.INDEX_REDIS_URL, decode_responses=True, socket_timeout=None
-    )
+    return redis_urls.client(settings.INDEX_REDIS_URL, decode_responses=True, socket_timeout=None)
 
 
 @cache
 def ingest_bytes_client() -> redis.Redis:
     """`ingest_client` with raw bytes responses."""
-    return redis.Redis.from_url(settings.INDEX_REDIS_URL, socket_timeout=None)
+    return redis_urls.client(settings.INDEX_REDIS_URL, socket_timeout=None)

@@ -17,6 +17,9 @@ from urllib.parse import urlsplit
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError
+
+from kvadmin import redis_urls
 
 # The embedded Redis rewrites its append-only file once it has grown by this much: without a
 # floor that small, a file that is large at a start only gets rewritten at twice that size,
@@ -104,19 +107,12 @@ class RedisServer:
         self.stop()
 
 
-def display_url(url: str) -> str:
-    """`url` without its password, for messages."""
-    parts = urlsplit(url)
-    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
-    return f"{parts.scheme}://{host}{parts.path}"
-
-
 def wait_until_ready(url: str, timeout: float, who: str) -> None:
     """Return once the Redis at `url` has its data loaded. A server restarted on a large
     append-only file answers LOADING for a while, and may answer a PING sent before it began
     to load, so readiness is INFO's `loading:0`, asked with no retries that would hide it.
     Says what it waits for once per state; exits with a clear message after `timeout` s."""
-    client = redis.Redis.from_url(
+    client = redis_urls.client(
         url, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0)
     )
     deadline = time.monotonic() + timeout
@@ -129,15 +125,18 @@ def wait_until_ready(url: str, timeout: float, who: str) -> None:
                 state = "loading its data"
             except redis.BusyLoadingError:
                 state = "loading its data"
+            except MasterNotFoundError:  # a misspelt name, or a failover under way
+                state = "unknown to the Sentinels (none answers or monitors that name)"
             except (redis.ConnectionError, redis.TimeoutError):
                 state = "not answering"
             if time.monotonic() > deadline:
                 raise SystemExit(
-                    f"{who}: Redis at {display_url(url)} is still {state} after {timeout:.0f} s "
+                    f"{who}: Redis at {redis_urls.shown(url)} is still {state} after "
+                    f"{timeout:.0f} s "
                     "(KVADMIN_STARTUP_TIMEOUT); start it, or set REDIS_URL to a running one."
                 )
             if state != said:
-                print(f"{who}: waiting for Redis at {display_url(url)} ({state})", flush=True)
+                print(f"{who}: waiting for Redis at {redis_urls.shown(url)} ({state})", flush=True)
                 said = state
             time.sleep(0.2)
     finally:
@@ -160,6 +159,11 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kvadmin.settings")
     from django.conf import settings
 
+    if redis_urls.parse_sentinel(settings.REDIS_URL) is not None:
+        raise SystemExit(
+            "kvadmin.redis_server: the embedded Redis serves a plain REDIS_URL only; a "
+            "redis+sentinel:// REDIS_URL names servers that run on their own."
+        )
     port = urlsplit(settings.REDIS_URL).port or 6379
     server = RedisServer(port=port, data_dir=settings.VAR_DIR / "redis")
     command = server.command()

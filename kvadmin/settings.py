@@ -1,17 +1,20 @@
 """kvadmin settings: one module, configured from the environment with safe local defaults.
 
-Redis: REDIS_URL names the server and the logical database of the kthena-compatible index;
-the Celery broker, the channel layer and the cache use the next three databases.
+Redis: REDIS_URL names the server (or the Sentinel-watched primary) and the logical database of
+the kthena-compatible index; the Celery broker, the channel layer and the cache use the next
+three databases.
 """
 
 import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from kvadmin import redis_urls
 from kvadmin.conf import parse_bool, settings_knob
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -27,6 +30,16 @@ def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def _redis_url(name: str, default: str) -> str:
+    """A Redis URL variable, checked at start: a malformed one names itself."""
+    url = os.environ.get(name, default)
+    try:
+        redis_urls.check(url)
+    except redis_urls.InvalidRedisUrl as error:
+        raise ImproperlyConfigured(f"{name}: {error}") from None
+    return url
+
+
 def _secret_key() -> str:
     if key := os.environ.get("SECRET_KEY"):
         return key
@@ -35,13 +48,6 @@ def _secret_key() -> str:
         path.write_text(secrets.token_urlsafe(50))
         path.chmod(0o600)
     return path.read_text().strip()
-
-
-def redis_db_url(url: str, offset: int) -> str:
-    """The same Redis server as `url`, `offset` logical databases further on."""
-    parts = urlsplit(url)
-    db = int(parts.path.strip("/") or 0) + offset
-    return urlunsplit(parts._replace(path=f"/{db}"))
 
 
 # SQLite with several writers (web workers, Celery, the CLI): WAL lets readers go on beside
@@ -159,9 +165,11 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 
-# Redis: one server, separate logical databases per role.
+# Redis: one server, separate logical databases per role. REDIS_URL names one server or a
+# primary that Sentinel watches (redis+sentinel://h1:26379,h2:26379/<master>/<db>,
+# kvadmin/redis_urls.py); every role follows a failover with its library's Sentinel support.
 # Unset: the embedded redis-server that `make run` starts, off the standard port.
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
+REDIS_URL = _redis_url("REDIS_URL", "redis://127.0.0.1:6390/0")
 INDEX_REDIS_URL = REDIS_URL
 # Request-path Redis clients (pages, API, cache) give up after this many seconds, so an outage
 # answers 503 quickly; blocking readers (ingest loop, channel layer receive) never time out.
@@ -180,8 +188,16 @@ KVADMIN = {
     if name.startswith("KVADMIN_") and name not in SETTINGS_VARIABLES
 }
 
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", redis_db_url(REDIS_URL, 1))
+# Through Sentinel, kombu's and Celery's sentinel transports (sentinel:// URLs, the primary's
+# name in the transport options). A CELERY_BROKER_URL of another broker (amqp://) is Celery's.
+_BROKER = os.environ.get("CELERY_BROKER_URL", redis_urls.with_db(REDIS_URL, 1))
+CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = (
+    redis_urls.celery_url(_redis_url("CELERY_BROKER_URL", _BROKER))
+    if _BROKER.startswith(redis_urls.SENTINEL_SCHEME + "://")
+    else (_BROKER, {})
+)
 CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = CELERY_BROKER_TRANSPORT_OPTIONS
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -225,7 +241,9 @@ CHANNEL_LAYERS = {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
             # redis-py 8 defaults to a 5 s socket timeout, which breaks blocking reads.
-            "hosts": [{"address": redis_db_url(REDIS_URL, 2), "socket_timeout": None}],
+            "hosts": [
+                redis_urls.channel_host(redis_urls.with_db(REDIS_URL, 2), socket_timeout=None)
+            ],
             "capacity": 1000,
             "expiry": 30,
         },
@@ -233,14 +251,10 @@ CHANNEL_LAYERS = {
 }
 
 CACHES = {
-    "default": {
-        "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": redis_db_url(REDIS_URL, 3),
-        "OPTIONS": {
-            "SOCKET_TIMEOUT": REDIS_TIMEOUT_SECONDS,
-            "SOCKET_CONNECT_TIMEOUT": REDIS_TIMEOUT_SECONDS,
-        },
-    }
+    "default": redis_urls.cache(
+        redis_urls.with_db(REDIS_URL, 3),
+        {"SOCKET_TIMEOUT": REDIS_TIMEOUT_SECONDS, "SOCKET_CONNECT_TIMEOUT": REDIS_TIMEOUT_SECONDS},
+    )
 }
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
 

@@ -31,6 +31,12 @@ NOW = 1_760_000_000
 VALUE_FORMATS = [pytest.param(fmt, id=fmt.value) for fmt in ValueFormat]
 """Both value formats, for the kthena-format checks that must hold under each."""
 
+MAPPING_KEYS = [
+    pytest.param(on, id=f"mapping-keys-{'on' if on else 'off'}") for on in (True, False)
+]
+"""Both settings of KVADMIN_SIDECAR_MAPPING_KEYS (compatibility.md 2.3), for the checks that
+must hold under each."""
+
 
 def block_tokens(n: int) -> tuple[int, ...]:
     """16 tokens unique to block number n."""

@@ -18,11 +18,14 @@ engine spelled it, "" for none, std = decimal standardized hash):
 - `matrix:kv:block:{model}@{std}` HASH pod -> "{ts}|{best m}" ("{ts}" when best m is "", and
   always under the legacy value format, compatibility.md 2.7):
   kthena's router reads it. ts = unix seconds (whole) of the pod's last store of the block.
-- `{kind}:kv:block:{pod}@{engine hash}` STRING std, EX 86400: kthena's mapping, set on each
-  store with tokens, deleted when the last of the pod's streams (data-parallel ranks) holding
-  the engine block drops it (by removal, clear, stream purge or garbage collection): the key
-  is per pod, so a rank that lets a block go must not take it from a rank that holds it. The
-  count of holders is read from the other streams' engine-blocks hashes, not kept apart.
+- `{kind}:kv:block:{pod}@{engine hash}` STRING std, EX 86400: kthena's mapping, only with
+  `mapping_keys` (KVADMIN_SIDECAR_MAPPING_KEYS=on, compatibility.md 2.3): kthena's router never
+  reads it, only kthena's sidecar does. Set on each store with tokens, deleted when the last of
+  the pod's streams (data-parallel ranks) holding the engine block drops it (by removal, clear,
+  stream purge or garbage collection): the key is per pod, so a rank that lets a block go must
+  not take it from a rank that holds it. The count of holders is read from the other streams'
+  engine-blocks hashes, not kept apart. Garbage collection and purges delete the keys of what
+  they drop whatever the setting, so those left from when it was on go too.
 - `kvadmin:eh:{pod}|{stream}` HASH engine hash -> "{std}|{m1},{m2}": what this stream holds.
   The first medium is the primary tier (stored with tokens); placeholders append theirs.
 - `kvadmin:res:{pod}|{m}` ZSET std -> last store time (`keys.residency_score`: unix
@@ -55,9 +58,9 @@ Decisions:
    otherwise the primary tier: pre-medium vLLM sends GPU evictions without a medium, and an
    offloaded copy announced with its own medium stays until its own removal.
 3. A placeholder (no tokens) resolves its engine hash through the stream's engine blocks,
-   then through the pod's mapping key: engine hash -> content is a function of the engine, so
-   another rank's mapping names the same content, and the placeholder itself says this rank
-   holds it. Unresolvable ones are counted, not errors.
+   then through the pod's other streams' engine blocks: engine hash -> content is a function
+   of the engine, so another rank's entry names the same content, and the placeholder itself
+   says this rank holds it. Unresolvable ones are counted, not errors.
 4. Tokens that do not pair with the hashes (vLLM hybrid models skip blocks) cannot be split
    safely: the event is counted and its hashes handled like placeholders.
 5. A store whose engine hash is known with another std replaces the old entry (counted).
@@ -118,7 +121,8 @@ def _prefix(key: str, suffix: str) -> str:
 @lru_cache(maxsize=4096)
 def _pod_keys(pod: str, model: str, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The KEYS of every index script and the pod part of their ARGV (lua/includes/pod_args.lua),
-    less the value format and the media preference (`Applier.script_args`)."""
+    less the value format, the mapping-key setting and the media preference
+    (`Applier.script_args`)."""
     script_keys = (
         keys.refcount_key(pod),
         keys.pod_media_key(pod),
@@ -252,6 +256,8 @@ class Applier:
     milliseconds (10 to 30 us of Redis time per block, by machine); pipelining keeps the
     throughput of longer calls. `chunk_size` bounds one step of a drain or purge the same way.
 
+    `mapping_keys`: whether it keeps kthena's sidecar mapping keys (compatibility.md 2.3).
+
     `preference` gives the media order of the matrix values (compatibility.md 5.4); it is
     asked at every command (once per submission of a session), so a long-lived applier
     follows the tier weights when they change. Product code builds its appliers with
@@ -266,12 +272,14 @@ class Applier:
         chunk_size: int = 1000,
         blocks_per_call: int = 256,
         value_format: ValueFormat = ValueFormat.TIERED,
+        mapping_keys: bool = False,
     ) -> None:
         if not 0 < chunk_size <= MAX_CHUNK:
             raise ValueError(f"chunk_size must be within 1..{MAX_CHUNK}")
         self.client = client
         self.preference = preference
         self.value_format = value_format
+        self.mapping_keys = mapping_keys
         self.chunk_size = chunk_size
         self.blocks_per_call = blocks_per_call
         self.scripts = {
@@ -416,7 +424,8 @@ class Applier:
         own arguments follow (see its script's Input header)."""
         script_keys, pod_args = _pod_keys(pod, model, kind)
         preference_args = _preference_args(preference)
-        return script_keys, [*pod_args, self.value_format.value, *preference_args]
+        mapping = "on" if self.mapping_keys else "off"
+        return script_keys, [*pod_args, self.value_format.value, mapping, *preference_args]
 
     def _run(
         self,

@@ -25,6 +25,7 @@ from django.db import connection
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from kvadmin import redis_urls
 from kvadmin.conf import knob
 from kvadmin.engines.health import engine_healths, facts_of
 from kvadmin.metrics.fleet import read_fleet, registered_engines
@@ -45,7 +46,7 @@ class Check:
 
 @lru_cache(maxsize=8)
 def _probe_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(
+    return redis_urls.client(
         url,
         decode_responses=True,
         socket_timeout=PROBE_TIMEOUT_SECONDS,

@@ -27,6 +27,7 @@ import redis.asyncio
 from django.conf import settings
 from django.utils.safestring import SafeString
 
+from kvadmin import redis_urls
 from kvadmin.loop_guard import LoopGuard
 from kvadmin.routing import decisions
 from kvadmin.routing.decisions import Decision
@@ -97,7 +98,7 @@ class DecisionTail:
             self._task = None
 
     async def _run(self) -> None:
-        client = redis.asyncio.Redis.from_url(
+        client = redis_urls.async_client(
             self.url, decode_responses=True, socket_timeout=None, socket_connect_timeout=5
         )
         try:

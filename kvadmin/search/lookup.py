@@ -4,8 +4,10 @@ A query is tried as every kind of id at once; each kind costs a bounded number o
 never a keyspace scan:
 
 - a block hash (standardized, decimal or 0x hex): one EXISTS per known model;
-- an engine hash (what vLLM and SGLang log: decimal, or digest hex): one GET of kthena's mapping
-  key `{kind}:kv:block:{pod}@{engine_hash}` per known pod (compatibility.md 2.3);
+- an engine hash (what vLLM and SGLang log: decimal, or digest hex): one HGET of each known
+  pod's streams' engine blocks `kvadmin:eh:{pod}|{stream}` (two round trips: the streams, then
+  the entries), which hold it whether or not kthena's mapping keys are kept (compatibility.md
+  2.3);
 - a pod or a model: the registry and the index's pod table, exact or as a part of the name;
 - a decision id: its first 11 hex digits are the decision's millisecond, so one XRANGE of the
   decision log around that moment finds it;
@@ -116,7 +118,7 @@ def _std_hash(query: str) -> int | None:
 
 
 def _engine_hash_text(query: str) -> str | None:
-    """The mapping key's text for what an engine logs: a (signed) decimal integer, or digest hex
+    """The index's text for what an engine logs: a (signed) decimal integer, or digest hex
     (32 or 64 digits, as `ingest.events.engine_hash_text` writes it)."""
     text = query.lower()
     digits = text.removeprefix("-")
@@ -148,10 +150,19 @@ def _engine_hashes(
         return []
     pipe = client.pipeline(transaction=False)
     for pod in pods:
-        pipe.get(keys.engine_hash_key(kinds[pod], pod, text))
+        pipe.smembers(keys.pod_ranks_key(pod))
+    streams = [
+        (pod, name) for pod, names in zip(pods, pipe.execute(), strict=True) for name in names
+    ]
+    if not streams:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for pod, name in streams:
+        pipe.hget(keys.engine_blocks_key(pod, name), text)
     found = []
-    for pod, std in zip(pods, pipe.execute(), strict=True):
-        if std is not None and std.isdigit():
+    for (pod, _), entry in zip(streams, pipe.execute(), strict=True):
+        std = entry.partition("|")[0] if entry is not None else ""
+        if std.isdigit():
             url = reverse("block", args=[models[pod], int(std)])
             found.append(Match("engine hash", f"block {std}", url, f"engine hash {text} of {pod}"))
     return found

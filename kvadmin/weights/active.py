@@ -118,12 +118,17 @@ def active_media_preference() -> MediaPreference:
 def active_applier(client: redis.Redis, **options: int) -> Applier:
     """The index writer product code uses: matrix values name the tier the active weights
     score highest (`active_media_preference`, asked at every command, so a long-lived writer
-    follows a saved version) in the configured value format (compatibility.md 2.7). Every
+    follows a saved version) in the configured value format (compatibility.md 2.7), keeping
+    kthena's sidecar mapping keys when SIDECAR_MAPPING_KEYS is on (2.3). Every
     writer that orders media is built here (purges order none: kvadmin/index/purge.py), so
     no drain or collection orders them by other weights.
     `options`: the `Applier`'s bounds (`chunk_size`, `blocks_per_call`)."""
     return Applier(
-        client, preference=active_media_preference, value_format=value_format(), **options
+        client,
+        preference=active_media_preference,
+        value_format=value_format(),
+        mapping_keys=knob("SIDECAR_MAPPING_KEYS"),
+        **options,
     )
 
 

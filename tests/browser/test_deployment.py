@@ -28,7 +28,7 @@ from kvadmin.fleet.fleet import Fleet
 from kvadmin.index import gc, status
 from kvadmin.index.streams import StreamId
 from kvadmin.redis_server import RedisServer
-from kvadmin.settings import redis_db_url
+from kvadmin.redis_urls import with_db
 from scoring.keys import stream_lease_key
 from tests.conftest import (
     ROOT,
@@ -112,7 +112,7 @@ def deployment(subprocess_env, tmp_path, version_one) -> Iterator[Deployment]:
         fleet.wait_for_subscribers()
         _, token = ApiToken.issue("gateway", "score decisions:read")
         try:
-            yield Deployment(client, webs, workers, fleet, token, redis_db_url(server.url, 1))
+            yield Deployment(client, webs, workers, fleet, token, with_db(server.url, 1))
         finally:
             for process in processes:
                 if process.poll() is None:

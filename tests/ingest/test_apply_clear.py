@@ -26,8 +26,9 @@ def _store_all() -> BlockStored:
 
 @pytest.fixture
 def applier(redis_client: redis.Redis) -> Applier:
-    """Small chunks, so 35 blocks take several drain steps."""
-    return Applier(redis_client, chunk_size=10)
+    """Small chunks, so 35 blocks take several drain steps; with kthena's mapping keys, which
+    a clear takes with the blocks."""
+    return Applier(redis_client, chunk_size=10, mapping_keys=True)
 
 
 def test_a_clear_drops_the_stream_and_nothing_else(

@@ -1,6 +1,7 @@
 """kthena's engine-hash mapping key `vllm:kv:block:{pod}@{engine hash}` is per pod: it stays
 while any data-parallel rank of the pod holds the engine block, whichever way the other rank
-lets it go (removal, clear, publisher restart, garbage collection), and goes with the last."""
+lets it go (removal, clear, publisher restart, garbage collection), and goes with the last.
+The keys exist with KVADMIN_SIDECAR_MAPPING_KEYS on (test_apply_mapping_setting.py: off)."""
 
 import pytest
 import redis
@@ -28,6 +29,12 @@ class _Pod:
         self.seqs[rank] += 1
         batch = EventBatch(ts=0.0, events=list(events))
         self.applier.apply_batch(POD, MODEL, "vllm", rank, seq, batch, now=now)
+
+
+@pytest.fixture
+def applier(redis_client: redis.Redis) -> Applier:
+    """The index writer keeping kthena's sidecar mapping keys."""
+    return Applier(redis_client, mapping_keys=True)
 
 
 @pytest.fixture

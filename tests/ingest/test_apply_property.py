@@ -2,7 +2,8 @@
 directly followed by the removal of the same blocks from another medium), removals, clears and
 stream purges over 2 pods x 2 ranks with colliding contents, checked
 against a plain Python model of what each stream holds. kthena's mapping keys are per pod: one
-stays while any rank of the pod holds its engine block."""
+stays while any rank of the pod holds its engine block; with the setting off there are none,
+and everything else is the same."""
 
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from scoring.keys import (
 )
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
-from tests.index import MODEL, VALUE_FORMATS
+from tests.index import MAPPING_KEYS, MODEL, VALUE_FORMATS
 
 PODS = ("a.ns", "b.ns")
 RANKS = (0, 1)
@@ -161,8 +162,8 @@ class Reference:
                     for eh in event.block_hashes:
                         if eh in blocks:
                             self._hold(stream, eh, blocks[eh][0], m, False, now)
-                        elif eh in mapping:
-                            self._hold(stream, eh, mapping[eh], m, False, now)
+                        elif (other := self._held_elsewhere(stream, eh)) is not None:
+                            self._hold(stream, eh, other, m, False, now)
                         else:
                             self.counters[stream, "unresolved_placeholders"] += 1
         for blocks in retired_here:
@@ -175,6 +176,14 @@ class Reference:
             for x in media:
                 self._release(pod, std, x)
             self._forget_mapping(pod, eh)
+
+    def _held_elsewhere(self, stream: Stream, eh: str) -> int | None:
+        """The content another stream of the pod holds `eh` as: where a placeholder the stream
+        does not hold finds its content (with two ranks, there is one other)."""
+        for other, blocks in self.held.items():
+            if other[0] == stream[0] and other != stream and eh in blocks:
+                return blocks[eh][0]
+        return None
 
     def _forget_mapping(self, pod: str, eh: str) -> None:
         """kthena's mapping key is per pod: it goes once no stream of the pod holds `eh`
@@ -193,15 +202,19 @@ class Reference:
             self.pods.discard(pod)
 
 
-def _expected_keys(ref: Reference, value_format: ValueFormat) -> dict[str, object]:
+def _expected_keys(
+    ref: Reference, value_format: ValueFormat, mapping_keys: bool
+) -> dict[str, object]:
     """The legacy format's matrix values are the tiered ones without the medium; every other
-    key is the same in both formats (compatibility.md 2.7)."""
+    key is the same in both formats (compatibility.md 2.7). The mapping keys exist only with
+    their setting on (2.3)."""
     expected: dict[str, object] = {}
     for (pod, std), (ts, m) in ref.values.items():
         expected.setdefault(block_key(MODEL, std), {})[pod] = value_format.field_value(ts, m)
     for pod, hashes in ref.mapping.items():
         for eh, std in hashes.items():
-            expected[engine_hash_key("vllm", pod, eh)] = str(std)
+            if mapping_keys:
+                expected[engine_hash_key("vllm", pod, eh)] = str(std)
     for (pod, rank), blocks in ref.held.items():
         if blocks:
             expected[engine_blocks_key(pod, rank)] = {
@@ -302,12 +315,15 @@ _steps = st.lists(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @pytest.mark.parametrize("value_format", VALUE_FORMATS)
+@pytest.mark.parametrize("mapping_keys", MAPPING_KEYS)
 @given(steps=_steps)
 def test_the_index_equals_the_engines_caches(
-    redis_client: redis.Redis, steps: list, value_format: ValueFormat
+    redis_client: redis.Redis, steps: list, value_format: ValueFormat, mapping_keys: bool
 ) -> None:
     redis_client.flushdb()
-    applier = Applier(redis_client, chunk_size=2, value_format=value_format)
+    applier = Applier(
+        redis_client, chunk_size=2, value_format=value_format, mapping_keys=mapping_keys
+    )
     ref = Reference()
     seqs: Counter = Counter()
     for now, (action, stream, events) in enumerate(steps, start=1000):
@@ -323,7 +339,7 @@ def test_the_index_equals_the_engines_caches(
         seqs[stream] += 1
         ref.apply(stream, events, now)
 
-    assert _actual_keys(redis_client) == _expected_keys(ref, value_format)
+    assert _actual_keys(redis_client) == _expected_keys(ref, value_format, mapping_keys)
     for pod, rank in seqs:
         status = redis_client.hgetall(stream_status_key(pod, rank))
         for counter in (

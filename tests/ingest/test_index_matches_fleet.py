@@ -4,7 +4,8 @@ and a worker killed with SIGKILL, the Redis index equals what the engines really
 Simulated vLLM and SGLang pods (one with two data-parallel ranks) publish over real ZMQ; two
 real Celery worker processes consume them through leases; the comparison covers residency per
 medium, kthena's matrix values (owner, best medium, value format) and kthena's engine-hash
-mapping keys (one per engine block any rank of the pod holds).
+mapping keys (one per engine block any rank of the pod holds with KVADMIN_SIDECAR_MAPPING_KEYS
+on, none with it off).
 """
 
 import os
@@ -29,7 +30,7 @@ from scoring.keys import (
 )
 from scoring.weights import TierWeights
 from tests.conftest import start_worker
-from tests.index import MODEL
+from tests.index import MAPPING_KEYS, MODEL
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,19 +107,22 @@ def _mappings(redis_client, fleet: Fleet) -> dict[str, set[str]]:
     return found
 
 
-def _expected_mappings(fleet: Fleet) -> dict[str, set[str]]:
-    """Every engine hash any rank of the pod holds (each was stored with tokens first)."""
+def _expected_mappings(fleet: Fleet, mapping_keys: bool) -> dict[str, set[str]]:
+    """Every engine hash any rank of the pod holds (each was stored with tokens first), with
+    the setting on."""
     return {
         pod.name: {eh for cache in pod.caches for eh, _ in cache.engine_contents()}
+        if mapping_keys
+        else set()
         for pod in fleet.pods
     }
 
 
-def _matches(redis_client, fleet: Fleet) -> bool:
+def _matches(redis_client, fleet: Fleet, mapping_keys: bool) -> bool:
     truth = fleet.contents()
     if any(_index(redis_client, pod) != held for pod, held in truth.items()):
         return False
-    if _mappings(redis_client, fleet) != _expected_mappings(fleet):
+    if _mappings(redis_client, fleet) != _expected_mappings(fleet, mapping_keys):
         return False
     matrix = _matrix(redis_client)
     expected = _expected_matrix(truth)
@@ -155,13 +159,17 @@ def _traffic(fleet: Fleet, rng: random.Random, requests: int) -> None:
         fleet.pods[n % len(fleet.pods)].serve(rng.choice(PREFIXES) + suffix)
 
 
-def test_the_index_equals_the_fleets_caches(subprocess_env, redis_client) -> None:
+@pytest.mark.parametrize("mapping_keys", MAPPING_KEYS)
+def test_the_index_equals_the_fleets_caches(subprocess_env, redis_client, mapping_keys) -> None:
     configs = [
         _config("vllm-0.default", "vllm", cpu_blocks=40),
         _config("vllm-1.default", "vllm", dp_size=2, cpu_blocks=24),
         _config("sglang-0.default", "sglang", cpu_blocks=24, disk_blocks=40),
     ]
-    env = subprocess_env | {"KVADMIN_LEASE_SECONDS": "3"}
+    env = subprocess_env | {
+        "KVADMIN_LEASE_SECONDS": "3",
+        "KVADMIN_SIDECAR_MAPPING_KEYS": "on" if mapping_keys else "off",
+    }
     workers = {name: start_worker(env, name) for name in ("a", "b")}
     rng = random.Random(7)
     try:
@@ -198,7 +206,7 @@ def test_the_index_equals_the_fleets_caches(subprocess_env, redis_client) -> Non
             _traffic(fleet, rng, 60)
             _caught_up(redis_client, fleet)
             wait_until(
-                lambda: _matches(redis_client, fleet),
+                lambda: _matches(redis_client, fleet, mapping_keys),
                 timeout=30,
                 what="the index to equal the fleet's caches",
             )

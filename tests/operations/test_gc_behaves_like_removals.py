@@ -56,6 +56,7 @@ def test_a_collected_block_can_be_removed_and_stored_again(redis_client, index) 
 
 
 def test_a_stale_gpu_copy_goes_and_the_fresh_cpu_copy_takes_over(redis_client, index) -> None:
+    index.applier = Applier(redis_client, mapping_keys=True)  # the CPU copy keeps the key
     index.send(POD, stored(1), at=OLD)
     index.send(POD, offloaded(1), at=NOW - 10)
 

@@ -5,9 +5,10 @@ import re
 
 import pytest
 
+from kvadmin.index.writer import Applier
 from kvadmin.residency import block_detail
 from scoring.keys import stream_status_key
-from tests.index import MODEL, NOW, OTHER_MODEL, engine_hash, std
+from tests.index import MAPPING_KEYS, MODEL, NOW, OTHER_MODEL, engine_hash, std
 from tests.residency.conftest import register
 
 pytestmark = pytest.mark.django_db
@@ -85,8 +86,13 @@ def _scan(browsing, url: str) -> tuple[str, int]:
     return html, requests
 
 
-def test_the_engine_hashes_of_a_block_are_found_on_every_rank(browsing, index, monkeypatch) -> None:
+@pytest.mark.parametrize("mapping_keys", MAPPING_KEYS)
+def test_the_engine_hashes_of_a_block_are_found_on_every_rank(
+    browsing, index, monkeypatch, redis_client, mapping_keys
+) -> None:
+    """The scan reads the streams' engine blocks; kthena's mapping key is shown when kept."""
     monkeypatch.setattr(block_detail, "SCAN_COUNT", 10)
+    index.applier = Applier(redis_client, mapping_keys=mapping_keys)
     index.store("vllm-0.default", range(600), at=NOW)  # past listpack size: HSCAN steps
     index.store("vllm-0.default", [7, 8], at=NOW, rank=1)
     index.offload("vllm-0.default", [7], "CPU", at=NOW)
@@ -96,7 +102,10 @@ def test_the_engine_hashes_of_a_block_are_found_on_every_rank(browsing, index, m
     assert requests > 2
     assert f"<code>{engine_hash(7)}</code> (rank 0): GPU, CPU;" in html
     assert f"<code>{engine_hash(7, rank=1)}</code> (rank 1): GPU;" in html
-    assert "kthena mapping key present, expires in" in html
+    if mapping_keys:
+        assert "kthena mapping key present, expires in" in html
+    else:
+        assert "no kthena mapping key" in html
     assert engine_hash(8) not in html
     assert "scan complete" in html
 

@@ -34,7 +34,7 @@ def test_a_block_hash_in_hex_is_read_too(browsing, fleet) -> None:  # noqa: F811
     assert _search(browsing, hex(std(2)))["Location"] == f"/blocks/{MODEL}/{std(2)}/"
 
 
-def test_an_engine_hash_resolves_through_kthenas_mapping_key(browsing, fleet) -> None:  # noqa: F811
+def test_an_engine_hash_resolves_through_the_streams_engine_blocks(browsing, fleet) -> None:  # noqa: F811
     response = _search(browsing, engine_hash(3))
     assert response.status_code == 302
     assert response["Location"] == f"/blocks/{MODEL}/{std(3)}/"

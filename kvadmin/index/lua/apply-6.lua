@@ -6,11 +6,11 @@ doubles and would round 63-bit hashes.
 Input:
   KEYS[1..6]  refcounts, pod media, pod ranks, retired set, pod models, pod kinds
   ARGV        the pod arguments (includes/pod_args.lua), then
-    stream name, now (residency score: unix microseconds), mapping TTL, the most distinct
-    unknown tags a stream's status keeps, after (the last seq of the stream's call sent
-    before this one, "" for none), then per batch: seq, publish time ("" when unknown), payload
-    digest ("" when unknown), body length, counters (count, then name and amount each),
-    operations (writer.py `_encode`).
+    stream name, now (residency score: unix microseconds), mapping TTL (used with the mapping
+    keys on), the most distinct unknown tags a stream's status keeps, after (the last seq of
+    the stream's call sent before this one, "" for none), then per batch: seq, publish time
+    ("" when unknown), payload digest ("" when unknown), body length, counters (count, then
+    name and amount each), operations (writer.py `_encode`).
 Output:
   { retired generations of the pod, then per batch: applied (1/0) and the six counts
     blocks_stored, blocks_removed, clears, unresolved_placeholders, unknown_removals,
@@ -18,7 +18,8 @@ Output:
   Error "OUT_OF_ORDER ..." when the call sent before this one is not applied; "MODEL_CHANGED
   {model}" when the pod still has entries of another model (nothing written).
 
-Each operation calls Redis directly: 6.4 commands per stored block on the benchmark's mix.
+Each operation calls Redis directly: 6.4 commands per stored block on the benchmark's mix with
+the mapping keys on; off, a store with tokens and a block's last removal make one call fewer.
 Tried and measured slower: caching the stream's engine blocks and the pod's residency in Lua
 tables (read with HMGET/ZMSCORE up front, written back with one variadic command per key) cut
 that to 2 commands per block, but Redis spent 25-30% more time per block: in Redis's Lua, a new
@@ -87,8 +88,10 @@ local function store(eh, std, m)
     end
     hold(eb, eh, std, media_text, m, true)
   end
-  -- SETEX, not SET EX: one argument less to convert, 2% of a store's Redis work.
-  call('SETEX', MAPPING .. eh, ttl, std)
+  if mapping_keys then
+    -- SETEX, not SET EX: one argument less to convert, 2% of a store's Redis work.
+    call('SETEX', MAPPING .. eh, ttl, std)
+  end
   c[1] = c[1] + 1
 end
 
@@ -102,9 +105,9 @@ local function place(eh, m)
   else
     -- Another rank of the pod may have stored it: engine hash -> content is a function of
     -- the engine, and the placeholder says this rank holds it.
-    local std = call('GET', MAPPING .. eh)
-    if std then
-      hold(eb, eh, std, nil, m, false)
+    local other = held_elsewhere(eh, eb)
+    if other then
+      hold(eb, eh, (parse(other)), nil, m, false)
       c[1] = c[1] + 1
     else
       c[4] = c[4] + 1

@@ -24,7 +24,9 @@ for _, member in ipairs(call('SMEMBERS', RETIRED)) do
     for _, x in ipairs(split(media_text)) do
       release(std, x)
     end
-    forget_mapping(eh, nil)
+    if forget_mappings then
+      forget_mapping(eh, nil)
+    end
     fields[#fields + 1] = eh
   end
   if #fields > 0 then

@@ -2,6 +2,7 @@
 Garbage collection (gc.py), one HSCAN step over a stream's engine blocks: ownership whose last
 store is older than a cutoff goes, exactly as if the engine had sent the removals, so refcounts,
 residency, engine blocks, mapping keys and the matrix value's best medium stay consistent.
+Mapping keys go whatever the setting: those left from when it was on are collected too.
 
 Input:
   KEYS[1..6]  refcounts, pod media, pod ranks, retired set, pod models, pod kinds
@@ -16,6 +17,9 @@ Output:
 --- @include "engine_blocks"
 --- @include "release"
 --- @include "pod_media"
+
+-- Collection removes the mapping keys of what it drops, also with the setting off.
+forget_mappings = true
 
 -- One HSCAN step over a stream's engine blocks: a medium goes when the pod's residency of
 -- the block there is older than the cutoff (the last store of the block in that medium by

@@ -7,10 +7,11 @@ end
 
 -- The engine-blocks hashes of the pod's live streams (data-parallel ranks), read once per call.
 local stream_ebs
--- Whether a live stream of the pod other than the one of `eb` holds engine block `eh`. This is
--- the mapping key's reference count by rank, read from the streams' own engine blocks rather
--- than kept in a counter: a pod with one rank pays nothing, a DP-n pod at most n - 1 HEXISTS
--- per dropped block, and the count cannot drift from what the streams hold.
+-- What a live stream of the pod other than the one of `eb` holds as engine block `eh` (its
+-- engine-blocks value), nil when none does. A pod with one rank pays nothing, a DP-n pod at
+-- most n - 1 HGETs. It resolves another rank's placeholders (engine hash -> content is a
+-- function of the engine), and it is the mapping key's reference count by rank, read from
+-- the streams' own engine blocks rather than kept in a counter that could drift.
 local function held_elsewhere(eh, eb)
   if not stream_ebs then
     stream_ebs = {}
@@ -19,12 +20,19 @@ local function held_elsewhere(eh, eb)
     end
   end
   for _, other in ipairs(stream_ebs) do
-    if other ~= eb and call('HEXISTS', other, eh) == 1 then
-      return true
+    if other ~= eb then
+      local v = call('HGET', other, eh)
+      if v then
+        return v
+      end
     end
   end
-  return false
+  return nil
 end
+
+-- Whether dropping a block deletes its mapping key: under the setting (pod_args.lua); garbage
+-- collection sets it to remove the keys left from when the setting was on.
+local forget_mappings = mapping_keys
 
 -- kthena's mapping key of `eh` is per pod: it goes when the last stream holding `eh` lets it go.
 local function forget_mapping(eh, eb)
@@ -37,7 +45,9 @@ end
 -- another rank still holds the block.
 local function drop(eb, eh)
   call('HDEL', eb, eh)
-  forget_mapping(eh, eb)
+  if forget_mappings then
+    forget_mapping(eh, eb)
+  end
 end
 
 -- The stream still holds engine block `eh` (= std) in the media of `list`; with none left

@@ -3,7 +3,8 @@ The arguments every index command starts with (writer.py `_pod_args`), and the g
 scripts use, read once: in the loops, a local costs one VM step where a global costs a lookup.
 KEYS: refcounts, pod media, pod ranks, retired set, pod models, pod kinds.
 ARGV: pod, key prefixes (matrix, mapping, engine blocks, residency, stream status, retired
-blocks), model, kind, the value format ("tiered" or "legacy", compatibility.md 2.7), the media
+blocks), model, kind, the value format ("tiered" or "legacy", compatibility.md 2.7), whether
+kthena's sidecar mapping keys are kept ("on" or "off", compatibility.md 2.3), the media
 preference (fallback position, count, names); `p` is the index of the command's own first
 argument.
 ]]
@@ -18,14 +19,17 @@ local MATRIX, MAPPING, EB, RES, STATUS, RETIRED_EB =
 local model, kind = ARGV[8], ARGV[9]
 -- Legacy values are the timestamp alone, for kthena main; the media stay in the residency.
 local legacy = ARGV[10] == 'legacy'
+-- kthena's router never reads the mapping keys, only its sidecar does: off, the writer neither
+-- sets nor deletes them (garbage collection and purges still remove those left).
+local mapping_keys = ARGV[11] == 'on'
 
 -- Media preference: listed media rank 0, 1, ...; every other medium (and none) ranks just
 -- before the listed one at the fallback position. Equal ranks are ordered by name.
-local fallback = tonumber(ARGV[11]) - 0.5
+local fallback = tonumber(ARGV[12]) - 0.5
 local top_listed = fallback > 0 -- the first listed medium beats every other one
-local n_pref = tonumber(ARGV[12])
+local n_pref = tonumber(ARGV[13])
 local pref = {}
 for i = 1, n_pref do
-  pref[ARGV[12 + i]] = i - 1
+  pref[ARGV[13 + i]] = i - 1
 end
-local p = 13 + n_pref
+local p = 14 + n_pref
