@@ -174,6 +174,16 @@ LOAD_SCRAPE_DURATION = Family(
     LATENCY_BUCKETS,
 )
 
+# Calibration: written by each run of the calibration task (`kvadmin.weights.calibration`).
+CALIBRATION_RUNS = Family(
+    "kvadmin_calibration_runs_total",
+    "counter",
+    "Runs of the TTFT calibration, by result (changed: a version was appended; unchanged: "
+    "within the guard rails nothing moved; manual: the parameters are pinned; off: "
+    "KVADMIN_CALIBRATION is false; stale: an operator saved meanwhile; error)",
+    ("result",),
+)
+
 # Delivered hits: written with each decision's outcome (`routing.outcomes`), per model and the
 # chosen pod (where the request went). Routing loss is available - achieved, index staleness
 # achieved - delivered.
@@ -250,6 +260,7 @@ RECORDED = (
     TOKENIZER_CHECKS,
     LOAD_SCRAPES,
     LOAD_SCRAPE_DURATION,
+    CALIBRATION_RUNS,
     *OUTCOME_TALLIES.values(),
     *OUTCOME_TIMINGS.values(),
 )

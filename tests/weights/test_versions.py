@@ -4,7 +4,6 @@ import pytest
 
 from kvadmin.weights.active import active_weights
 from kvadmin.weights.config import KTHENA_DEFAULTS, KVADMIN_DEFAULTS, WeightConfig
-from scoring.weights import KVADMIN_WEIGHTS
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.versions import (
     NothingChanged,
@@ -15,6 +14,7 @@ from kvadmin.weights.versions import (
     restore_version,
     save_version,
 )
+from scoring.weights import KVADMIN_WEIGHTS
 
 pytestmark = pytest.mark.django_db
 
