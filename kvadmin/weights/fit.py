@@ -56,8 +56,10 @@ from scoring.ttft import MAX_TOKENS_PER_S, TtftParameters
 MIN_WINDOWS: Final = 3
 """Windows a line needs (T0 and speed); with fewer (at least 1) only a speed is fitted, through
 the model's or the pooled T0."""
-MAX_POINTS: Final = 240
-"""Theil-Sen's pairs grow with the square of the points: the newest this many per line."""
+MAX_POINTS: Final = 60
+"""Theil-Sen's pairs grow with the square of the points: the newest this many per line (a
+minute of one-second windows: a line follows a pod that changed within a minute, and costs
+about a millisecond)."""
 INLIER_TOLERANCE: Final = 0.25
 """A window within this fraction of the line's prediction (or 2 ms) is an inlier."""
 MAX_FIRST_TOKEN_S: Final = 1.0
@@ -279,7 +281,14 @@ def fit(
     pooled_windows = {
         model: [w for pod in pods.values() for w in pod] for model, pods in by_model.items()
     }
-    lines = {model: line(found, slowdown, reload) for model, found in pooled_windows.items()}
+    pod_lines = {
+        model: {pod: line(found, slowdown, reload) for pod, found in pods.items()}
+        for model, pods in by_model.items()
+    }
+    lines = {
+        model: _model_line(pod_lines[model], pooled_windows[model], slowdown, reload)
+        for model in by_model
+    }
     votes = [(own.first_token_s, len(by_model[model])) for model, own in lines.items() if own]
     pooled = _weighted_median(votes) if votes else None
     first_token_s = pooled if pooled is not None else base.first_token_s
@@ -298,8 +307,7 @@ def fit(
             speed, note = _speed(xs, ys, through)
         if speed is not None:
             speeds[model] = speed
-        for pod, pod_windows in sorted(by_model[model].items()):
-            pod_line = line(pod_windows, slowdown, reload) if len(by_model[model]) > 1 else own
+        for pod, pod_line in sorted(pod_lines[model].items()):
             pods.append(PodFit(pod, model, pod_line))
             if pod_line is not None:
                 pod_fits[pod] = (pod_line.first_token_s, pod_line.tokens_per_s)
@@ -326,6 +334,24 @@ def fit(
         pod_fits=tuple((pod, t0, speed) for pod, (t0, speed) in sorted(pod_fits.items())),
     )
     return Fit(parameters, models, round(pooled, 4) if pooled is not None else None, pods=pods)
+
+
+def _model_line(
+    pods: Mapping[str, Line | None], found: Sequence[Window], slowdown: float, reload: float
+) -> Line | None:
+    """A model's own figures: the median of its pods' own lines, each pod one vote (pods of
+    one model run on different GPUs, and a line through all their windows mixes them); the
+    line through all its windows when no pod has one."""
+    own = [pod for pod in pods.values() if pod is not None]
+    if not own:
+        return line(found, slowdown, reload)
+    return Line(
+        statistics.median(pod.first_token_s for pod in own),
+        float(round(statistics.median(pod.tokens_per_s for pod in own))),
+        sum(pod.windows for pod in own),
+        statistics.median(pod.confidence for pod in own),
+        statistics.median(pod.error for pod in own),
+    )
 
 
 def _points(
