@@ -27,6 +27,14 @@ seconds each pod spent prefilling the measured requests (what queues form from: 
 hot prefix serves many cheap requests), and `reqs`, requests routed (the previous definition:
 it counts a cached 20 ms request like a cold 300 ms one).
 
+The hard case (issue 33), `--hard`: every pod's true timing is drawn per seed away from the
+defaults (`hard_truths`); "kvadmin ttft" starts cold from the default parameters with kvadmin's
+physical default weights and calibrates as the product does (`bench/sim/calibration.py`: the
+same fit and guarded step, on the simulation's clock); "ttft uncalibrated" is the policy as it
+shipped before (kthena's default weights, default parameters). It adds per-seed ratios, a
+recovery curve (p90 per 200 requests from the cold start) and the prediction error by load.
+`--loads` and `--routers` pick a subset.
+
 Robustness: `--misfit` makes the pods slower than kvadmin's parameters assume (the oracle still
 knows the truth); `--no-resync` leaves ttft's virtual queue to its own predictions.
 
