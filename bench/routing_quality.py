@@ -27,6 +27,14 @@ seconds each pod spent prefilling the measured requests (what queues form from: 
 hot prefix serves many cheap requests), and `reqs`, requests routed (the previous definition:
 it counts a cached 20 ms request like a cold 300 ms one).
 
+The hard case (issue 33), `--hard`: every pod's true timing is drawn per seed away from the
+defaults (`hard_truths`); "kvadmin ttft" starts cold from the default parameters with kvadmin's
+physical default weights and calibrates as the product does (`bench/sim/calibration.py`: the
+same fit and guarded step, on the simulation's clock); "ttft uncalibrated" is the policy as it
+shipped before (kthena's default weights, default parameters). It adds per-seed ratios, a
+recovery curve (p90 per 200 requests from the cold start) and the prediction error by load.
+`--loads` and `--routers` pick a subset.
+
 Robustness: `--misfit` makes the pods slower than kvadmin's parameters assume (the oracle still
 knows the truth); `--no-resync` leaves ttft's virtual queue to its own predictions.
 
@@ -48,6 +56,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.sim.calibration import Calibration
 from bench.sim.fleet import TPOT_S, Outcome, PodSpec, Simulation
 from bench.sim.routers import (
     KthenaRouter,
@@ -61,13 +70,46 @@ from bench.sim.routers import (
 from bench.sim.workloads import OUTPUT_TOKENS, WORKLOADS, TraceRequest
 from kvadmin.fleet.offload import WRITE_POLICIES, write_policy_for
 from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
-from scoring.weights import TierWeights
+from scoring.weights import KVADMIN_WEIGHTS, TierWeights
 
 LOADS = (0.3, 0.6, 0.8)
 ROUTERS = ("random", "round-robin", "least-loaded", "kthena", "llm-d", "kvadmin ttft", "oracle")
 BASELINES = ROUTERS[:5]
+HARD_ROUTERS = (*BASELINES, "ttft uncalibrated", "kvadmin ttft", "oracle")
+"""`--hard`: "ttft uncalibrated" is the policy as it shipped before issue 33 (kthena's default
+weights, the default parameters, no calibration); "kvadmin ttft" starts cold from the same
+default parameters with kvadmin's physical default weights and calibrates as it goes."""
 WEIGHTS = TierWeights.from_config({"cpu": 0.8, "cpu_pinned": 0.85, "disk": 0.5})
 """1 - the simulated pods' true reload fractions (`bench.sim.fleet.RELOAD`)."""
+PHYSICAL = TierWeights.from_config(dict(KVADMIN_WEIGHTS))
+"""kvadmin's physical defaults, version 1 of a new install: what `--hard` ttft prices with."""
+
+
+def hard_truths(pods: tuple[PodSpec, ...], seed: int) -> tuple[PodSpec, ...]:
+    """Issue 33's hard case: every pod's true timing drawn away from kvadmin's defaults (prefill
+    speed 0.5-2x, T0 10-40 ms, decode slowdown 0.005-0.03; DISK reloads cost 0.5 already)."""
+    rng = random.Random(seed * 104_729)
+    drawn = []
+    for pod in pods:
+        truth = TtftParameters(
+            first_token_s=rng.uniform(0.010, 0.040),
+            default_prefill_tokens_per_s=10_000 * 2 ** rng.uniform(-1, 1),
+            decode_slowdown=rng.uniform(0.005, 0.03),
+        )
+        drawn.append(replace(pod, truth=truth))
+    return tuple(drawn)
+
+
+def mean_truth(pods: tuple[PodSpec, ...]) -> TtftParameters:
+    """One pod that serves what the fleet's pods serve on average (its ideal capacity)."""
+    truths = [pod.truth for pod in pods if pod.truth is not None]
+    return TtftParameters(
+        first_token_s=statistics.fmean(t.first_token_s for t in truths),
+        default_prefill_tokens_per_s=statistics.fmean(
+            t.default_prefill_tokens_per_s for t in truths
+        ),
+        decode_slowdown=statistics.fmean(t.decode_slowdown for t in truths),
+    )
 
 
 def fleet(sglang_write_policy: str | None = None) -> tuple[PodSpec, ...]:
@@ -126,17 +168,41 @@ def ideal_rate(trace: list[TraceRequest], pods: int, truth: TtftParameters) -> f
     return (-b + math.sqrt(b * b + 4 * a)) / (2 * a) if a else 1 / b
 
 
-def router_for(name: str, seed: int, pods: int, setup: "Setup"):
+def router_for(name: str, seed: int, specs: tuple[PodSpec, ...], setup: "Setup"):
     """The oracle prices with the pods' true timing; kvadmin's ttft with its own parameters."""
-    parameters, resync = setup.parameters, setup.resync
+    parameters, resync, pods = setup.parameters, setup.resync, len(specs)
+    names = [spec.name for spec in specs]
+    if setup.hard:
+        truth = TtftParameters(
+            first_token_s=setup.truth.first_token_s,
+            decode_slowdown=DEFAULT_PARAMETERS.decode_slowdown,
+            kappa=parameters.kappa,
+            pod_fits=tuple(
+                (s.name, s.truth.first_token_s, s.truth.default_prefill_tokens_per_s)
+                for s in specs
+                if s.truth
+            ),  # fmt: skip
+        )
+        slowdowns = {s.name: s.truth.decode_slowdown for s in specs if s.truth}
+        oracle = lambda: OracleRouter(WEIGHTS, truth, pods, slowdowns)  # noqa: E731
+    else:
+        oracle = lambda: OracleRouter(WEIGHTS, replace(setup.truth, kappa=parameters.kappa), pods)  # noqa: E731
+    calibrated = Calibration(names) if setup.hard else None
     return {
         "random": lambda: RandomRouter(seed),
         "round-robin": lambda: RoundRobinRouter(seed),
         "least-loaded": lambda: LeastLoadedRouter(seed),
         "kthena": lambda: KthenaRouter(seed, WEIGHTS),
         "llm-d": lambda: LlmdRouter(seed),
-        "kvadmin ttft": lambda: TtftRouter(WEIGHTS, parameters, pods, resync=resync),
-        "oracle": lambda: OracleRouter(WEIGHTS, replace(setup.truth, kappa=parameters.kappa), pods),
+        "ttft uncalibrated": lambda: TtftRouter(TierWeights(), parameters, pods, resync=resync),
+        "kvadmin ttft": lambda: TtftRouter(
+            PHYSICAL if setup.hard else WEIGHTS,
+            parameters,
+            pods,
+            resync=resync,
+            calibration=calibrated,
+        ),  # fmt: skip
+        "oracle": oracle,
     }[name]()
 
 
@@ -153,6 +219,8 @@ class Setup:
     """The simulated pods' timing."""
     resync: bool
     pods: tuple[PodSpec, ...]
+    hard: bool = False
+    """Every pod's own true timing, drawn per seed (`hard_truths`); ttft calibrates."""
 
 
 def simulate(cell: Cell, setup: Setup) -> tuple[Cell, Outcome]:
@@ -160,15 +228,27 @@ def simulate(cell: Cell, setup: Setup) -> tuple[Cell, Outcome]:
     if key not in _TRACES:
         _TRACES[key] = WORKLOADS[cell.workload](setup.requests, cell.seed)
     trace = _TRACES[key]
-    rate = cell.load * ideal_rate(trace, len(setup.pods), setup.truth)
+    specs = hard_truths(setup.pods, cell.seed) if setup.hard else setup.pods
+    truth = mean_truth(specs) if setup.hard else setup.truth
+    rate = cell.load * ideal_rate(trace, len(specs), truth)
     gaps = random.Random(cell.seed * 7919).expovariate
     arrivals, at = [], 0.0
     for _ in trace:
         at += gaps(1.0) / rate
         arrivals.append(at)
-    sim = Simulation(setup.pods, setup.truth, index_delay_s=setup.index_delay_s)
-    router = router_for(cell.router, cell.seed, len(setup.pods), setup)
-    return cell, sim.run(trace, arrivals, router, warmup=setup.requests // 5)
+    sim = Simulation(specs, truth, index_delay_s=setup.index_delay_s)
+    router = router_for(cell.router, cell.seed, specs, replace(setup, truth=truth))
+    warmup = setup.requests // 5
+    outcome = sim.run(trace, arrivals, router, warmup=warmup)
+    if isinstance(router, TtftRouter):
+        delivered = outcome.ttft_by_index
+        outcome.prediction_errors = [
+            abs(router.predicted[i] - delivered[i]) / delivered[i]
+            for i in range(warmup, len(trace))
+            if i in router.predicted and delivered.get(i)
+        ]
+        outcome.calibration_steps = router.calibration.steps if router.calibration else 0
+    return cell, outcome
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -220,6 +300,13 @@ def main() -> None:
     )
     parser.add_argument("--misfit", action="store_true", help="pods slower than assumed")
     parser.add_argument(
+        "--hard",
+        action="store_true",
+        help="every pod's true timing drawn away from the defaults; ttft calibrates (issue 33)",
+    )
+    parser.add_argument("--loads", default=",".join(str(load) for load in LOADS))
+    parser.add_argument("--routers", default="", help="a subset of the routers (oracle always)")
+    parser.add_argument(
         "--hicache-write-policy",
         choices=WRITE_POLICIES["sglang"],
         default=None,
@@ -234,20 +321,25 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     workloads = args.workloads.split(",")
+    loads = tuple(float(load) for load in args.loads.split(","))
+    routers = HARD_ROUTERS if args.hard else ROUTERS
+    if args.routers:
+        wanted = {*args.routers.split(","), "oracle"}
+        routers = tuple(router for router in routers if router in wanted)
+    if args.quick:
+        args.requests, args.seeds = 600, 1
     cells = [
         Cell(w, load, seed, router)
         for w in workloads
         for seed in range(1, args.seeds + 1)
-        for load in LOADS
-        for router in ROUTERS
+        for load in loads
+        for router in routers
     ]
     outcomes: dict[Cell, Outcome] = {}
     parameters = DEFAULT_PARAMETERS
     if args.kappa is not None:
         parameters = replace(parameters, kappa=args.kappa)
     truth = MISFIT if args.misfit else TRUTH
-    if args.quick:
-        args.requests, args.seeds = 600, 1
     pods = fleet(args.hicache_write_policy)
     setup = Setup(
         args.requests,
@@ -256,6 +348,7 @@ def main() -> None:
         truth,
         not args.no_resync,
         pods,
+        args.hard,
     )
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
@@ -263,25 +356,29 @@ def main() -> None:
             outcomes = dict(future.result() for future in futures)
     else:
         outcomes = dict(simulate(cell, setup) for cell in cells)
+    seeds = range(1, args.seeds + 1)
     rows = {
-        (w, load, router): summarize(
-            [outcomes[Cell(w, load, seed, router)] for seed in range(1, args.seeds + 1)]
-        )
+        (w, load, router): summarize([outcomes[Cell(w, load, seed, router)] for seed in seeds])
         for w in workloads
-        for load in LOADS
-        for router in ROUTERS
+        for load in loads
+        for router in routers
     }
     print(
         f"{len(pods)} pods, {args.requests} requests per workload and seed (first fifth "
         f"warm-up), {args.seeds} seeds, index delay {args.index_delay_ms:g} ms; TTFT in ms"
     )
     print(f"kvadmin ttft prices with {parameters}")
-    print(f"the pods take {truth}; ttft resyncs its virtual queue: {setup.resync}")
+    if args.hard:
+        print("the pods take their own timing, drawn per seed (hard_truths); kvadmin ttft")
+        print("starts from the defaults above and calibrates (kvadmin's defaults: a sample")
+        print("every 1 s, a step every 2 s)")
+    else:
+        print(f"the pods take {truth}; ttft resyncs its virtual queue: {setup.resync}")
     policies = sorted({f"{p.kind} {write_policy_for(p.kind, p.write_policy)}" for p in pods})
     print(f"offload write policies: {', '.join(policies)}")
     media = ("GPU", "CPU", "CPU_PINNED", "DISK")
     for w in workloads:
-        for load in LOADS:
+        for load in loads:
             oracle = rows[(w, load, "oracle")].p90
             print(f"\n{w} at {load:.0%} of ideal capacity")
             print(
@@ -289,7 +386,7 @@ def main() -> None:
                 + "".join(f"{m:>11}" for m in media)
                 + f"{'computed':>10}{'busy':>6}{'reqs':>6}{'p90/oracle':>11}"
             )
-            for router in ROUTERS:
+            for router in routers:
                 row = rows[(w, load, router)]
                 hit = sum(row.hit_by_medium.values())
                 print(
@@ -300,37 +397,109 @@ def main() -> None:
                     f"{row.p90 / oracle:>11.2f}"
                 )
     print()
-    _targets(rows, workloads)
+    if args.hard:
+        _seed_ratios(outcomes, workloads, loads, seeds)
+        _recovery(outcomes, workloads, loads, seeds)
+        _prediction_errors(outcomes, workloads, loads, seeds)
+    _targets(rows, workloads, loads)
     print(f"\n{len(cells)} simulations in {time.perf_counter() - started:.0f} s")
 
 
-def _targets(rows: dict, workloads: list[str]) -> None:
+def _seed_ratios(outcomes: dict, workloads: list[str], loads: tuple, seeds: range) -> None:
+    """Per workload and load, the median over seeds of each seed's p90 ratio to the oracle."""
+    print("p90 / oracle, median of the seeds' own ratios (each seed: [ratios])")
+    for w in workloads:
+        for load in loads:
+            parts = []
+            for router in ("ttft uncalibrated", "kvadmin ttft"):
+                if Cell(w, load, seeds[0], router) not in outcomes:
+                    continue
+                ratios = [
+                    summarize([outcomes[Cell(w, load, s, router)]]).p90
+                    / summarize([outcomes[Cell(w, load, s, "oracle")]]).p90
+                    for s in seeds
+                ]
+                listed = ", ".join(f"{r:.2f}" for r in ratios)
+                parts.append(f"{router} {statistics.median(ratios):.2f}x [{listed}]")
+            print(f"  {w} at {load:.0%}: " + "; ".join(parts))
+    print()
+
+
+def _recovery(outcomes: dict, workloads: list[str], loads: tuple, seeds: range) -> None:
+    """p90 per 200 requests from the cold start, calibrated ttft over the oracle (seeds pooled)."""
+    print("recovery from a cold start: p90 of each 200 requests, kvadmin ttft / oracle")
+    for w in workloads:
+        for load in loads:
+            curve = []
+            by_router = {
+                router: [outcomes[Cell(w, load, s, router)].ttft_by_index for s in seeds]
+                for router in ("kvadmin ttft", "oracle")
+            }
+            size = len(by_router["oracle"][0])
+            for start in range(0, size, 200):
+                p90s = {
+                    router: _percentile(
+                        [
+                            t
+                            for ttfts in runs
+                            for i, t in ttfts.items()
+                            if start <= i < start + 200
+                        ],  # fmt: skip
+                        0.9,
+                    )
+                    for router, runs in by_router.items()
+                }
+                curve.append(p90s["kvadmin ttft"] / p90s["oracle"])
+            steps = statistics.fmean(outcomes[Cell(w, load, s, "kvadmin ttft")].calibration_steps
+                                     for s in seeds)  # fmt: skip
+            print(f"  {w} at {load:.0%}: " + " ".join(f"{r:.2f}" for r in curve)
+                  + f"  ({steps:.0f} calibration steps)")  # fmt: skip
+    print()
+
+
+def _prediction_errors(outcomes: dict, workloads: list[str], loads: tuple, seeds: range) -> None:
+    print("kvadmin ttft's prediction: abs(predicted - delivered) / delivered, after warm-up")
+    for load in loads:
+        errors = [
+            e
+            for w in workloads
+            for s in seeds
+            for e in outcomes[Cell(w, load, s, "kvadmin ttft")].prediction_errors
+        ]
+        print(f"  {load:.0%} load: median {_percentile(errors, 0.5):.1%}, "
+              f"p90 {_percentile(errors, 0.9):.1%} ({len(errors)} requests)")  # fmt: skip
+    print()
+
+
+def _targets(rows: dict, workloads: list[str], loads: tuple = LOADS) -> None:
     def check(label: str, ok: bool, detail: str) -> None:
         print(f"  {'PASS' if ok else 'FAIL'}  {label}: {detail}")
 
     print("targets (kvadmin ttft)")
     for load, bound in ((0.6, 1.10), (0.8, 1.25)):
+        if load not in loads:
+            continue
         ratios = {w: rows[(w, load, "kvadmin ttft")].p90 / rows[(w, load, "oracle")].p90
                   for w in workloads}  # fmt: skip
         detail = ", ".join(f"{w} {r:.2f}x" for w, r in ratios.items())
         check(f"p90 <= {bound:.2f}x oracle at {load:.0%}", max(ratios.values()) <= bound, detail)
     worst = []
     for w in workloads:
-        for load in LOADS:
-            best = min(rows[(w, load, b)].p90 for b in BASELINES)
+        for load in loads:
+            best = min(rows[(w, load, b)].p90 for b in BASELINES if (w, load, b) in rows)
             worst.append((rows[(w, load, "kvadmin ttft")].p90 / best, w, load))
     ratio, w, load = max(worst)
     check("p90 never > 5% worse than the best baseline", ratio <= 1.05,
           f"worst {ratio:.2f}x the best baseline ({w} at {load:.0%})")  # fmt: skip
     for metric, label in (("busy_spread", "busy"), ("request_spread", "requests")):
         spread, w, load = max((getattr(rows[(w, load, "kvadmin ttft")], metric), w, load)
-                              for w in workloads for load in LOADS)  # fmt: skip
+                              for w in workloads for load in loads)  # fmt: skip
         oracle = getattr(rows[(w, load, "oracle")], metric)
         detail = f"worst {spread:.2f} ({w} at {load:.0%}; the oracle there: {oracle:.2f})"
         check(f"load max/mean <= 1.5 ({label})", spread <= 1.5, detail)
     if {"llm-d", "llm-d+preamble"} <= set(workloads):
         ratios = [rows[("llm-d+preamble", load, "kvadmin ttft")].p90
-                  / rows[("llm-d", load, "kvadmin ttft")].p90 for load in LOADS]  # fmt: skip
+                  / rows[("llm-d", load, "kvadmin ttft")].p90 for load in loads]  # fmt: skip
         check("no collapse with the shared preamble (p90 <= 1.10x without it)",
               max(ratios) <= 1.10, ", ".join(f"{r:.2f}x" for r in ratios))  # fmt: skip
 

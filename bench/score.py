@@ -53,7 +53,7 @@ from scoring.policy import RouteRequest, choose_pod
 from scoring.route_record import RouteAdvance
 from scoring.route_state import StateRequest, load_reading, speculative_blocks
 from scoring.score import ScoreResult
-from scoring.ttft import DEFAULT_PARAMETERS, estimate_prefill
+from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters, estimate_prefill
 from scoring.weights import TierWeights
 
 MODEL = "Qwen/Qwen3-8B"
@@ -190,13 +190,18 @@ def decide_kthena(client: redis.Redis, tokens: list[int], started_at: dict[str, 
     return chosen or ""
 
 
-def decide_ttft(client: redis.Redis, tokens: list[int], started_at: dict[str, int]) -> str:
+def decide_ttft(
+    client: redis.Redis,
+    tokens: list[int],
+    started_at: dict[str, int],
+    parameters: TtftParameters = DEFAULT_PARAMETERS,
+) -> str:
     state = StateRequest(MODEL, PODS, 2000)
     read = read_for_routing(
         client, MODEL, tokens, frozenset(PODS), started_at, WEIGHTS, state=state
     )
     assert read.state is not None
-    cold = estimate_prefill(MODEL, len(tokens), (), 16, 0, WEIGHTS, DEFAULT_PARAMETERS).seconds
+    cold = estimate_prefill(MODEL, len(tokens), (), 16, 0, WEIGHTS, parameters).seconds
     readings = {
         pod: load_reading(raw, read.state.now_ms, 3.0, cold) for pod, raw in read.state.pods.items()
     }
@@ -212,12 +217,25 @@ def decide_ttft(client: redis.Redis, tokens: list[int], started_at: dict[str, in
         loads={pod: reading.load for pod, reading in readings.items()},
         recent_work={pod: reading.recent_work_s for pod, reading in readings.items()},
     )
-    return choose_pod(request, WEIGHTS, "ttft", DEFAULT_PARAMETERS).chosen or ""
+    return choose_pod(request, WEIGHTS, "ttft", parameters).chosen or ""
+
+
+CALIBRATED = TtftParameters(
+    pod_fits=tuple((pod, 0.01 + 0.001 * n, 5000.0 + 500 * n) for n, pod in enumerate(PODS))
+)
+"""Every pod with its own calibrated T0 and speed (issue 33): what each candidate's estimate
+looks up beside the default parameters."""
+
+
+def decide_ttft_calibrated(
+    client: redis.Redis, tokens: list[int], started_at: dict[str, int]
+) -> str:
+    return decide_ttft(client, tokens, started_at, CALIBRATED)
 
 
 def decision_paths(client: redis.Redis, tokens: list[int], started_at: dict[str, int]) -> list[str]:
     """Old and new decision path, interleaved as `run` does: the report's lines."""
-    paths = {"kthena": decide_kthena, "ttft": decide_ttft}
+    paths = {"kthena": decide_kthena, "ttft": decide_ttft, "calibrated": decide_ttft_calibrated}
     times: dict[str, list[float]] = {name: [] for name in paths}
     chosen: dict[str, str] = {}
     for round_ in range(WARMUP + ROUNDS):
@@ -239,6 +257,12 @@ def decision_paths(client: redis.Redis, tokens: list[int], started_at: dict[str,
     lines.append(
         f"  ttft / kthena: {ratio50:.2f}x at p50, {ratio99:.2f}x at p99 "
         "(one round trip either way: the state rides in the walk script)"
+    )
+    calibrated50 = percentile(times["calibrated"], 0.5) / percentile(times["ttft"], 0.5)
+    calibrated99 = percentile(times["calibrated"], 0.99) / percentile(times["ttft"], 0.99)
+    lines.append(
+        f"  ttft with every pod calibrated / ttft with the default parameters: "
+        f"{calibrated50:.2f}x at p50, {calibrated99:.2f}x at p99 (the same round trip)"
     )
     return lines
 

@@ -44,7 +44,7 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "LOAD_STALE_SECONDS": 3.0,
     # The prefill counters are also kept as a sample every LOAD_FIT_SAMPLE_SECONDS, the latest
     # LOAD_FIT_SAMPLES of them per engine: what /weights/ fits the TTFT parameters from.
-    "LOAD_FIT_SAMPLE_SECONDS": 10.0,
+    "LOAD_FIT_SAMPLE_SECONDS": 1.0,
     "LOAD_FIT_SAMPLES": 360,
     # Largest batch accepted by POST /api/v1/events/<pod>; DATA_UPLOAD_MAX_MEMORY_SIZE caps it.
     "PUSH_MAX_BYTES": 2 * 1024 * 1024,
@@ -106,6 +106,12 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # The decision log: record every decision, in a stream of about this many entries.
     "DECISIONS_RECORD": True,
     "DECISIONS_MAX": 10_000,
+    # Calibration (kvadmin.weights.calibration): beat refits the TTFT parameters per pod and
+    # model every CALIBRATION_PERIOD_SECONDS from the engines' prefill counters and appends a
+    # version (author "calibration") when the guard rails let a value move; parameters saved
+    # with calibration "manual" are left alone.
+    "CALIBRATION": True,
+    "CALIBRATION_PERIOD_SECONDS": 2.0,
     # Each process re-reads the published tier-weights version at most this often (seconds).
     "WEIGHTS_REFRESH_SECONDS": 0.5,
     # What-if previews replay this many of the latest recorded decisions by default.

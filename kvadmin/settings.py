@@ -229,6 +229,14 @@ CELERY_BEAT_SCHEDULE["engines-probe"] = {
     "schedule": _PROBE_PERIOD,
     "options": {"expires": _PROBE_PERIOD},
 }
+# Calibration of the TTFT parameters from the engines' counters (kvadmin.weights.calibration).
+CELERY_IMPORTS.append("kvadmin.weights.calibration")
+_CALIBRATION_PERIOD = settings_knob("CALIBRATION_PERIOD_SECONDS", KVADMIN)
+CELERY_BEAT_SCHEDULE["weights-calibrate"] = {
+    "task": "kvadmin.weights.calibrate",
+    "schedule": _CALIBRATION_PERIOD,
+    "options": {"expires": _CALIBRATION_PERIOD},
+}
 # Residency browser: blocks per medium per pod for the /pods/ charts and live table.
 CELERY_BEAT_SCHEDULE["residency-sample-pods"] = {
     "task": "kvadmin.residency.tasks.sample_pods",

@@ -189,6 +189,7 @@ def choose_pod(
             load.running,
             weights,
             parameters,
+            pod,  # its own calibrated T0 and speed, when it has them
         )
         matched = sum(count for _medium, count in runs)
         estimates.append((pod, matched, speculative_blocks, prefill, load, runs))

@@ -7,7 +7,9 @@ For one request on one pod:
     reload_tokens = sum over the pod's matched blocks of (1 - w_medium) * block_tokens
     slowdown = 1 + decode_slowdown * running_requests
 
-`t_tok` is 1 / (prefill tokens per second of the model). The tier weight is what a hit is worth
+`t_tok` is 1 / (prefill tokens per second of the model), and T0 the pooled one; a pod that
+calibration fitted on its own (`pod_fits`: pods of one model often run on different GPUs) uses
+its own T0 and speed instead. The tier weight is what a hit is worth
 (compatibility.md 2.5: GPU 1.0, host memory 0.8, ...), so `1 - w` is the fraction of a block's
 prefill it still costs to load it back from a lower tier. Running requests decode in the same
 forward passes as the prefill (chunked prefill / continuous batching), so each one slows the prefill
@@ -41,6 +43,10 @@ MAX_SECONDS: Final = 3600.0
 MAX_TOKENS_PER_S: Final = 1e8
 MAX_KAPPA: Final = 100.0
 MAX_MODELS: Final = 1000
+MAX_PODS: Final = 10_000
+CALIBRATION_MODES: Final = ("auto", "manual")
+"""`auto`: the calibration task may append versions with fitted values; `manual`: the operator
+pinned the parameters, calibration leaves them alone."""
 
 
 class InvalidTtftParameters(ValueError):
@@ -66,6 +72,13 @@ class TtftParameters:
     prefill_tokens_per_s: tuple[tuple[str, float], ...] = field(default=())
     kappa: float = DEFAULT_KAPPA
     decode_slowdown: float = DEFAULT_DECODE_SLOWDOWN
+    pod_fits: tuple[tuple[str, float, float], ...] = field(default=())
+    """(pod, T0, prefill tokens per second) of pods fitted on their own, sorted by pod."""
+    calibration: str = "auto"
+    """One of CALIBRATION_MODES."""
+    _pods: dict[str, tuple[float, float]] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         errors: dict[str, str] = {}
@@ -81,18 +94,31 @@ class TtftParameters:
         _check(errors, "kappa", self.kappa, 0.0, MAX_KAPPA)
         _check(errors, "decode_slowdown", self.decode_slowdown, 0.0, 10.0)
         speeds = _model_speeds(errors, self.prefill_tokens_per_s)
+        pods = _pod_fits(errors, self.pod_fits)
+        if self.calibration not in CALIBRATION_MODES:
+            errors["calibration"] = f"must be one of {', '.join(CALIBRATION_MODES)}"
         if errors:
             raise InvalidTtftParameters(errors)
         for name in ("first_token_s", "default_prefill_tokens_per_s", "kappa", "decode_slowdown"):
             object.__setattr__(self, name, float(getattr(self, name)))
         object.__setattr__(self, "prefill_tokens_per_s", speeds)
+        object.__setattr__(self, "pod_fits", pods)
+        object.__setattr__(self, "_pods", {pod: (t0, speed) for pod, t0, speed in pods})
 
-    def token_seconds(self, model: str) -> float:
-        """t_tok: seconds to prefill one token of `model`."""
+    def token_seconds(self, model: str, pod: str | None = None) -> float:
+        """t_tok: seconds to prefill one token of `model` (on `pod`, when it has its own fit)."""
+        own = self._pods.get(pod) if pod is not None else None
+        if own is not None:
+            return 1.0 / own[1]
         for name, speed in self.prefill_tokens_per_s:
             if name == model:
                 return 1.0 / speed
         return 1.0 / self.default_prefill_tokens_per_s
+
+    def first_token(self, pod: str | None = None) -> float:
+        """T0 of `pod` (its own fit), else the pooled one."""
+        own = self._pods.get(pod) if pod is not None else None
+        return own[0] if own is not None else self.first_token_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +143,7 @@ def estimate_prefill(
     running: int,
     weights: TierWeights,
     parameters: TtftParameters,
+    pod: str | None = None,
 ) -> PrefillEstimate:
     """S_est for a prompt of `prompt_tokens` on a pod whose matched blocks (in block order, as
     runs of media) are `runs`.
@@ -135,12 +162,13 @@ def estimate_prefill(
         cached += tokens
         reload += (1.0 - weights.weight_for(medium)) * tokens
     uncached = max(prompt_tokens, 0) - cached
-    scale = parameters.token_seconds(model) * (1.0 + parameters.decode_slowdown * max(running, 0))
+    slowdown = 1.0 + parameters.decode_slowdown * max(running, 0)
+    scale = parameters.token_seconds(model, pod) * slowdown
     return PrefillEstimate(
         cached_tokens=cached,
         uncached_tokens=uncached,
         reload_tokens=reload,
-        seconds=parameters.first_token_s + scale * (uncached + reload),
+        seconds=parameters.first_token(pod) + scale * (uncached + reload),
         reload_seconds=scale * reload,
     )
 
@@ -193,6 +221,37 @@ def _model_speeds(errors: dict[str, str], given: object) -> tuple[tuple[str, flo
         if key not in errors:
             speeds[model] = float(speed)  # type: ignore[arg-type]
     return tuple(sorted(speeds.items()))
+
+
+def _pod_fits(errors: dict[str, str], given: object) -> tuple[tuple[str, float, float], ...]:
+    """`pod_fits` as sorted triples; a mapping pod -> (T0, speed) is accepted too."""
+    items = given.items() if isinstance(given, Mapping) else given
+    try:
+        entries = [
+            (entry[0], *entry[1]) if isinstance(given, Mapping) else tuple(entry)  # type: ignore[index]
+            for entry in items  # type: ignore[union-attr]
+        ]
+    except TypeError:
+        errors["pod_fits"] = "must list (pod, T0, tokens per second)"
+        return ()
+    if len(entries) > MAX_PODS:
+        errors["pod_fits"] = f"at most {MAX_PODS} pods"
+        return ()
+    fits: dict[str, tuple[float, float]] = {}
+    for entry in entries:
+        if len(entry) != 3 or not isinstance(entry[0], str) or not entry[0].strip():
+            errors["pod_fits"] = f"entries are (pod, T0, tokens per second), got {entry!r}"
+            continue
+        pod, t0, speed = entry
+        key = f"pod_fits[{pod!r}]"
+        if pod in fits:
+            errors[key] = "the pod is given twice"
+            continue
+        _check(errors, f"{key}.first_token_s", t0, 0.0, MAX_SECONDS)
+        _check(errors, f"{key}.tokens_per_s", speed, 0.0, MAX_TOKENS_PER_S, exclusive_low=True)
+        if not {f"{key}.first_token_s", f"{key}.tokens_per_s"} & errors.keys():
+            fits[pod] = (float(t0), float(speed))
+    return tuple((pod, t0, speed) for pod, (t0, speed) in sorted(fits.items()))
 
 
 DEFAULT_PARAMETERS: Final = TtftParameters()

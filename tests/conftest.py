@@ -21,7 +21,7 @@ from django.test import Client
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
 from kvadmin.redis_server import free_port
-from kvadmin.weights.config import KTHENA_DEFAULTS
+from kvadmin.weights.config import KVADMIN_DEFAULTS
 from kvadmin.weights.models import TierWeightsVersion
 from tests import services
 from tests.index import IngestedIndex
@@ -255,6 +255,6 @@ def version_one(db) -> TierWeightsVersion:
     test, so the ones that run later must put it back."""
     version, _ = TierWeightsVersion.objects.get_or_create(
         version=1,
-        defaults={"author": "kvadmin", "config": KTHENA_DEFAULTS.to_json()},
+        defaults={"author": "kvadmin", "config": KVADMIN_DEFAULTS.to_json()},
     )
     return version

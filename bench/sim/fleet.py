@@ -34,6 +34,8 @@ TPOT_S = 0.012
 RELOAD = {"GPU": 0.0, "CPU": 0.2, "CPU_PINNED": 0.15, "DISK": 0.5}
 """True reload cost per hit token, as a fraction of computing it."""
 MAX_ROUTED_BLOCKS = 128
+COUNTERS = ("prefill_seconds_sum", "prefill_seconds_count", "prompt_tokens_total",
+            "prefix_cache_hits_total", "lower_hits_total")  # fmt: skip
 """The router hashes at most kthena's max_blocks of a prompt."""
 
 
@@ -46,6 +48,8 @@ class PodSpec:
     capacities: tuple[int, ...]
     write_policy: str | None = None
     """None: the engine's default (write_through)."""
+    truth: TtftParameters | None = None
+    """The pod's own true timing (None: the simulation's): pods of one fleet on different GPUs."""
 
 
 @dataclass(slots=True)
@@ -70,6 +74,9 @@ class PodReport:
     prefilling: int
     running: int
     kv_usage: float
+    counters: dict[str, float] = field(default_factory=dict)
+    """The engine's prefill counters, as vLLM's /metrics has them (kvadmin.load.exposition):
+    prefill time (sum, count), prompt tokens, GPU prefix-cache hits, lower-tier hits."""
 
 
 class SimPod:
@@ -84,6 +91,7 @@ class SimPod:
         """Blocks of queued requests (how many hold each): in GPU by the time a request queued
         now starts."""
         self.served = 0
+        self.counters = dict.fromkeys(COUNTERS, 0.0)
 
     @property
     def outstanding(self) -> int:
@@ -95,7 +103,18 @@ class SimPod:
             int(self.current is not None),
             self.decoding + (self.current is not None),
             min(self.kv_blocks / self.spec.capacities[0], 1.0),
+            dict(self.counters, running=float(self.decoding + (self.current is not None))),
         )
+
+    def prefilled(self, job: "Job") -> None:
+        """Count a finished prefill as the engine's counters do."""
+        assert job.hit is not None
+        counters, tiers = self.counters, job.hit.tokens_by_tier
+        counters["prefill_seconds_sum"] += job.finish - job.start
+        counters["prefill_seconds_count"] += 1
+        counters["prompt_tokens_total"] += job.request.prompt_tokens
+        counters["prefix_cache_hits_total"] += tiers[0] if tiers else 0
+        counters["lower_hits_total"] += sum(tiers[1:])
 
     def backlog_s(self, now: float) -> float:
         """True time until a request queued now would start (queued prefills as estimated when
@@ -164,6 +183,12 @@ class Outcome:
     """Every request routed to each pod, warm-up included."""
     busy_s_per_pod: list[float] = field(default_factory=list)
     """Seconds each pod spent prefilling the measured requests (after warm-up)."""
+    ttft_by_index: dict[int, float] = field(default_factory=dict)
+    """Every request's TTFT by its index in the trace, warm-up included (recovery curves)."""
+    prediction_errors: list[float] = field(default_factory=list)
+    """abs(predicted - delivered) / delivered of the measured requests, for routers that
+    predict (kvadmin's ttft)."""
+    calibration_steps: int = 0
 
 
 class Simulation:
@@ -178,14 +203,14 @@ class Simulation:
         self.truth = truth
         self.index = DelayedIndex(len(specs), index_delay_s)
         self.scrape_interval_s = scrape_interval_s
-        self.t_tok = truth.token_seconds("sim")
 
     def service_s(self, pod: SimPod, hit: Hit, prompt_tokens: int, running: int) -> float:
+        truth = pod.spec.truth or self.truth
         media = pod.spec.media
         reload = sum(RELOAD[media[t]] * tokens for t, tokens in enumerate(hit.tokens_by_tier))
         work = prompt_tokens - hit.cached_tokens + reload
-        slowdown = 1.0 + self.truth.decode_slowdown * running
-        return self.truth.first_token_s + self.t_tok * slowdown * work
+        slowdown = 1.0 + truth.decode_slowdown * running
+        return truth.first_token_s + truth.token_seconds("sim") * slowdown * work
 
     def run(
         self, trace: Sequence[TraceRequest], arrivals: Sequence[float], router: Router, warmup: int
@@ -223,6 +248,8 @@ class Simulation:
                 assert job.hit is not None
                 self.index.publish(now, payload, [c for c in job.hit.changes if c[2]])  # type: ignore[arg-type]
                 remaining -= 1
+                pod.prefilled(job)
+                outcome.ttft_by_index[job.index] = now - job.arrival
                 if job.index >= warmup:
                     self._record(outcome, pod, job, now)
                 decode_s = job.request.output_tokens * TPOT_S

@@ -28,6 +28,7 @@ import random
 from collections import deque
 from collections.abc import Iterator, Set
 
+from bench.sim.calibration import Calibration
 from bench.sim.fleet import MAX_ROUTED_BLOCKS, Job, PodReport, Simulation, runs_of
 from scoring.policy import PodLoad, RouteRequest, choose_pod
 from scoring.route_record import MEAN_WEIGHT
@@ -153,8 +154,12 @@ class TtftRouter:
         pods: int,
         speculative_ttl_s: float = 1.0,
         resync: bool = True,
+        calibration: Calibration | None = None,
     ) -> None:
         self.weights, self.parameters = weights, parameters
+        self.calibration = calibration
+        self.predicted: dict[int, float] = {}
+        """Per request index, the chosen pod's predicted TTFT (wait + prefill)."""
         self.ttl, self.resync = speculative_ttl_s, resync
         self.speculative: list[dict[int, float]] = [{} for _ in range(pods)]
         self.queue: list[deque[list[float]]] = [deque() for _ in range(pods)]
@@ -188,9 +193,11 @@ class TtftRouter:
         choice = choose_pod(request, self.weights, "ttft", self.parameters)
         self.stale_decisions += bool(choice.stale_pods)
         chosen = names.index(choice.chosen)  # type: ignore[arg-type]
-        predicted = choice.candidates[
+        cost = choice.candidates[
             [c.pod for c in choice.candidates].index(choice.chosen)  # type: ignore[arg-type]
-        ].prefill_s
+        ]
+        predicted = cost.prefill_s
+        self.predicted[job.index] = cost.wait_s + cost.prefill_s
         queue = self.queue[chosen]
         queue.append([max(queue[-1][0] if queue else now, now) + predicted, predicted])
         self.recent.routed(chosen, queue[-1][0], predicted)
@@ -202,6 +209,9 @@ class TtftRouter:
 
     def scraped(self, sim: Simulation, now: float, reports: list[PodReport]) -> None:
         self.scraped_at = now
+        if self.calibration is not None:
+            self.calibration.scraped(now, [report.counters for report in reports])
+            self.parameters = self.calibration.stepped(now, self.parameters)
         for i, report in enumerate(reports):
             self.running[i] = report.running
             entries = self.speculative[i]
@@ -221,9 +231,18 @@ class TtftRouter:
 class OracleRouter:
     name = "oracle"
 
-    def __init__(self, weights: TierWeights, parameters: TtftParameters, pods: int) -> None:
+    def __init__(
+        self,
+        weights: TierWeights,
+        parameters: TtftParameters,
+        pods: int,
+        slowdowns: dict[str, float] | None = None,
+    ) -> None:
         self.weights, self.parameters = weights, parameters
         self.recent = RecentWork(pods)
+        self.slowdowns = slowdowns or {}
+        """Pods whose own decode slowdown differs from the parameters': their running count
+        is scaled so that the parameters' slowdown prices it exactly."""
 
     def choose(self, sim: Simulation, job: Job, now: float) -> int:
         blocks = job.request.blocks
@@ -242,7 +261,9 @@ class OracleRouter:
                     media.append((medium, 1))
             runs[name] = tuple(media)
             pending[name] = pod.pending.keys()
-            loads[name] = PodLoad(pod.backlog_s(now), pod.decoding)
+            scale = self.slowdowns.get(name, self.parameters.decode_slowdown)
+            running = pod.decoding * scale / self.parameters.decode_slowdown
+            loads[name] = PodLoad(pod.backlog_s(now), running)  # type: ignore[arg-type]
         recent = dict(zip(names, self.recent.of(now), strict=True))
         request = RouteRequest(
             "sim", blocks, job.request.prompt_tokens, 16, names, runs, {}, pending, loads, recent

@@ -27,6 +27,12 @@ MAX_LINE: Final = 4096
 """Characters of one wanted sample line (its labels are a model name and a rank)."""
 
 
+SGLANG_CACHED: Final = "sglang:cached_tokens_total"
+SGLANG_LOWER_HITS: Final = "sglang:cached_tokens_total{cache_source!=device}"
+"""SGLang labels its cached tokens by `cache_source` (device, host, storage): those not from
+the device are lower-tier reloads, kept apart under this name."""
+
+
 @dataclass(frozen=True, slots=True)
 class Names:
     """The sample names of one engine kind; each tuple lists alternatives, the first present
@@ -52,6 +58,8 @@ NAMES: Final[dict[str, Names]] = {
             "prefill_seconds_count": ("vllm:request_prefill_time_seconds_count",),
             "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total",),
             "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total",),
+            # The KV connector's hits (offloading connector, LMCache): lower-tier reloads.
+            "lower_hits_total": ("vllm:external_prefix_cache_hits_total",),
         },
     ),
     # sglang/srt/metrics/collector.py: SchedulerMetricsCollector's gauges and
@@ -67,6 +75,7 @@ NAMES: Final[dict[str, Names]] = {
             "ttft_seconds_sum": ("sglang:time_to_first_token_seconds_sum",),
             "ttft_seconds_count": ("sglang:time_to_first_token_seconds_count",),
             "queue_seconds_sum": ("sglang:queue_time_seconds_sum",),
+            "lower_hits_total": (SGLANG_LOWER_HITS,),
         },
     ),
 }
@@ -101,6 +110,11 @@ def parse_load(kind: str, text: str) -> Load:
             for sample in family.samples:
                 if sample.name in wanted:
                     values.setdefault(sample.name, []).append(float(sample.value))
+                if (
+                    sample.name == SGLANG_CACHED
+                    and sample.labels.get("cache_source", "device") != "device"
+                ):
+                    values.setdefault(SGLANG_LOWER_HITS, []).append(float(sample.value))
     except Exception as error:  # the parser raises ValueError, IndexError, KeyError, ...
         raise Unreadable("unparsable", f"not Prometheus text: {error}") from None
     for name, found in values.items():

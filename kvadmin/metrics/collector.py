@@ -81,6 +81,7 @@ class IndexCollector(Collector):
         for family, stored in zip(families.RECORDED, pipe.execute(), strict=True):
             yield _recorded(family, _texts(stored))
         yield from _gc_metrics(client)
+        yield from _weights_metrics(client)
 
 
 def _stream_metrics(fleet: FleetState) -> Iterator[Metric]:
@@ -265,6 +266,18 @@ def _gc_metrics(client: redis.Redis) -> Iterator[Metric]:
             "kvadmin_gc_last_run_duration_seconds",
             "How long the last garbage-collection run took",
             value=last.seconds,
+        )
+
+
+def _weights_metrics(client: redis.Redis) -> Iterator[Metric]:
+    """The tier-weights version in effect (published to every process): a dashboard lines a
+    change (an operator's or calibration's) up with hit ratio and TTFT."""
+    version = _float(client.get(keys.WEIGHTS_VERSION_KEY))
+    if version is not None:
+        yield GaugeMetricFamily(
+            "kvadmin_weights_active_version",
+            "The tier weights and TTFT parameters version every process scores with",
+            value=version,
         )
 
 

@@ -201,6 +201,16 @@ LOOP_FAILURES = Family(
     ("loop", "kind"),
 )
 
+# Calibration: written by each run of the calibration task (`kvadmin.weights.calibration`).
+CALIBRATION_RUNS = Family(
+    "kvadmin_calibration_runs_total",
+    "counter",
+    "Runs of the TTFT calibration, by result (changed: a version was appended; unchanged: "
+    "within the guard rails nothing moved; manual: the parameters are pinned; off: "
+    "KVADMIN_CALIBRATION is false; stale: an operator saved meanwhile; error)",
+    ("result",),
+)
+
 # Delivered hits: written with each decision's outcome (`routing.outcomes`), per model and the
 # chosen pod (where the request went). Routing loss is available - achieved, index staleness
 # achieved - delivered.
@@ -278,6 +288,7 @@ RECORDED = (
     LOAD_SCRAPES,
     LOAD_SCRAPE_DURATION,
     LOOP_FAILURES,
+    CALIBRATION_RUNS,
     *OUTCOME_TALLIES.values(),
     *OUTCOME_TIMINGS.values(),
 )

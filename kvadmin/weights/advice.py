@@ -65,3 +65,16 @@ def _origin(name: str, config: WeightConfig) -> str:
     if name in DEFAULT_WEIGHTS:
         return " (kthena default)"
     return " (the fallback)"
+
+
+def inverts_physical_order(config: WeightConfig) -> bool:
+    """Some medium of the media table, seen or not, outweighs a faster one (kthena's defaults:
+    DISK at the 1.0 fallback above host memory): /weights/ offers kvadmin's physical defaults
+    as a draft."""
+    weights = config.tier_weights()
+    return any(
+        KVADMIN_WEIGHTS[fast] > KVADMIN_WEIGHTS[slow]
+        and weights.weight_for(slow) > weights.weight_for(fast)
+        for slow in KVADMIN_WEIGHTS
+        for fast in KVADMIN_WEIGHTS
+    )

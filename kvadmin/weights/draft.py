@@ -75,6 +75,10 @@ class Draft:
     speeds: list[SpeedRow] = field(default_factory=list)
     ttft_errors: dict[str, list[str]] = field(default_factory=dict)
     """Errors of the TTFT scalars, by field name."""
+    pod_fits: tuple[tuple[str, float, float], ...] = ()
+    """The pods' own fits: calibration's, carried over unchanged (the page shows them)."""
+    calibration: str = "auto"
+    """`auto` or `manual` (the operator pins the parameters: calibration stops)."""
     config: WeightConfig | None = None
     """The validated configuration, set by `validate` when there are no errors."""
 
@@ -113,6 +117,8 @@ class Draft:
             SpeedRow(new_row_key(), model, number_text(speed))
             for model, speed in parameters.prefill_tokens_per_s
         ]
+        self.pod_fits = parameters.pod_fits
+        self.calibration = parameters.calibration
         self.ttft_errors = {}
 
 
@@ -151,6 +157,8 @@ def parse_draft(data: Mapping[str, object], kept: TtftParameters = DEFAULT_PARAM
             )
             for key in dict.fromkeys(_getlist(data, "speed"))
         ]
+        draft.pod_fits = kept.pod_fits
+        draft.calibration = _get(data, "ttft-calibration") or kept.calibration
     else:
         draft.set_parameters(kept)
     validate(draft)
@@ -220,7 +228,12 @@ def _parameters(draft: Draft) -> TtftParameters | None:
     # error and stands in as its default.
     given = {name: getattr(DEFAULT_PARAMETERS, name) for name, _ in SCALARS} | scalars
     try:
-        parameters = TtftParameters(**given, prefill_tokens_per_s=tuple(speeds))  # type: ignore[arg-type]
+        parameters = TtftParameters(
+            **given,  # type: ignore[arg-type]
+            prefill_tokens_per_s=tuple(speeds),
+            pod_fits=draft.pod_fits,
+            calibration=draft.calibration,
+        )
     except InvalidTtftParameters as invalid:
         by_key = {f"prefill_tokens_per_s[{row.model!r}]": row for row in kept}
         for key, reason in invalid.errors.items():

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
+from scoring.ttft import DEFAULT_PARAMETERS, InvalidTtftParameters, TtftParameters
 
 SCALARS: tuple[tuple[str, str], ...] = (
     ("first_token_s", "T0 (s)"),
@@ -29,9 +29,15 @@ def speed_label(model: str) -> str:
     return f"prefill tokens/s of {model}"
 
 
+def pod_label(pod: str) -> str:
+    return f"T0 (s) and prefill tokens/s of pod {pod}"
+
+
 def to_json(parameters: TtftParameters) -> dict[str, Any]:
     data: dict[str, Any] = {name: getattr(parameters, name) for name, _ in SCALARS}
     data["prefill_tokens_per_s"] = dict(parameters.prefill_tokens_per_s)
+    data["pod_fits"] = {pod: [t0, speed] for pod, t0, speed in parameters.pod_fits}
+    data["calibration"] = parameters.calibration
     return data
 
 
@@ -42,7 +48,15 @@ def from_json(data: Mapping[str, Any] | None) -> TtftParameters:
         return DEFAULT_PARAMETERS
     known = {name: data[name] for name, _ in SCALARS if name in data}
     speeds = data.get("prefill_tokens_per_s", {})
-    return TtftParameters(**known, prefill_tokens_per_s=speeds)  # type: ignore[arg-type]
+    pods = data.get("pod_fits", {})
+    if not isinstance(pods, Mapping) or not all(isinstance(v, list) for v in pods.values()):
+        raise InvalidTtftParameters({"pod_fits": "must map pods to [T0, tokens per second]"})
+    return TtftParameters(
+        **known,  # type: ignore[arg-type]
+        prefill_tokens_per_s=speeds,
+        pod_fits=pods,  # type: ignore[arg-type]
+        calibration=data.get("calibration", "auto"),
+    )
 
 
 def number_text(value: float) -> str:
@@ -55,15 +69,20 @@ class ParameterChange:
     """One parameter that differs between two versions; None: not set (a model's speed)."""
 
     label: str
-    before: float | None
-    after: float | None
+    before: float | str | None
+    after: float | str | None
 
     def __str__(self) -> str:
+        before, after = _text(self.before), _text(self.after)
         if self.before is None:
-            return f"added {self.label} = {number_text(self.after)}"  # type: ignore[arg-type]
+            return f"added {self.label} = {after}"
         if self.after is None:
-            return f"removed {self.label} (was {number_text(self.before)})"
-        return f"{self.label} {number_text(self.before)} → {number_text(self.after)}"
+            return f"removed {self.label} (was {before})"
+        return f"{self.label} {before} → {after}"
+
+
+def _text(value: float | str | None) -> str:
+    return value if isinstance(value, str) or value is None else number_text(value)  # type: ignore[return-value]
 
 
 def diff(before: TtftParameters, after: TtftParameters) -> list[ParameterChange]:
@@ -78,4 +97,17 @@ def diff(before: TtftParameters, after: TtftParameters) -> list[ParameterChange]
         for model in sorted(old.keys() | new.keys())
         if old.get(model) != new.get(model)
     ]
+    old_pods = {pod: (t0, speed) for pod, t0, speed in before.pod_fits}
+    new_pods = {pod: (t0, speed) for pod, t0, speed in after.pod_fits}
+    changes += [
+        ParameterChange(pod_label(pod), _pair(old_pods.get(pod)), _pair(new_pods.get(pod)))
+        for pod in sorted(old_pods.keys() | new_pods.keys())
+        if old_pods.get(pod) != new_pods.get(pod)
+    ]
+    if before.calibration != after.calibration:
+        changes.append(ParameterChange("calibration", before.calibration, after.calibration))
     return changes
+
+
+def _pair(fit: tuple[float, float] | None) -> str | None:
+    return None if fit is None else f"{number_text(fit[0])} s, {number_text(fit[1])}/s"

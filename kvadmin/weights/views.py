@@ -80,7 +80,13 @@ class Review:
 @require_GET
 def weights(request: HttpRequest) -> HttpResponse:
     start = STARTING_POINTS.get(request.GET.get("start", ""))
-    draft = Draft.from_config(start, current_version().version) if start else None
+    current = current_version()
+    # A starting point sets the weights; the TTFT parameters stay the current version's.
+    draft = (
+        Draft.from_config(start.with_ttft(current.weight_config.ttft), current.version)
+        if start
+        else None
+    )
     return render(request, PAGE, _context(request, draft))
 
 
@@ -293,6 +299,7 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "",
         "rows": editor_rows(draft, seen),
         "others": other_media(config, seen),
         "warnings": advice.warnings(draft.config or config, seen),
+        "offer_physical": advice.inverts_physical_order(config),
         "served_models": sorted(set(Engine.objects.values_list("model", flat=True))),
         "history": history(),
         "kthena_yaml": export.kthena_yaml(current, serving),

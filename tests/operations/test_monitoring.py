@@ -42,6 +42,7 @@ REQUIRED_ALERTS = {
     "KvadminGarbageCollectionStalled",
     "KvadminHitRatioDropped",
     "KvadminEngineLoadStale",
+    "KvadminTtftPredictionDrift",
 }
 
 
@@ -96,6 +97,14 @@ def test_the_rules_cover_what_operators_page_on() -> None:
     for rule in rules:
         assert rule["labels"]["severity"] in {"critical", "warning", "info"}, rule["alert"]
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]
+
+
+def test_the_dashboard_marks_every_weights_version_change() -> None:
+    """An operator lines a save, a restore or a calibration step up with hit ratio and TTFT."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    (annotation,) = dashboard["annotations"]["list"]
+    assert NAME.findall(annotation["expr"]) == ["kvadmin_weights_active_version"]
+    assert annotation["enable"] and annotation["datasource"]["uid"] == "${datasource}"
 
 
 def test_every_dashboard_panel_has_a_query_and_the_datasource_variable() -> None:

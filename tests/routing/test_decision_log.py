@@ -7,6 +7,7 @@ from django.test import override_settings
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
 from kvadmin.routing import decisions, service
+from kvadmin.weights.active import active_weights
 from scoring.keys import DECISIONS_KEY
 from scoring.weights import TierWeights
 from tests.index import MODEL
@@ -65,7 +66,7 @@ def test_a_recorded_decision_replays_to_the_same_result(engines, redis_client) -
     hold(redis_client, PODS[2], request, ["CPU_PINNED"] * 9)
     decision = service.score(MODEL, token_ids=request)
     [recorded] = decisions.recent(1)
-    chosen, pods = decisions.rescore(recorded, TierWeights())
+    chosen, pods = decisions.rescore(recorded, active_weights().weights)
     assert chosen == decision.chosen
     assert [(p.pod, p.score, p.weighted_sum) for p in pods] == [
         (s.pod, s.score, s.weighted_sum) for s in decision.scores

@@ -10,6 +10,8 @@ from django.contrib.auth.models import Permission, User
 from kvadmin.redis_clients import index_client
 from kvadmin.redis_server import free_port
 from kvadmin.weights.active import forget_cached_weights
+from kvadmin.weights.config import KTHENA_DEFAULTS
+from kvadmin.weights.models import TierWeightsVersion
 
 
 @pytest.fixture
@@ -56,3 +58,10 @@ def redis_down(settings) -> Iterator[None]:
     settings.INDEX_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
     yield
     index_client.cache_clear()
+
+
+@pytest.fixture
+def migrated_before(version_one) -> None:
+    """An install migrated before version 1 seeded kvadmin's physical defaults: its version 1
+    is kthena's defaults (DISK at the 1.0 fallback), and stays so."""
+    TierWeightsVersion.objects.filter(version=1).update(config=KTHENA_DEFAULTS.to_json())

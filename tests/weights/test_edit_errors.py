@@ -4,6 +4,7 @@ and saves nothing."""
 import pytest
 
 from kvadmin.weights.models import TierWeightsVersion
+from scoring.weights import KVADMIN_WEIGHTS
 from tests.weights.forms import HTMX, weights_form
 
 pytestmark = pytest.mark.django_db
@@ -74,5 +75,5 @@ def test_a_draft_from_an_older_version_is_refused_whole(editing, editor) -> None
 
 
 def test_saving_unchanged_weights_adds_no_version(editing) -> None:
-    html = post(editing, ("gpu", "1"), ("cpu", "0.8"), ("cpu_pinned", "0.8"))
+    html = post(editing, *((name, str(weight)) for name, weight in KVADMIN_WEIGHTS.items()))
     assert "version 1 already has these weights" in html

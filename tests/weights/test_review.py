@@ -33,7 +33,9 @@ def test_the_forms_first_submit_button_reviews_so_enter_never_saves(editing) -> 
     assert "/weights/save/" not in form, "no way to save before the review"
 
 
-def test_a_review_shows_the_diff_the_whatif_and_asks_for_a_reason(editing, redis_client) -> None:
+def test_a_review_shows_the_diff_the_whatif_and_asks_for_a_reason(
+    migrated_before, editing, redis_client
+) -> None:
     record(redis_client)
     data = weights_form(*DRAFT_ROWS, reason="", **ttft_fields(kappa="2"))
     html = editing.post("/weights/review/", data, **HTMX).content.decode()
@@ -86,7 +88,9 @@ def test_parameters_are_saved_with_the_weights_and_shown_in_the_history(editing)
     assert history
 
 
-def test_it_warns_when_a_slower_tier_outweighs_a_faster_one(editing, index) -> None:
+def test_it_warns_when_a_slower_tier_outweighs_a_faster_one(
+    migrated_before, editing, index
+) -> None:
     index.store("sglang-0.default", [0], "DISK", kind="sglang")
     html = editing.get("/weights/").content.decode()
     assert (

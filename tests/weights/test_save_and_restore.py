@@ -17,7 +17,7 @@ def editing(editing, version_one):
     return editing
 
 
-def test_an_edit_saves_one_version_and_shows_it(editing) -> None:
+def test_an_edit_saves_one_version_and_shows_it(migrated_before, editing) -> None:
     data = weights_form(
         ("gpu", "1"), ("cpu", "0.5"), ("cpu_pinned", "0.8"), ("disk", "0.3"), reason="slow PCIe"
     )

@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.versions import current_version
 from scoring.keys import WEIGHTS_VERSION_KEY
+from scoring.weights import KVADMIN_WEIGHTS
 from tests.conftest import ROOT
 from tests.index import MODEL
 
@@ -50,7 +51,7 @@ def test_set_merges_over_the_current_weights(fresh_weights) -> None:
         == "saved version 2\n"
     )
     saved = TierWeightsVersion.objects.get(version=2)
-    assert saved.config["weights"] == {"cpu": 0.7, "cpu_pinned": 0.8, "gpu": 1.0}
+    assert saved.config["weights"] == {**KVADMIN_WEIGHTS, "cpu": 0.7}
     assert saved.reason == "nightly tune"
     assert saved.author.endswith("(cli)")
 
@@ -68,7 +69,7 @@ def test_set_matches_names_ignoring_case(fresh_weights) -> None:
         "t",
     )
     saved = TierWeightsVersion.objects.get(version=2)
-    assert saved.config["weights"] == {"cpu": 0.6, "cpu_pinned": 0.8, "disk": 0.2, "gpu": 1.0}
+    assert saved.config["weights"] == {**KVADMIN_WEIGHTS, "cpu": 0.6, "disk": 0.2}
     assert saved.config["fallback"] == 0.9
 
 
@@ -95,9 +96,11 @@ def test_set_refuses_a_bad_fallback(fresh_weights) -> None:
 
 def test_set_can_remove_a_medium(fresh_weights) -> None:
     run("set", "--base-version", current(), "--remove", "CPU_PINNED", "--reason", "t")
-    assert TierWeightsVersion.objects.get(version=2).config["weights"] == {"cpu": 0.8, "gpu": 1.0}
-    assert "'disk': not configured" in refused(
-        "set", "--base-version", current(), "--remove", "disk", "--reason", "t"
+    weights = dict(KVADMIN_WEIGHTS)
+    del weights["cpu_pinned"]
+    assert TierWeightsVersion.objects.get(version=2).config["weights"] == weights
+    assert "'nvme': not configured" in refused(
+        "set", "--base-version", current(), "--remove", "nvme", "--reason", "t"
     )
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from kvadmin.weights.active import active_weights
-from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
+from kvadmin.weights.config import KTHENA_DEFAULTS, KVADMIN_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.versions import (
     NothingChanged,
@@ -14,15 +14,21 @@ from kvadmin.weights.versions import (
     restore_version,
     save_version,
 )
+from scoring.weights import KVADMIN_WEIGHTS
 
 pytestmark = pytest.mark.django_db
 
-LOWER_CPU = WeightConfig.validated({"gpu": 1.0, "cpu": 0.5, "cpu_pinned": 0.8})
+LOWER_CPU = WeightConfig.validated({**KVADMIN_WEIGHTS, "cpu": 0.5})
 
 
-def test_the_migration_seeds_version_one_with_kthenas_defaults() -> None:
+def test_the_migration_seeds_version_one_with_kvadmins_physical_defaults() -> None:
     seeded = TierWeightsVersion.objects.get(version=1)
-    assert seeded.weight_config == KTHENA_DEFAULTS
+    assert seeded.weight_config == KVADMIN_DEFAULTS
+    weights = seeded.weight_config.tier_weights()
+    assert (
+        weights.weight_for("DISK") < weights.weight_for("CPU_PINNED") == weights.weight_for("CPU")
+    )
+    assert weights.best_medium(["DISK", "CPU_PINNED"]) == "CPU_PINNED", "disk after host memory"
     assert current_version() == seeded
 
 
@@ -37,7 +43,7 @@ def test_a_save_appends_one_version_with_author_and_reason() -> None:
 def test_saving_the_same_weights_adds_nothing() -> None:
     with pytest.raises(NothingChanged):
         save_version(
-            KTHENA_DEFAULTS,
+            KVADMIN_DEFAULTS,
             author="erin",
             reason="a test change",
             base_version=current_version().version,
@@ -65,7 +71,7 @@ def test_restoring_appends_a_copy_of_the_old_version() -> None:
     assert restored.version == 3
     assert restored.restored_from == 1
     assert restored.reason == "restored version 1: CPU is fine after all"
-    assert restored.weight_config == KTHENA_DEFAULTS
+    assert restored.weight_config == KVADMIN_DEFAULTS
     assert list(TierWeightsVersion.objects.values_list("version", flat=True)) == [3, 2, 1]
 
 
@@ -101,7 +107,7 @@ def test_the_history_shows_what_each_version_changed() -> None:
     assert [entry.version.version for entry in entries] == [3, 2, 1]
     assert [str(change) for change in entries[0].changes] == ["cpu 0.5 → 0.8"]
     assert [str(change) for change in entries[1].changes] == ["cpu 0.8 → 0.5"]
-    assert entries[2].changes == []
+    assert "added disk = 0.4" in [str(change) for change in entries[2].changes], "vs kthena's"
 
 
 def test_a_save_is_published_when_the_transaction_commits(

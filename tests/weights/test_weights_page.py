@@ -15,13 +15,13 @@ def main(response) -> str:
 
 
 def test_it_marks_media_seen_but_not_configured_as_weighing_the_fallback(editing, index) -> None:
-    for n, medium in enumerate(["GPU", "DISK", "CPU_PINNED"]):
+    for n, medium in enumerate(["GPU", "NVME", "CPU_PINNED"]):
         index.store("sglang-0.default", [n], medium, kind="sglang")
-    for n, medium in enumerate(["DISK", None]):
+    for n, medium in enumerate(["NVME", None]):
         index.store("sglang-1.default", [n], medium, kind="sglang")
     html = main(editing.get("/weights/"))
-    disk = html.split("<td>disk</td>", 1)[1].split("</tr>", 1)[0]
-    assert "weighs the fallback; seen as DISK" in disk
+    disk = html.split("<td>nvme</td>", 1)[1].split("</tr>", 1)[0]
+    assert "weighs the fallback; seen as NVME" in disk
     assert "2 pods" in disk
     no_medium = html.split("<td>(no medium)</td>", 1)[1].split("</tr>", 1)[0]
     assert "weighs the fallback" in no_medium and "Configure" not in no_medium
@@ -30,11 +30,11 @@ def test_it_marks_media_seen_but_not_configured_as_weighing_the_fallback(editing
 
 
 def test_a_configure_button_prefills_a_row_for_a_seen_medium(editing, index) -> None:
-    index.store("sglang-0.default", [0], "DISK", kind="sglang")
+    index.store("sglang-0.default", [0], "NVME", kind="sglang")
     html = main(editing.get("/weights/"))
-    assert 'hx-get="/weights/row/?name=disk&weight=1"' in html
-    row = editing.get("/weights/row/?name=disk&weight=1", HTTP_HX_REQUEST="true")
-    assert 'value="disk"' in row.content.decode()
+    assert 'hx-get="/weights/row/?name=nvme&weight=1"' in html
+    row = editing.get("/weights/row/?name=nvme&weight=1", HTTP_HX_REQUEST="true")
+    assert 'value="nvme"' in row.content.decode()
 
 
 def test_an_unconfigured_default_is_shown_as_kthenas(editing) -> None:

@@ -185,6 +185,7 @@ class Command(BaseCommand):
                 "first_token_s": fitted.first_token_s,
                 "models": [dataclasses.asdict(model) for model in fitted.models],
                 "skipped": fitted.skipped,
+                "refused_windows": fitted.refused,
             }
             self.stdout.write(json.dumps(data, indent=2))
             return
