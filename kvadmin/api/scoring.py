@@ -22,6 +22,7 @@ from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
 from kvadmin.redis_clients import async_index_client, index_client
 from kvadmin.routing import decisions, outcomes, service
+from kvadmin.routing.request import EngineRow
 from kvadmin.weights.active import ActiveWeights, active_weights, cached_weights
 
 MAX_DECISIONS = 1000
@@ -41,9 +42,7 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
         engines = (await process_cache.snapshot(client, True)).engines.get(request.model, [])
     active = await _weights()
     try:
-        decision = await service.score_async(
-            client, engines, active, request.model, **request.arguments(), token_ids_checked=True
-        )
+        decision = await service.score_async(client, engines, active, request)
     except service.ScoreError as error:
         return error_answer(error.status, error.message, error.field)
     return json_answer(outcomes.decision_answer(decision))
@@ -60,7 +59,7 @@ async def _weights() -> ActiveWeights:
     return active
 
 
-def _serve(engines: list[service.EngineRow], pods: list[str] | None) -> bool:
+def _serve(engines: list[EngineRow], pods: list[str] | None) -> bool:
     """The engines include an enabled one, or every requested pod."""
     if pods is None:
         return any(enabled for *_, enabled in engines)
