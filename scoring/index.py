@@ -24,6 +24,7 @@ once the walk found them).
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
+from itertools import chain
 from time import perf_counter
 from types import MappingProxyType
 from typing import Any
@@ -406,9 +407,9 @@ def walk_reply(
             kv_usage=reply[at + 5],
             scraped_at=reply[at + 6],
             speculative=tuple(
-                position
-                for start, length in zip(spans, spans, strict=True)
-                for position in range(start, start + length)
+                chain.from_iterable(
+                    range(start, start + length) for start, length in zip(spans, spans, strict=True)
+                )
             ),
         )
         at += 8 + 2 * n_spans

@@ -40,7 +40,7 @@ from typing import Any, Final, Literal
 
 from scoring.choice import choose, tie_break
 from scoring.score import MediaRun
-from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters, estimate_prefill
+from scoring.ttft import DEFAULT_PARAMETERS, PrefillEstimate, TtftParameters, estimate_prefill
 from scoring.weights import TierWeights
 
 Policy = Literal["ttft", "kthena"]
@@ -174,20 +174,25 @@ def choose_pod(
     if chooser is None:
         raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(REGISTRY)}")
     estimates = []
+    # Candidates holding the same runs with as many running requests price the same (most of a
+    # fleet holds nothing of a request, or only the preamble every pod holds): estimated once.
+    prefills: dict[tuple[tuple[MediaRun, ...], int], PrefillEstimate] = {}
     for pod in dict.fromkeys(request.candidates):
         runs, speculative_blocks = matched_runs(
             request.runs.get(pod, ()), request.blocks, request.speculative.get(pod, frozenset())
         )
         load = request.loads.get(pod, UNKNOWN_LOAD)
-        prefill = estimate_prefill(
-            request.model,
-            request.prompt_tokens,
-            runs,
-            request.block_size,
-            load.running,
-            weights,
-            parameters,
-        )
+        prefill = prefills.get((runs, load.running))
+        if prefill is None:
+            prefill = prefills[runs, load.running] = estimate_prefill(
+                request.model,
+                request.prompt_tokens,
+                runs,
+                request.block_size,
+                load.running,
+                weights,
+                parameters,
+            )
         matched = sum(count for _medium, count in runs)
         estimates.append((pod, matched, speculative_blocks, prefill, load, runs))
     if not estimates:
