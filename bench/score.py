@@ -341,6 +341,7 @@ def before_and_after(url: str, baseline: str, requests: dict[str, list[int]]) ->
                     times = tree.calls(requests[request], policy, record, SERVICE_CALLS)
                     if round_:
                         service.setdefault((name, "service", case), []).extend(times)
+        print("\n".join(_table(baseline, service, "service")), flush=True)
         servers = {
             name: start_server(name, os.environ | env, tree.tree) for name, tree in trees.items()
         }
@@ -366,23 +367,27 @@ def before_and_after(url: str, baseline: str, requests: dict[str, list[int]]) ->
                 server.process.wait(timeout=30)
             for tree in trees.values():
                 tree.close()
+    return _table(baseline, service, "http")
+
+
+def _table(baseline: str, service: dict, kind: str) -> list[str]:
+    """The lines of one kind of call ("service" or "http"), before and after."""
     lines = [
-        f"\nthe decision path before ({baseline}) and after, same run, p50 ms "
+        f"\nthe decision path before ({baseline}) and after, {kind}, same run, p50 ms "
         f"({SERVICE_ROUNDS} alternating rounds of {SERVICE_CALLS} calls per case):",
-        f"  {'call':8} {'request':17} {'policy':7} {'recorded':9} {'before':>8} {'after':>8} "
+        f"  {'request':17} {'policy':7} {'recorded':9} {'before':>8} {'after':>8} "
         f"{'after/before':>13}",
     ]
-    for kind in ("service", "http"):
-        for case in CASES:
-            if (key := ("after", kind, case)) not in service:
-                continue
-            before = statistics.median(service[("before", kind, case)])
-            after = statistics.median(service[key])
-            request, policy, record = case
-            lines.append(
-                f"  {kind:8} {request:17} {policy:7} {'yes' if record else 'no':9} "
-                f"{before:8.3f} {after:8.3f} {after / before:12.2f}x"
-            )
+    for case in CASES:
+        if (key := ("after", kind, case)) not in service:
+            continue
+        before = statistics.median(service[("before", kind, case)])
+        after = statistics.median(service[key])
+        request, policy, record = case
+        lines.append(
+            f"  {request:17} {policy:7} {'yes' if record else 'no':9} "
+            f"{before:8.3f} {after:8.3f} {after / before:12.2f}x"
+        )
     lines.append(f"  load average while measured: {os.getloadavg()[0]:.1f}")
     return lines
 

@@ -82,5 +82,12 @@ def _inline(text: str, seen: set[str]) -> str:
 @cache
 def script(name: str) -> ScoringScript:
     """The script `lua/{name}.lua`, includes inlined."""
-    text = _inline((LUA / f"{name}.lua").read_text(), set())
-    return ScoringScript(name, text, sha1(text.encode()).hexdigest())  # noqa: S324 (Redis' id)
+    return script_at(LUA / f"{name}.lua")
+
+
+@cache
+def script_at(path: Path) -> ScoringScript:
+    """The script in `path` (includes from `lua/includes/`): the same calls for a script kept
+    beside the module that runs it."""
+    text = _inline(path.read_text(), set())
+    return ScoringScript(path.stem, text, sha1(text.encode()).hexdigest())  # noqa: S324 (Redis' id)

@@ -201,7 +201,7 @@ def _loads(
     cold = estimate_prefill(
         model, n_tokens, (), block_size, 0, active.weights, active.parameters
     ).seconds
-    fresh_s = knob("ROUTING_LOAD_FRESH_SECONDS")
+    fresh_s = knob("LOAD_STALE_SECONDS")
     return {pod: load_reading(raw, state.now_ms, fresh_s, cold) for pod, raw in state.pods.items()}
 
 
