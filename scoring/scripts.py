@@ -68,13 +68,17 @@ class ScoringScript:
         return reply
 
 
-def _inline(text: str, seen: set[str]) -> str:
+def inlined(text: str, includes: Path, seen: set[str] | None = None) -> str:
+    """`text` with each include (`--- @include "name"`: `includes`/name.lua) inlined once,
+    its own includes first."""
+    seen = set() if seen is None else seen
+
     def include(match: re.Match[str]) -> str:
         name = match.group(1)
         if name in seen:
             return ""
         seen.add(name)
-        return _inline((LUA / "includes" / f"{name}.lua").read_text(), seen)
+        return inlined((includes / f"{name}.lua").read_text(), includes, seen)
 
     return _INCLUDE.sub(include, text)
 
@@ -89,5 +93,5 @@ def script(name: str) -> ScoringScript:
 def script_at(path: Path) -> ScoringScript:
     """The script in `path` (includes from `lua/includes/`): the same calls for a script kept
     beside the module that runs it."""
-    text = _inline(path.read_text(), set())
+    text = inlined(path.read_text(), LUA / "includes")
     return ScoringScript(path.stem, text, sha1(text.encode()).hexdigest())  # noqa: S324 (Redis' id)
