@@ -154,7 +154,7 @@ def start_server(
         stderr=subprocess.DEVNULL,  # overload warnings: the table counts the failures
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a loaded machine imports Django slowly
     while True:
         try:
             import urllib.request

@@ -1,7 +1,7 @@
 """Scoring latency from token ids to explained result: kthena's way (BaselineIndexReader)
 against kvadmin's (IndexReader), in the same run, against the same private redis-server.
 
-Run from the project root: `.venv/bin/python bench/score.py`.
+Run from the project root: `.venv/bin/python bench/score.py [--baseline REV]`.
 
 The index: 32 pods serving one model. The request has 2,048 tokens (128 blocks): a system prompt
 of 8 blocks that every pod holds; the conversation so far (blocks 8-111), which half the pods
@@ -16,18 +16,33 @@ then the highest score) against `ttft` (the same walk plus every candidate's rou
 in the same round trip, then the TTFT estimate of every candidate). The state: every pod has a
 virtual queue and requests in flight, 8 pods speculative entries for the request's blocks, 24
 pods a scraped load (16 fresh, 8 stale).
+
+Last, the service itself, before and after: `routing.service.score` of this tree beside that of
+REV (default `main`, exported with `git archive`), each in a process of its own
+(bench/service_worker.py) against the same Redis and database (32 engines registered), in
+alternating rounds: both requests, both policies, recorded (as the API does) and not; then
+`POST /api/v1/score` through each tree's ASGI server (uvicorn, one keep-alive client), recorded.
+The figures are same-run ratios, new / before.
 """
 
+import argparse
+import http.client
+import json
+import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
+from bench.api import baseline_tree, start_server
 from bench.harness import percentile
 from kvadmin.redis_server import RedisServer
 from scoring import route_record
@@ -267,7 +282,146 @@ def decision_paths(client: redis.Redis, tokens: list[int], started_at: dict[str,
     return lines
 
 
+SERVICE_ROUNDS = 12
+SERVICE_CALLS = 20
+"""Calls per case, tree and round (after a first round of warm-up)."""
+CASES = [
+    (request, policy, record)
+    for request in ("conversation", "new conversation")
+    for policy in ("kthena", "ttft")
+    for record in (True, False)
+]
+
+
+class Tree:
+    """One tree's service in its own process (bench/service_worker.py)."""
+
+    def __init__(self, name: str, tree: Path, env: dict[str, str], create: bool) -> None:
+        self.name, self.tree = name, tree
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / "service_worker.py")],
+            env=os.environ | {"TREE": str(tree)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        setup = {"env": env, "create": create, "model": MODEL, "pods": PODS}
+        self.token = self._ask(setup)["token"]
+
+    def _ask(self, message: dict) -> dict:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def calls(self, token_ids: list[int], policy: str, record: bool, n: int) -> list[float]:
+        ask = {"token_ids": token_ids, "policy": policy, "record": record, "n": n}
+        return self._ask(ask)["times"]
+
+    def close(self) -> None:
+        assert self.process.stdin
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def _posts(port: int, token: str, bodies: dict[str, bytes], n: int) -> dict[str, list[float]]:
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    times: dict[str, list[float]] = {name: [] for name in bodies}
+    for name, body in bodies.items():
+        for _ in range(n):
+            started = time.perf_counter()
+            connection.request("POST", "/api/v1/score", body, headers)
+            answer = connection.getresponse()
+            answer.read()
+            times[name].append((time.perf_counter() - started) * 1000)
+            assert answer.status == 200, answer.status
+    connection.close()
+    return times
+
+
+def before_and_after(url: str, baseline: str, requests: dict[str, list[int]]) -> list[str]:
+    """The service call and POST /api/v1/score of the `baseline` tree and of this one, in
+    alternating rounds (the module docstring); the report's lines."""
+    with tempfile.TemporaryDirectory() as work:
+        workdir = Path(work)
+        env = {
+            "DJANGO_SETTINGS_MODULE": "kvadmin.settings",
+            "REDIS_URL": url,
+            "DATABASE_URL": f"sqlite://{workdir / 'bench.sqlite3'}",
+            "KVADMIN_VAR_DIR": str(workdir),
+            "SECRET_KEY": "bench-only-secret-key-bench-only-secret-key",
+            "KVADMIN_DEMO": "0",
+            "KVADMIN_LOG_LEVEL": "WARNING",
+            # A shared machine stalls Redis for longer than a request path would wait.
+            "REDIS_TIMEOUT_SECONDS": "10",
+        }
+        trees = {"after": Tree("after", ROOT, env, create=True)}
+        trees["before"] = Tree("before", baseline_tree(baseline, workdir), env, create=False)
+        token = trees["after"].token
+        service: dict[tuple[str, str, tuple], list[float]] = {}
+        for round_ in range(SERVICE_ROUNDS + 1):
+            for name, tree in trees.items():
+                for case in CASES:
+                    request, policy, record = case
+                    times = tree.calls(requests[request], policy, record, SERVICE_CALLS)
+                    if round_:
+                        service.setdefault((name, "service", case), []).extend(times)
+        print("\n".join(_table(baseline, service, "service")), flush=True)
+        servers = {
+            name: start_server(name, os.environ | env, tree.tree) for name, tree in trees.items()
+        }
+        bodies = {
+            f"{request}|{policy}": json.dumps(
+                {"model": MODEL, "token_ids": tokens, "policy": policy}
+            ).encode()
+            for request, tokens in requests.items()
+            for policy in ("kthena", "ttft")
+        }
+        try:
+            for round_ in range(SERVICE_ROUNDS + 1):
+                for name, server in servers.items():
+                    times = _posts(server.port, token, bodies, SERVICE_CALLS)
+                    if round_:
+                        for key, found in times.items():
+                            request, policy = key.split("|")
+                            case = (request, policy, True)
+                            service.setdefault((name, "http", case), []).extend(found)
+        finally:
+            for server in servers.values():
+                server.process.terminate()
+                server.process.wait(timeout=30)
+            for tree in trees.values():
+                tree.close()
+    return _table(baseline, service, "http")
+
+
+def _table(baseline: str, service: dict, kind: str) -> list[str]:
+    """The lines of one kind of call ("service" or "http"), before and after."""
+    lines = [
+        f"\nthe decision path before ({baseline}) and after, {kind}, same run, p50 ms "
+        f"({SERVICE_ROUNDS} alternating rounds of {SERVICE_CALLS} calls per case):",
+        f"  {'request':17} {'policy':7} {'recorded':9} {'before':>8} {'after':>8} "
+        f"{'after/before':>13}",
+    ]
+    for case in CASES:
+        if (key := ("after", kind, case)) not in service:
+            continue
+        before = statistics.median(service[("before", kind, case)])
+        after = statistics.median(service[key])
+        request, policy, record = case
+        lines.append(
+            f"  {request:17} {policy:7} {'yes' if record else 'no':9} "
+            f"{before:8.3f} {after:8.3f} {after / before:12.2f}x"
+        )
+    lines.append(f"  load average while measured: {os.getloadavg()[0]:.1f}")
+    return lines
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--baseline", default="main", help="the tree before (a git revision)")
+    options = parser.parse_args()
     rng = random.Random(20261129)
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url, decode_responses=True)
@@ -287,6 +441,8 @@ def main() -> None:
         keys = client.dbsize()
         write_routing_state(client, tokens, rng)
         paths = decision_paths(client, tokens, started_at)
+        requests = {"conversation": tokens, "new conversation": new_conversation}
+        service = before_and_after(server.url, options.baseline, requests)
         client.close()
 
     print(f"index: {keys} keys, {len(PODS)} pods, model {MODEL}")
@@ -303,6 +459,7 @@ def main() -> None:
         f">= 3x baseline: {'met' if ratio >= 3 else 'NOT met'} ({ratio:.1f}x)"
     )
     print("\n".join(paths))
+    print("\n".join(service))
 
 
 if __name__ == "__main__":

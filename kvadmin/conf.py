@@ -34,7 +34,9 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # Celery workers scrape each enabled engine's /metrics (its HTTP base URL) for its load
     # about every LOAD_SCRAPE_PERIOD_SECONDS, one worker per engine per period; a scrape
     # gets at most LOAD_SCRAPE_TIMEOUT_SECONDS and LOAD_SCRAPE_MAX_BYTES. The load is kept
-    # LOAD_TTL_SECONDS and is "stale" once older than LOAD_STALE_SECONDS.
+    # LOAD_TTL_SECONDS and is "stale" once older than LOAD_STALE_SECONDS, for the pages, the
+    # metrics and alerts and routing alike (routing then prices a pod's wait by kvadmin's own
+    # virtual queue alone and flags its load stale).
     "LOAD_SCRAPE": True,
     "LOAD_SCRAPE_PERIOD_SECONDS": 1.0,
     "LOAD_SCRAPE_TIMEOUT_SECONDS": 0.5,
@@ -123,13 +125,12 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # counted per routed request, the earliest-expiring dropped first); a routed request
     # counts as running on its pod until ROUTING_IN_FLIGHT_SECONDS after its predicted
     # prefill (at most ROUTING_IN_FLIGHT_MAX per pod); the engines' scraped load is used
-    # when at most ROUTING_LOAD_FRESH_SECONDS old, else the pod's load is flagged stale.
+    # until it is stale (LOAD_STALE_SECONDS).
     "ROUTING_POLICY": "ttft",
     "ROUTING_SPECULATIVE_SECONDS": 1.0,
     "ROUTING_SPECULATIVE_MAX": 65536,
     "ROUTING_IN_FLIGHT_SECONDS": 2.0,
     "ROUTING_IN_FLIGHT_MAX": 1024,
-    "ROUTING_LOAD_FRESH_SECONDS": 3.0,
     # A decision records the TTFT estimates of its cheapest this many candidates (and the
     # chosen pod's): the decision log's size stays bounded however large the fleet.
     "ROUTING_ESTIMATES_MAX": 16,
@@ -151,6 +152,10 @@ CONFIG_DEFAULTS: dict[str, Any] = {
 
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+DEPRECATED_KNOBS: dict[str, str] = {"ROUTING_LOAD_FRESH_SECONDS": "LOAD_STALE_SECONDS"}
+"""Old knob names still read, as the knob that holds their fact now (`check_knobs` warns)."""
 
 
 def parse_bool(name: str, text: str) -> bool:
@@ -178,7 +183,10 @@ def _convert(name: str, value: Any) -> Any:
 def get_config() -> dict[str, Any]:
     """The knobs; ImproperlyConfigured names the first environment variable that does not
     read as its default's type."""
-    overrides = getattr(settings, "KVADMIN", {})
+    overrides = dict(getattr(settings, "KVADMIN", {}))
+    for old, new in DEPRECATED_KNOBS.items():
+        if old in overrides:
+            overrides.setdefault(new, overrides.pop(old))
     return CONFIG_DEFAULTS | {name: _convert(name, value) for name, value in overrides.items()}
 
 
@@ -198,6 +206,15 @@ def check_knobs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     variable that is misspelt or does not read as its default's type."""
     found: list[CheckMessage] = []
     for name, value in getattr(settings, "KVADMIN", {}).items():
+        if new := DEPRECATED_KNOBS.get(name):
+            found.append(
+                Warning(
+                    f"KVADMIN_{name} is deprecated: it is read as KVADMIN_{new}",
+                    f"Set KVADMIN_{new} instead (one staleness for routing, pages and alerts).",
+                    id="kvadmin.W005",
+                )
+            )
+            name = new
         if name not in CONFIG_DEFAULTS:
             close = difflib.get_close_matches(name, CONFIG_DEFAULTS, n=1)
             hint = f"Did you mean KVADMIN_{close[0]}?" if close else "kvadmin/conf.py lists them."

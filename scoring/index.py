@@ -24,14 +24,13 @@ once the walk found them).
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
-from pathlib import Path
+from itertools import chain
 from time import perf_counter
 from types import MappingProxyType
 from typing import Any
 
 import redis
 import redis.asyncio
-from redis.commands.core import AsyncScript, Script
 
 from scoring.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCKS, block_hashes
 from scoring.keys import (
@@ -61,10 +60,11 @@ from scoring.score import (
     spans,
     walk_prefix,
 )
+from scoring.scripts import script
 from scoring.values import ValueFormat, parse_value, pod_start
 from scoring.weights import TierWeights
 
-_WALK_LUA = (Path(__file__).parent / "prefix_walk.lua").read_text()
+WALK = script("prefix_walk")
 
 
 StartKeys = Mapping[str, Sequence[str]]
@@ -175,15 +175,11 @@ class BaselineIndexReader(PrefixReader):
 class IndexReader(PrefixReader):
     """kvadmin's way: the walk runs server side (see the module docstring).
 
-    The script is registered once and sent by SHA (EVALSHA); redis-py's `Script` loads it when
-    a server answers NOSCRIPT (first use, restart, failover, SCRIPT FLUSH), so only the first
-    call against a server takes extra round trips. The client must decode responses
+    The script goes by SHA (EVALSHA, `scoring.scripts`), loaded when a server answers NOSCRIPT
+    (first use, restart, failover, SCRIPT FLUSH), so only the first call against a server takes
+    extra round trips. The client must decode responses
     (`decode_responses=True`).
     """
-
-    def __init__(self) -> None:
-        self._script: Script | None = None
-        self._async_script: AsyncScript | None = None
 
     def read(
         self,
@@ -198,12 +194,10 @@ class IndexReader(PrefixReader):
     ) -> tuple[PrefixWalk, RouteState | None]:
         if not blocks and not (state and state.pods):
             return PrefixWalk({}), None
-        if self._script is None:
-            self._script = client.register_script(_WALK_LUA)
-        keys, args = _script_input(
+        keys, args = script_input(
             model, blocks, candidates, pod_started_at, start_keys, state, value_format
         )
-        return _decoded(self._script(keys, args, client), state, value_format)
+        return walk_reply(WALK(client, keys, args), state, value_format)
 
     async def read_async(
         self,
@@ -219,12 +213,10 @@ class IndexReader(PrefixReader):
         """`read` through an asyncio client: the same script, input and reply."""
         if not blocks and not (state and state.pods):
             return PrefixWalk({}), None
-        if self._async_script is None:
-            self._async_script = client.register_script(_WALK_LUA)
-        keys, args = _script_input(
+        keys, args = script_input(
             model, blocks, candidates, pod_started_at, start_keys, state, value_format
         )
-        return _decoded(await self._async_script(keys, args, client), state, value_format)
+        return walk_reply(await WALK.call_async(client, keys, args), state, value_format)
 
 
 INDEX_READER = IndexReader()
@@ -336,7 +328,7 @@ def _scored(
     return RoutingRead(result, blocks, route_state)
 
 
-def _script_input(
+def script_input(
     model: str,
     blocks: Sequence[int],
     candidates: Set[str] | None,
@@ -370,7 +362,7 @@ def _script_input(
     return keys, args
 
 
-def _decoded(
+def walk_reply(
     reply: list[Any],
     state: StateRequest | None = None,
     value_format: ValueFormat = ValueFormat.TIERED,
@@ -415,9 +407,9 @@ def _decoded(
             kv_usage=reply[at + 5],
             scraped_at=reply[at + 6],
             speculative=tuple(
-                position
-                for start, length in zip(spans, spans, strict=True)
-                for position in range(start, start + length)
+                chain.from_iterable(
+                    range(start, start + length) for start, length in zip(spans, spans, strict=True)
+                )
             ),
         )
         at += 8 + 2 * n_spans

@@ -32,6 +32,7 @@ send all of them to one pod; past it, requests of one conversation keep one pod 
 conversations spread.
 """
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field
 from itertools import groupby, repeat
@@ -39,11 +40,10 @@ from typing import Any, Final, Literal
 
 from scoring.choice import choose, tie_break
 from scoring.score import MediaRun
-from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters, estimate_prefill
+from scoring.ttft import DEFAULT_PARAMETERS, PrefillEstimate, TtftParameters, estimate_prefill
 from scoring.weights import TierWeights
 
 Policy = Literal["ttft", "kthena"]
-POLICIES: Final[tuple[Policy, ...]] = ("ttft", "kthena")
 DEFAULT_POLICY: Final[Policy] = "ttft"
 SPECULATIVE_MEDIUM: Final = "GPU"
 
@@ -90,9 +90,6 @@ class CandidateCost:
     blocks as GPU: `matched_runs`), kept so that a decision's estimates need not compute them
     again. Not compared: runs split differently ([GPU 1, GPU 1] or [GPU 2]) price the same."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
 class PolicyChoice:
@@ -115,7 +112,7 @@ class PolicyChoice:
             "tie_broken": self.tie_broken,
             "reason": self.reason,
             "stale_pods": list(self.stale_pods),
-            "candidates": [c.to_dict() for c in self.candidates],
+            "candidates": [asdict(c) for c in self.candidates],
         }
 
 
@@ -173,28 +170,36 @@ def choose_pod(
     parameters: TtftParameters = DEFAULT_PARAMETERS,
 ) -> PolicyChoice:
     """Price every candidate (see the module docstring) and pick one under `policy`."""
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
+    chooser = REGISTRY.get(policy)
+    if chooser is None:
+        raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(REGISTRY)}")
     estimates = []
+    # Candidates holding the same runs with as many running requests price the same (most of a
+    # fleet holds nothing of a request, or only the preamble every pod holds): estimated once.
+    prefills: dict[tuple[str | None, tuple[MediaRun, ...], int], PrefillEstimate] = {}
     for pod in dict.fromkeys(request.candidates):
         runs, speculative_blocks = matched_runs(
             request.runs.get(pod, ()), request.blocks, request.speculative.get(pod, frozenset())
         )
         load = request.loads.get(pod, UNKNOWN_LOAD)
-        prefill = estimate_prefill(
-            request.model,
-            request.prompt_tokens,
-            runs,
-            request.block_size,
-            load.running,
-            weights,
-            parameters,
-            pod,  # its own calibrated T0 and speed, when it has them
-        )
+        # Pods fitted on their own are priced apart; the others share one estimate per runs.
+        fit = pod if parameters.fitted_alone(pod) else None
+        prefill = prefills.get((fit, runs, load.running))
+        if prefill is None:
+            prefill = prefills[fit, runs, load.running] = estimate_prefill(
+                request.model,
+                request.prompt_tokens,
+                runs,
+                request.block_size,
+                load.running,
+                weights,
+                parameters,
+                pod,  # its own calibrated T0 and speed, when it has them
+            )
         matched = sum(count for _medium, count in runs)
         estimates.append((pod, matched, speculative_blocks, prefill, load, runs))
     if not estimates:
-        return PolicyChoice(policy, None, False, "no candidate pod", ())
+        return PolicyChoice(chooser.name, None, False, "no candidate pod", ())
     cheapest = min(prefill.seconds for _p, _m, _s, prefill, _l, _r in estimates)
     costs = []
     for pod, matched, speculative_blocks, prefill, load, runs in estimates:
@@ -218,32 +223,76 @@ def choose_pod(
             )
         )
     costs.sort(key=lambda c: (c.cost_s, c.recent_work_s, c.pod))
-    ranked = tuple(costs)
-    if policy == "kthena":
+    return chooser.choose(request, tuple(costs))
+
+
+class RoutingPolicy(ABC):
+    """A way of choosing among the priced candidates: a new policy is one subclass and one
+    line of `REGISTRY`."""
+
+    name: Policy
+    description: str
+    """What the policy picks, for the API's description of `policy`."""
+
+    @abstractmethod
+    def choose(self, request: RouteRequest, ranked: tuple[CandidateCost, ...]) -> PolicyChoice:
+        """The choice among `ranked`, every candidate priced, cheapest first (then pod id)."""
+
+
+class Ttft(RoutingPolicy):
+    name = "ttft"
+    description = (
+        "the lowest estimated time to first token (predicted wait + prefill estimate + work "
+        "penalty)"
+    )
+
+    def choose(self, request: RouteRequest, ranked: tuple[CandidateCost, ...]) -> PolicyChoice:
+        tied_pods = [c for c in ranked if c.cost_s == ranked[0].cost_s]
+        if len(tied_pods) == 1:
+            return PolicyChoice(self.name, ranked[0].pod, False, _ttft_reason(ranked), ranked)
+        least_work = [c for c in tied_pods if c.recent_work_s == ranked[0].recent_work_s]
+        if len(least_work) == 1:
+            runner = tied_pods[1]
+            reason = (
+                f"{len(tied_pods)} pods tie at an estimated {_ms(ranked[0].cost_s)}; it has the "
+                f"least recent work ({_ms(ranked[0].recent_work_s)}, {runner.pod} "
+                f"{_ms(runner.recent_work_s)})"
+            )
+            return PolicyChoice(self.name, ranked[0].pod, False, reason, ranked)
+        tied_pods = least_work
+        depth = max(c.matched_blocks for c in tied_pods)
+        key = request.blocks[min(depth, len(request.blocks) - 1)] if request.blocks else 0
+        chosen = tie_break(key, (c.pod for c in tied_pods))
+        reason = (
+            f"{len(tied_pods)} pods tie at an estimated {_ms(ranked[0].cost_s)}; "
+            "rendezvous hashing of the first block they do not all hold picked one"
+        )
+        return PolicyChoice(self.name, chosen, True, reason, ranked)
+
+
+class Kthena(RoutingPolicy):
+    name = "kthena"
+    description = "the highest score, as kthena's plugin alone picks"
+
+    def choose(self, request: RouteRequest, ranked: tuple[CandidateCost, ...]) -> PolicyChoice:
         first = request.blocks[0] if request.blocks else 0
         chosen, tied = choose(request.scores, request.candidates, first)
-        return PolicyChoice(policy, chosen, tied, _kthena_reason(ranked, chosen, tied), ranked)
-    tied_pods = [c for c in ranked if c.cost_s == ranked[0].cost_s]
-    if len(tied_pods) == 1:
-        return PolicyChoice(policy, ranked[0].pod, False, _ttft_reason(ranked), ranked)
-    least_work = [c for c in tied_pods if c.recent_work_s == ranked[0].recent_work_s]
-    if len(least_work) == 1:
-        runner = tied_pods[1]
-        reason = (
-            f"{len(tied_pods)} pods tie at an estimated {_ms(ranked[0].cost_s)}; it has the "
-            f"least recent work ({_ms(ranked[0].recent_work_s)}, {runner.pod} "
-            f"{_ms(runner.recent_work_s)})"
-        )
-        return PolicyChoice(policy, ranked[0].pod, False, reason, ranked)
-    tied_pods = least_work
-    depth = max(c.matched_blocks for c in tied_pods)
-    key = request.blocks[min(depth, len(request.blocks) - 1)] if request.blocks else 0
-    chosen = tie_break(key, (c.pod for c in tied_pods))
-    reason = (
-        f"{len(tied_pods)} pods tie at an estimated {_ms(ranked[0].cost_s)}; "
-        "rendezvous hashing of the first block they do not all hold picked one"
+        return PolicyChoice(self.name, chosen, tied, _kthena_reason(ranked, chosen, tied), ranked)
+
+
+REGISTRY: Final[Mapping[str, RoutingPolicy]] = {
+    policy.name: policy for policy in (Ttft(), Kthena())
+}
+POLICIES: Final[tuple[Policy, ...]] = tuple(REGISTRY)  # type: ignore[assignment]
+
+
+def policy_description() -> str:
+    """The API's description of `policy`, from the registry."""
+    choices = "; ".join(f"`{name}`, {policy.description}" for name, policy in REGISTRY.items())
+    return (
+        f"How `chosen` is picked: {choices}. Default: the KVADMIN_ROUTING_POLICY knob "
+        f"(`{DEFAULT_POLICY}`). Scores are the same under all."
     )
-    return PolicyChoice(policy, chosen, True, reason, ranked)
 
 
 def _ttft_reason(ranked: tuple[CandidateCost, ...]) -> str:

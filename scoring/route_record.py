@@ -2,23 +2,19 @@
 (virtual queue, in-flight entry, speculative blocks) in one atomic script, route_record.lua,
 queued on the caller's pipeline so that it shares the round trip of the decision's metrics.
 
-The script goes by EVALSHA as a plain pipeline command, not as a redis-py `Script`: a pipeline
-holding a `Script` sends SCRIPT EXISTS before every execute(), a second round trip per decision.
-When the server does not know the script yet (first use, restart, SCRIPT FLUSH), the pipeline's
-reply is a NOSCRIPT error; `finish` then loads it and runs it alone, once.
+The script goes by EVALSHA as a plain pipeline command (`scoring.scripts`): when the server does
+not know it yet (first use, restart, SCRIPT FLUSH), the pipeline's reply is a NOSCRIPT error;
+`finish` then loads it and runs it alone, once.
 """
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from hashlib import sha1
-from pathlib import Path
 from typing import Any, Final
 
 import redis
 import redis.asyncio
 from redis.asyncio.client import Pipeline as AsyncPipeline
 from redis.client import Pipeline
-from redis.exceptions import NoScriptError
 
 from scoring.keys import (
     DECISION_IDS_KEY,
@@ -28,9 +24,11 @@ from scoring.keys import (
     queue_key,
     speculative_keys,
 )
+from scoring.scripts import script
 
-_RECORD_LUA: Final = (Path(__file__).parent / "route_record.lua").read_text()
-_RECORD_SHA: Final = sha1(_RECORD_LUA.encode()).hexdigest()  # noqa: S324 (Redis' script id)
+RECORD: Final = script("route_record")
+Queued = tuple[list[Any], list[Any]]
+"""The script's KEYS and ARGV, as `queue_record` queued them."""
 MEAN_WEIGHT: Final = 0.2
 """Weight of a new prefill in the queue's moving mean of predicted prefills."""
 
@@ -63,17 +61,18 @@ class Recorded:
 
 def queue_record(
     pipeline: Pipeline | AsyncPipeline, advance: RouteAdvance, entry: bytes | None, maxlen: int
-) -> list[Any]:
-    """Queue the script on `pipeline`; returns its arguments for `finish`. `entry`: the
-    decision log entry, None to leave the decision out of the log."""
-    args = [
-        10,
+) -> Queued:
+    """Queue the script on `pipeline`; returns its input for `finish`. `entry`: the decision
+    log entry, None to leave the decision out of the log."""
+    keys = [
         DECISIONS_KEY,
         queue_key(advance.pod),
         in_flight_key(advance.pod),
         *speculative_keys(advance.model),
         DECISION_IDS_KEY,
         OUTCOMES_KEY,
+    ]
+    args = [
         entry or b"",
         maxlen,
         f"{advance.prefill_s * 1000:.3f}",
@@ -86,25 +85,19 @@ def queue_record(
         advance.pod,
         *advance.blocks,
     ]
-    pipeline.execute_command("EVALSHA", _RECORD_SHA, *args)
-    return args
+    RECORD.queue(pipeline, keys, args)
+    return keys, args
 
 
-def finish(client: redis.Redis, reply: Any, args: list[Any]) -> Recorded:
+def finish(client: redis.Redis, reply: Any, queued: Queued) -> Recorded:
     """The script's outcome from its pipeline `reply` (run with raise_on_error=False); a
     NOSCRIPT reply loads the script and runs it again, alone. Raises any other error."""
-    if isinstance(reply, NoScriptError):
-        client.script_load(_RECORD_LUA)
-        reply = client.execute_command("EVALSHA", _RECORD_SHA, *args)
-    return _recorded(reply)
+    return _recorded(RECORD.finish(client, reply, *queued))
 
 
-async def finish_async(client: redis.asyncio.Redis, reply: Any, args: list[Any]) -> Recorded:
+async def finish_async(client: redis.asyncio.Redis, reply: Any, queued: Queued) -> Recorded:
     """`finish` through an asyncio client."""
-    if isinstance(reply, NoScriptError):
-        await client.script_load(_RECORD_LUA)
-        reply = await client.execute_command("EVALSHA", _RECORD_SHA, *args)
-    return _recorded(reply)
+    return _recorded(await RECORD.finish_async(client, reply, *queued))
 
 
 def _recorded(reply: Any) -> Recorded:

@@ -158,11 +158,19 @@ def load_reading(
 
 def speculative_blocks(state: RouteState, blocks: Sequence[int]) -> dict[str, frozenset[int]]:
     """Per pod, the request's block hashes with an unexpired speculative entry."""
+    n_blocks = len(blocks)
     return {
-        pod: frozenset(blocks[p] for p in raw.speculative if 0 <= p < len(blocks))
+        pod: frozenset(map(blocks.__getitem__, _within(raw.speculative, n_blocks)))
         for pod, raw in state.pods.items()
         if raw.speculative
     }
+
+
+def _within(positions: tuple[int, ...], n_blocks: int) -> Sequence[int]:
+    """The `positions` from 0 to n_blocks - 1 (in C when all are)."""
+    if min(positions) >= 0 and max(positions) < n_blocks:
+        return positions
+    return [p for p in positions if 0 <= p < n_blocks]
 
 
 def _number(text: str | None) -> float | None:

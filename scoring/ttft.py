@@ -105,6 +105,10 @@ class TtftParameters:
         object.__setattr__(self, "pod_fits", pods)
         object.__setattr__(self, "_pods", {pod: (t0, speed) for pod, t0, speed in pods})
 
+    def fitted_alone(self, pod: str) -> bool:
+        """Whether `pod` has its own fit (else it is priced with its model's figures)."""
+        return pod in self._pods
+
     def token_seconds(self, model: str, pod: str | None = None) -> float:
         """t_tok: seconds to prefill one token of `model` (on `pod`, when it has its own fit)."""
         own = self._pods.get(pod) if pod is not None else None

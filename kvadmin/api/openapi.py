@@ -19,10 +19,10 @@ from django.views.decorators.http import require_GET
 
 from kvadmin.api import outcomes, scoring, views
 from kvadmin.api.auth import authenticate
-from kvadmin.api.contract import ScoreRequest
 from kvadmin.api.scopes import Scope
 from kvadmin.routing import answer
 from kvadmin.routing.outcomes import MAX_BODY_BYTES, MAX_TOKENS, MAX_TTFT_MS
+from kvadmin.routing.request import ScoreRequest
 from scoring.policy import POLICIES
 
 

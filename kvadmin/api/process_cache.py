@@ -42,7 +42,7 @@ from kvadmin.api.scopes import Grants
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
 from kvadmin.redis_clients import index_client
-from kvadmin.routing.service import ENGINE_COLUMNS, EngineRow
+from kvadmin.routing.request import ENGINE_COLUMNS, EngineRow
 from scoring import keys
 
 log = logging.getLogger(__name__)

@@ -22,6 +22,7 @@ from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
 from kvadmin.redis_clients import async_index_client, index_client
 from kvadmin.routing import decisions, outcomes, requesters, service
+from kvadmin.routing.request import EngineRow
 from kvadmin.weights.active import ActiveWeights, active_weights, cached_weights
 
 MAX_DECISIONS = 1000
@@ -43,13 +44,7 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
     active = await _weights()
     try:
         decision = await service.score_async(
-            client,
-            engines,
-            active,
-            request.model,
-            **request.arguments(),
-            token_ids_checked=True,
-            requester=requesters.api_token(known.pk),
+            client, engines, active, request, requester=requesters.api_token(known.pk)
         )
     except service.ScoreError as error:
         return error_answer(error.status, error.message, error.field)
@@ -67,7 +62,7 @@ async def _weights() -> ActiveWeights:
     return active
 
 
-def _serve(engines: list[service.EngineRow], pods: list[str] | None) -> bool:
+def _serve(engines: list[EngineRow], pods: list[str] | None) -> bool:
     """The engines include an enabled one, or every requested pod."""
     if pods is None:
         return any(enabled for *_, enabled in engines)

@@ -6,15 +6,15 @@ Redis sees one self-contained script per command. Each is built and hashed once 
 (`script`) and runs on whichever client calls it.
 """
 
-import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from redis.commands.core import Script
 
+from scoring.scripts import inlined
+
 LUA = Path(__file__).with_name("lua")
-_INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,23 +26,12 @@ class IndexScript:
     """The script with its includes inlined."""
 
 
-def _inline(text: str, seen: set[str]) -> str:
-    def include(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name in seen:
-            return ""
-        seen.add(name)
-        return _inline((LUA / "includes" / f"{name}.lua").read_text(), seen)
-
-    return _INCLUDE.sub(include, text)
-
-
 @cache
 def load(command: str) -> IndexScript:
     """The script of `command`, includes inlined."""
     (path,) = LUA.glob(f"{command}-*.lua")
     keys = int(path.stem.rsplit("-", 1)[1])
-    return IndexScript(command, keys, _inline(path.read_text(), set()))
+    return IndexScript(command, keys, inlined(path.read_text(), LUA / "includes"))
 
 
 @cache

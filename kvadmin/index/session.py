@@ -182,12 +182,12 @@ class ApplySession:
             self._drain_retired()
 
     def send(self, pipeline: "redis.client.Pipeline") -> None:
-        """Send a pipeline's commands after the calls submitted so far, without waiting; an
-        error reply raises when it is read."""
+        """Send a pipeline's commands after the calls submitted so far, in one write, without
+        waiting; an error reply raises when it is read."""
         with self._spending():
-            for args, _options in pipeline.command_stack:
-                self.connection.send_command(*args)
-                self.in_flight.append(None)
+            commands = [args for args, _options in pipeline.command_stack]
+            self.connection.send_packed_command(self.connection.pack_commands(commands))
+            self.in_flight.extend([None] * len(commands))
         pipeline.reset()
 
     def wait(self) -> None:

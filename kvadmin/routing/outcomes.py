@@ -52,6 +52,7 @@ from kvadmin.metrics.recorder import HITS_TTL_SECONDS, bucket_of, outcome_minute
 from kvadmin.routing import answer, decisions, requesters
 from kvadmin.routing.decisions import Decision
 from scoring import keys
+from scoring.scripts import script_at
 
 DECISION_ID = re.compile(r"[0-9a-f]{1,64}")
 """What `routing.service` makes a decision id of: hex digits (time, then randomness)."""
@@ -72,7 +73,7 @@ ESTIMATED_SLACK_SHARE: Final = 0.5
 """The share for a count the local tokenizer estimated from a window of a long prompt
 (`routing.local_tokenize`): tokens per character vary along a prompt."""
 
-_RECORD_LUA: Final = (Path(__file__).parent / "outcome_record.lua").read_text()
+_RECORD: Final = script_at(Path(__file__).with_name("outcome_record.lua"))
 
 
 class InvalidOutcome(ValueError):
@@ -197,26 +198,14 @@ def predicted(decision: Decision, block_size: int) -> Predicted:
     )
 
 
-def find(decision_id: str, client: redis.Redis) -> Decision | None:
-    """The logged decision of that id, None when the log does not (or no longer) hold it."""
-    if not DECISION_ID.fullmatch(decision_id):
-        return None
-    logged_ms = client.zscore(keys.DECISION_IDS_KEY, decision_id)
-    if logged_ms is None:
-        return None
-    # Entries of the same millisecond are few: the decision is among them.
-    millisecond = str(int(logged_ms))
-    entries = client.xrange(keys.DECISIONS_KEY, millisecond, millisecond)
-    return _among(entries, decision_id)
-
-
 async def find_async(decision_id: str, client: redis.asyncio.Redis) -> Decision | None:
-    """`find` through an asyncio client."""
+    """The logged decision of that id, None when the log does not (or no longer) hold it."""
     if not DECISION_ID.fullmatch(decision_id):
         return None
     logged_ms = await client.zscore(keys.DECISION_IDS_KEY, decision_id)
     if logged_ms is None:
         return None
+    # Entries of the same millisecond are few: the decision is among them.
     millisecond = str(int(logged_ms))
     entries = await client.xrange(keys.DECISIONS_KEY, millisecond, millisecond)
     return _among(entries, decision_id)
@@ -249,7 +238,7 @@ def record(client: redis.Redis, decision: Decision, outcome: Outcome, block_size
     was already recorded) or "unknown" (the decision left the log meanwhile). Raises
     ImplausibleOutcome (`check_plausible`), recording nothing."""
     script_keys, args = _record_input(decision, outcome, block_size)
-    return _text(client.register_script(_RECORD_LUA)(keys=script_keys, args=args))
+    return _text(_RECORD(client, script_keys, args))
 
 
 async def record_async(
@@ -257,7 +246,7 @@ async def record_async(
 ) -> str:
     """`record` through an asyncio client."""
     script_keys, args = _record_input(decision, outcome, block_size)
-    return _text(await client.register_script(_RECORD_LUA)(keys=script_keys, args=args))
+    return _text(await _RECORD.call_async(client, script_keys, args))
 
 
 def _record_input(

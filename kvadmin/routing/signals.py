@@ -4,12 +4,12 @@ import logging
 from typing import Any
 
 from django.db import transaction
-from django.db.models.signals import post_save
+from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from redis import RedisError
 
 from kvadmin.engines.models import Engine
-from kvadmin.routing import tokenizer_guard
+from kvadmin.routing import registry, tokenizer_guard
 
 log = logging.getLogger(__name__)
 
@@ -26,3 +26,11 @@ def _reset_guard(model: str) -> None:
         tokenizer_guard.reset(model)
     except RedisError as error:
         log.warning("the tokenizer guard of %s was not reset: %s", model, error)
+
+
+@receiver(post_save, sender=Engine)
+@receiver(post_delete, sender=Engine)
+def _registry_changed(sender: type[Engine], **kwargs: Any) -> None:
+    """Scoring in this process sees the change at once (`routing.registry`); the others when
+    the version it shares with the API's copy moves (kvadmin/api/apps.py announces it)."""
+    registry.forget()

@@ -71,72 +71,7 @@ for i = 7, state_at - 1, 3 do
   end
 end
 
--- A decimal integer as (negative, digits without leading zeros), nil if text is not one.
-local function canonical(text)
-  local sign, digits = match(text, '^([+-]?)([0-9]+)$')
-  if not digits then
-    return nil
-  end
-  digits = match(digits, '^0*([0-9].*)$')
-  return sign == '-' and digits ~= '0', digits
-end
-
--- Compare digit strings of equal length, 15 digits at a time (exact as doubles).
-local function compare_digits(a, b)
-  for i = 1, #a, 15 do
-    local x, y = tonumber(sub(a, i, i + 14)), tonumber(sub(b, i, i + 14))
-    if x ~= y then
-      return x < y and -1 or 1
-    end
-  end
-  return 0
-end
-
-local function compare_magnitude(a, b)
-  if #a ~= #b then
-    return #a < #b and -1 or 1
-  end
-  return compare_digits(a, b)
-end
-
-local INT64_MAX, INT64_MIN_MAGNITUDE = '9223372036854775807', '9223372036854775808'
-
--- Go's strconv.ParseInt(text, 10, 64) as (negative, digits); nil where it fails.
-local function go_int64(text)
-  local negative, digits = canonical(text)
-  if not digits then
-    return nil
-  end
-  if compare_magnitude(digits, negative and INT64_MIN_MAGNITUDE or INT64_MAX) > 0 then
-    return nil
-  end
-  return negative, digits
-end
-
--- Written at or before the pod's last start (scoring.values.is_stale).
-local function is_stale(pod, timestamp)
-  local start = started[pod]
-  if not start then
-    return false
-  end
-  if #timestamp <= 15 and match(timestamp, '^[0-9]+$') then
-    -- Exact as a double; comparing with the rounded start keeps the order exact too.
-    return tonumber(timestamp) <= start
-  end
-  local negative, digits = go_int64(timestamp)
-  if not digits then
-    return false
-  end
-  local start_negative, start_digits = canonical(started_text[pod])
-  if negative ~= start_negative then
-    return negative
-  end
-  local order = compare_magnitude(digits, start_digits)
-  if negative then
-    return order >= 0
-  end
-  return order <= 0
-end
+--- @include "stale"
 
 -- "ts|MEDIUM" as (ts, medium); the first "|" splits, false is no medium ("ts" or "ts|").
 local function split(value)
@@ -259,37 +194,7 @@ local function block_members()
   return members
 end
 
--- Legacy format: the spans of the pod's first k blocks held in each of its media, by its
--- residency ZSETs, appended to the reply.
-local function add_residency(reply, pod, k)
-  local held = redis.call('SMEMBERS', media_prefix .. pod)
-  reply[#reply + 1] = #held
-  local blocks = block_members()
-  for _, medium in ipairs(held) do
-    local key = res_prefix .. pod .. res_between .. medium
-    local spans, first = {}, nil
-    for chunk = 1, k, HMGET_CHUNK do
-      local last_b = math.min(k, chunk + HMGET_CHUNK - 1)
-      local scores = redis.call('ZMSCORE', key, unpack(blocks, chunk, last_b))
-      for j = 1, last_b - chunk + 1 do
-        local b = chunk + j - 1
-        if scores[j] then
-          first = first or b
-        elseif first then
-          spans[#spans + 1], spans[#spans + 2], first = first - 1, b - first, nil
-        end
-      end
-    end
-    if first then
-      spans[#spans + 1], spans[#spans + 2] = first - 1, k + 1 - first
-    end
-    reply[#reply + 1] = medium
-    reply[#reply + 1] = #spans / 2
-    for _, n in ipairs(spans) do
-      reply[#reply + 1] = n
-    end
-  end
-end
+--- @include "residency"
 
 local reply = { #non_candidates, #stale, n_scored }
 local matched = {} -- pod -> blocks of its matched run
@@ -316,99 +221,7 @@ for id = 1, n_scored do
   end
 end
 
--- Per state pod (ARGV from `pods_at`), the spans {start, length, ...} (1-based) of the request's
--- blocks whose group (`spec_key` -> `groups_key`) holds an unexpired entry, up to the pod's reach
--- (scoring.route_state.speculative_positions is the same rule in Python). A pod is alive at a
--- block within its matched run, or past it while every block since the run's end has an entry;
--- the lookups stop at the first block where no pod is alive. Fields are fetched in growing
--- chunks (the longest run first); a group is read where the block's group changes.
-local function speculative_spans(now, n_state, pods_at, spec_key, groups_key)
-  local spans, index_of = {}, {}
-  for i = 1, n_state do
-    spans[i], index_of[ARGV[pods_at + i - 1]] = {}, i
-  end
-  if n_blocks == 0 or redis.call('EXISTS', spec_key) == 0 then
-    return spans
-  end
-  local ending, in_run, longest = {}, 0, 0 -- ending[r]: the pods whose run is r blocks
-  for i = 1, n_state do
-    local run = matched[ARGV[pods_at + i - 1]] or 0
-    ending[run] = ending[run] or {}
-    ending[run][#ending[run] + 1] = i
-    if run > 0 then
-      in_run = in_run + 1
-    end
-    longest = math.max(longest, run)
-  end
-  local members = block_members()
-  local values, fetched = {}, 0
-  local open, dead, past_run, extending = {}, {}, {}, 0
-  local current, previous = {}, nil -- current: the alive pods with an entry at the block
-  local function close(i, last)
-    local pod_spans = spans[i]
-    pod_spans[#pod_spans + 1], pod_spans[#pod_spans + 2] = open[i], last - open[i] + 1
-    open[i] = nil
-  end
-  local b = 0
-  while b < n_blocks do
-    b = b + 1
-    if b > fetched then
-      local upto = math.min(n_blocks, math.max(longest + 16, 2 * fetched))
-      for first_b = fetched + 1, upto, HMGET_CHUNK do
-        local last_b = math.min(upto, first_b + HMGET_CHUNK - 1)
-        local chunk = redis.call('HMGET', spec_key, unpack(members, first_b, last_b))
-        for j = 1, last_b - first_b + 1 do
-          values[first_b + j - 1] = chunk[j]
-        end
-      end
-      fetched = upto
-    end
-    local value = values[b]
-    if value ~= previous then
-      previous = value
-      local here = {}
-      local content = value and redis.call('HGET', groups_key, value)
-      if content then
-        local entries = cjson.decode(content)
-        for j = 1, #entries, 2 do
-          local i = index_of[entries[j]]
-          if i and not dead[i] and tonumber(entries[j + 1]) > now then
-            here[i] = true
-          end
-        end
-      end
-      for i in pairs(current) do
-        if not here[i] then
-          close(i, b - 1)
-          if past_run[i] then
-            dead[i], extending = true, extending - 1
-          end
-        end
-      end
-      for i in pairs(here) do
-        open[i] = open[i] or b
-      end
-      current = here
-    end
-    for _, i in ipairs(ending[b - 1] or {}) do
-      if b > 1 then
-        in_run = in_run - 1
-      end
-      if current[i] then
-        past_run[i], extending = true, extending + 1
-      else
-        dead[i] = true
-      end
-    end
-    if in_run == 0 and extending == 0 then
-      break
-    end
-  end
-  for i in pairs(current) do
-    close(i, b)
-  end
-  return spans
-end
+--- @include "speculative_spans"
 
 -- The routing state of the `ttft` policy (scoring.route_state), same round trip.
 local n_state = tonumber(ARGV[state_at] or '0')
