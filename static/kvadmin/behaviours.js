@@ -1,15 +1,19 @@
 // Behaviours the templates ask for with data attributes, instead of inline event handlers
 // (which the Content-Security-Policy refuses).
-// - <select data-submit-on-change>: submits its form when the choice changes;
+// - <select data-submit-on-change>, <input data-submit-on-change>: submits its form when the
+//   choice changes (a checkbox when it is ticked or cleared);
 // - <button data-copy="id">: copies the text of element #id to the clipboard;
-// - <button data-remove-row-after-request>: after its htmx request, removes its table row.
+// - <button data-remove-row-after-request>: after its htmx request, removes its table row;
+// - <section data-reveal-on-swap>: once htmx swaps it in (a review after Enter in a field),
+//   scrolled to the top of the window and its first field focused (the invalid one if any),
+//   or itself: the answer is where the operator looks and where the keyboard goes next.
 // And the header's two buttons: the theme toggle (kept in localStorage, read by theme.js) and,
 // on narrow screens, the menu that folds the navigation.
 // window.kvadmin has what the page scripts share: a medium's colour and the charts' axes.
 (function () {
   document.addEventListener("change", (event) => {
-    const select = event.target.closest("select[data-submit-on-change]");
-    if (select && select.form) select.form.requestSubmit();
+    const control = event.target.closest("[data-submit-on-change]");
+    if (control && control.form) control.form.requestSubmit();
   });
   document.addEventListener("click", (event) => {
     const button = event.target.closest("[data-copy]");
@@ -19,6 +23,20 @@
   document.addEventListener("htmx:afterRequest", (event) => {
     const button = event.detail.elt;
     if (button && button.matches("[data-remove-row-after-request]")) button.closest("tr")?.remove();
+  });
+  document.addEventListener("htmx:afterSettle", (event) => {
+    const swapped = event.detail.elt;
+    if (!(swapped instanceof Element)) return;
+    const shown = swapped.matches("[data-reveal-on-swap]")
+      ? swapped
+      : swapped.querySelector("[data-reveal-on-swap]");
+    if (!shown) return;
+    shown.scrollIntoView({ block: "start" });
+    const field =
+      shown.querySelector("[aria-invalid=true]") ||
+      shown.querySelector("input:not([type=hidden]), select, textarea") ||
+      shown;
+    field.focus({ preventScroll: true });
   });
 
   const root = document.documentElement;
