@@ -56,14 +56,12 @@ class StreamLink(NamedTuple):
 
 def stream_link(stream: StreamStatus, health: EngineHealth | None) -> StreamLink:
     """A stream's link as the engine's evidence has it. A ZMQ subscriber stays connected to a
-    dead publisher, so an open socket alone is no evidence: beside an engine that is not
-    healthy (unreachable, stale, disabled) the stream says so, never "connected" in green."""
+    dead publisher, so an open socket is no proof: beside an engine whose probes failed
+    (unreachable) the stream says so, never "connected" in green."""
     if stream.pushed and not stream.connected:
         return StreamLink("muted", "\u25cb", "pushed over HTTP")
     if not stream.connected:
-        return StreamLink("bad", "\u25cb", "not connected")
-    if health is None or health.healthy:
-        return StreamLink("ok", "\u25cf", "connected")
-    if health.state is EngineState.DISABLED:
-        return StreamLink("muted", "\u25cb", "socket open, engine disabled")
-    return StreamLink("bad", "\u25cb", f"socket open, engine {health.state}")
+        return StreamLink("bad", "\u25cb", "disconnected")
+    if health is not None and health.state is EngineState.UNREACHABLE:
+        return StreamLink("bad", "\u25cb", "socket open, engine unreachable")
+    return StreamLink("ok", "\u25cf", "connected")
