@@ -7,6 +7,7 @@
 // - <section data-reveal-on-swap>: once htmx swaps it in (a review after Enter in a field),
 //   scrolled to the top of the window and its first field focused (the invalid one if any),
 //   or itself: the answer is where the operator looks and where the keyboard goes next.
+// - every table that scrolls sideways is a tab stop (keyboard scrolling on a phone).
 // And the header's two buttons: the theme toggle (kept in localStorage, read by theme.js) and,
 // on narrow screens, the menu that folds the navigation.
 // window.kvadmin has what the page scripts share: a medium's colour and the charts' axes.
@@ -38,6 +39,26 @@
       shown;
     field.focus({ preventScroll: true });
   });
+
+  // Below 760 px kvadmin.css lets each table scroll sideways (display: block): a table that
+  // does scroll there becomes a tab stop, so the keyboard can scroll it too (WCAG 2.1.1); one
+  // that fits is not (no empty tab stops on a wide screen).
+  const keyboardScroll = () => {
+    for (const table of document.querySelectorAll("main table")) {
+      const scrolls = table.scrollWidth > table.clientWidth;
+      if (scrolls && !table.hasAttribute("tabindex")) {
+        table.tabIndex = 0;
+        table.dataset.scrollStop = "";
+      } else if (!scrolls && "scrollStop" in table.dataset) {
+        table.removeAttribute("tabindex");
+        delete table.dataset.scrollStop;
+      }
+    }
+  };
+  document.addEventListener("DOMContentLoaded", keyboardScroll);
+  document.addEventListener("htmx:afterSettle", keyboardScroll);
+  document.addEventListener("htmx:wsAfterMessage", keyboardScroll);
+  window.addEventListener("resize", keyboardScroll);
 
   const root = document.documentElement;
   const systemDark = window.matchMedia("(prefers-color-scheme: dark)");
