@@ -7,6 +7,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kvadmin.settings")
 
 app = Celery("kvadmin")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+# Task events on, as `worker -E` turns them on, and a "task-sent" event from every sender:
+# monitors (Flower, `celery events`) then see kvadmin's tasks from sent to done.
+app.conf.update(worker_send_task_events=True, task_send_sent_event=True)
 app.autodiscover_tasks()
 
 

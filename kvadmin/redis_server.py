@@ -153,9 +153,11 @@ def compact(url: str) -> None:
         client.bgrewriteaof()
 
 
-def main() -> None:
-    """Run the embedded Redis in the foreground (for the Procfile) on REDIS_URL's port,
-    data under var/redis."""
+def embedded() -> RedisServer | None:
+    """The embedded Redis of `make run` (REDIS_URL's port, data under var/redis), not started;
+    None when REDIS_URL names a Redis of the operator's."""
+    if os.environ.get("REDIS_URL"):
+        return None
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kvadmin.settings")
     from django.conf import settings
 
@@ -165,7 +167,14 @@ def main() -> None:
             "redis+sentinel:// REDIS_URL names servers that run on their own."
         )
     port = urlsplit(settings.REDIS_URL).port or 6379
-    server = RedisServer(port=port, data_dir=settings.VAR_DIR / "redis")
+    return RedisServer(port=port, data_dir=settings.VAR_DIR / "redis")
+
+
+def main() -> None:
+    """Run the embedded Redis in the foreground (for the Procfile)."""
+    server = embedded()
+    if server is None:
+        raise SystemExit("REDIS_URL names a Redis: `make run` starts no embedded one")
     command = server.command()
     os.execv(command[0], command)
 

@@ -1,7 +1,9 @@
 """`make run`: the whole stack under one supervisor, started in order and stopped in reverse.
 
-1. A second `make run` finds the first one (var/stack.json names its processes) and says where
-   kvadmin runs; processes an earlier supervisor left behind when it was killed are stopped.
+1. A second `make run` finds the first one (var/stack.json names its processes), says where
+   kvadmin runs and exits with status 1; processes an earlier supervisor left behind when it
+   was killed are stopped. Every port the stack will bind (the web server's, the embedded
+   Redis's, each simulated pod's) is checked first: a taken one is named, and nothing starts.
 2. The Procfile's processes start in its order, each once what it needs answers: the worker,
    beat and web once Redis answers with its data loaded, the simulated fleet once the web
    server answers (it calls the scoring API).
@@ -42,7 +44,8 @@ from django.conf import settings  # noqa: E402
 from kvadmin.conf import knob  # noqa: E402
 from kvadmin.dashboard.first_admin import password_file, saved_login  # noqa: E402
 from kvadmin.fleet.fleet import READY_LINE as FLEET_READY_LINE  # noqa: E402
-from kvadmin.redis_server import compact, wait_until_ready  # noqa: E402
+from kvadmin.fleet.fleet import plan_fleet, pod_ports  # noqa: E402
+from kvadmin.redis_server import compact, embedded, wait_until_ready  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NEEDS = {"worker": "redis", "beat": "redis", "web": "redis", "fleet": "web"}
@@ -100,6 +103,20 @@ def _port_taken(port: int) -> bool:
     return False
 
 
+def fleet_ports(command: list[str]) -> dict[int, str]:
+    """The ports the Procfile's fleet command (`python manage.py simulate ...`) binds, and the
+    pod binding each: read with simulate's own parser and fleet plan, so they cannot drift."""
+    from kvadmin.fleet.management.commands.simulate import Command
+
+    options = vars(Command().create_parser("manage.py", "simulate").parse_args(command[3:]))
+    kinds = [kind.strip() for kind in options["kind"].split(",") if kind.strip()]
+    configs = plan_fleet(
+        options["pods"], kinds, options["base_port"], options["http_port"],
+        dp_size=options["dp_size"],
+    )  # fmt: skip
+    return {port: f"the demo fleet's {c.name}" for c in configs for port in pod_ports(c)}
+
+
 def web_url() -> str:
     return f"http://127.0.0.1:{knob('PORT')}"
 
@@ -139,25 +156,39 @@ class Stack:
     def refuse_a_second_one(self) -> int | None:
         """An exit status when this stack must not start, else None."""
         if pid := running_supervisor():
+            # Not started, so not a success: a script that runs `make run` must see that.
             print(f"kvadmin is already running at {web_url()} (supervisor pid {pid})")
-            return 0
+            return 1
         left = [pid for pid in _earlier_run().get("processes", []) if _ours(pid)]
         if left:
             self.say(f"stopping {len(left)} processes an earlier run left behind")
             for pid in left:
                 _stop_leftover(pid)
-        ports = [knob("PORT")]
-        if self.embedded_redis:
-            ports.append(urlsplit(settings.REDIS_URL).port or 6379)
-        for port in ports:
-            if _port_taken(port):
-                print(
-                    f"kvadmin: port {port} on 127.0.0.1 is taken by another program; stop it "
-                    "(or, for Redis, set REDIS_URL to a running server) and run again.",
-                    file=sys.stderr,
-                )
-                return 1
+        taken = {port: user for port, user in self.ports().items() if _port_taken(port)}
+        for port, user in sorted(taken.items()):
+            print(
+                f"kvadmin: port {port} on 127.0.0.1 ({user}) is taken by another program",
+                file=sys.stderr,
+            )
+        if taken:
+            print(
+                "kvadmin: nothing was started; stop what holds the port"
+                f"{'s' if len(taken) > 1 else ''} and run again (or: KVADMIN_PORT=<port> for the "
+                "web server, REDIS_URL=<a running Redis>, KVADMIN_DEMO=false without the fleet)",
+                file=sys.stderr,
+            )
+            return 1
         return None
+
+    def ports(self) -> dict[int, str]:
+        """Every port this stack will bind on 127.0.0.1, and what binds it."""
+        ports = {knob("PORT"): "the web server, KVADMIN_PORT"}
+        if self.embedded_redis:
+            ports[urlsplit(settings.REDIS_URL).port or 6379] = "the embedded Redis"
+        for service in self.services:
+            if service.name == "fleet":
+                ports |= fleet_ports(service.command)
+        return ports
 
     def _remember(self) -> None:
         pids = [s.process.pid for s in self.services if s.process and s.process.poll() is None]
@@ -292,7 +323,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 def main() -> int:
     django.setup()
-    names = [] if os.environ.get("REDIS_URL") else ["redis"]
+    names = ["redis"] if embedded() else []
     names += ["worker", "beat", "web"]
     if knob("DEMO"):
         names.append("fleet")

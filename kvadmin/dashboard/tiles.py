@@ -95,7 +95,14 @@ class DeliveredHits:
 
     @property
     def index_staleness(self) -> int:
+        """achieved - delivered. Negative when engines hit more than predicted: a score looks
+        at the first MAX_BLOCKS blocks only (kthena's rule), so the longer prompts' further
+        hits are never predicted, and blocks stored but not yet ingested are not either."""
         return self.achieved - self.delivered
+
+    @property
+    def index_staleness_abs(self) -> int:
+        return abs(self.index_staleness)
 
 
 @dataclass(slots=True)
@@ -128,6 +135,19 @@ class Tiles:
     gc_age: float | None = None
     gc_next_in: float | None = None
     links: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def max_blocks(self) -> int:
+        """Blocks a score looks at, at most (what a negative index staleness is about)."""
+        return knob("MAX_BLOCKS")
+
+    @property
+    def block_size(self) -> int:
+        return knob("BLOCK_SIZE")
+
+    @property
+    def scored_tokens(self) -> int:
+        return self.max_blocks * self.block_size
 
 
 def dashboard_tiles(client: redis.Redis, record_sample: bool = False) -> Tiles:

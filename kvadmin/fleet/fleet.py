@@ -81,15 +81,20 @@ def plan_fleet(
     return configs
 
 
+def pod_ports(config: PodConfig) -> list[int]:
+    """Every port a pod binds: its HTTP port, and per rank its events and replay ports."""
+    ports = [config.http_port]
+    for rank in range(config.dp_size):
+        ports.append(config.events_port + rank)
+        if config.replay_port is not None:
+            ports.append(config.replay_port + rank)
+    return ports
+
+
 def _check_ports(configs: Sequence[PodConfig]) -> None:
     used: dict[int, str] = {}
     for config in configs:
-        ports = [config.http_port]
-        for rank in range(config.dp_size):
-            ports.append(config.events_port + rank)
-            if config.replay_port is not None:
-                ports.append(config.replay_port + rank)
-        for port in ports:
+        for port in pod_ports(config):
             if port in used:
                 raise ValueError(f"port {port} is used by both {used[port]} and {config.name}")
             used[port] = config.name

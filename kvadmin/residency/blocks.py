@@ -23,6 +23,7 @@ from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import (
     PAGE_SIZE,
     BlockRow,
+    Owner,
     Position,
     newest_blocks,
     pods_of_model,
@@ -179,6 +180,17 @@ def all_pages(client: redis.Redis, listing: BlocksListing, most: int) -> Iterato
             return
         size = most - shown if listing.query.sort == OWNERS else PAGE_SIZE
         _read_page(client, listing, listing.next_cursor, size)
+
+
+def matched_medium(owner: Owner, wanted: str | None) -> str | None:
+    """The medium a blocks row shows for an owner: filtered by medium, the one of the pod's
+    held media that the filter selected (the residency's); otherwise, or when the pod does not
+    hold the block there, the medium kthena's router reads (its value)."""
+    if wanted:
+        for medium in owner.held:
+            if _selected(medium or "", wanted):
+                return medium
+    return owner.medium
 
 
 def _selected(medium: str, wanted: str | None) -> bool:

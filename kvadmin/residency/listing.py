@@ -85,9 +85,13 @@ class Owner:
 
     pod: str
     value: BlockValue
+    held: tuple[str | None, ...] = ()
+    """The media the pod's residency holds the block in (what the Medium filter selects),
+    when asked for; the router's value may name another (kthena's one medium per owner)."""
 
     @property
     def medium(self) -> str | None:
+        """The medium kthena's router reads for this owner."""
         return self.value.medium
 
 
@@ -134,11 +138,12 @@ def newest_blocks(
 
 
 def owners_by_block(
-    client: redis.Redis, model: str, stds: Sequence[str | int]
+    client: redis.Redis, model: str, stds: Sequence[str | int], *, residency: bool = False
 ) -> list[tuple[Owner, ...]]:
-    """Every owner of each block, from one pipelined HGETALL of the matrix keys, by pod. Under
-    the legacy value format (compatibility.md 2.7) the values name no medium: each owner's is
-    the best the pod's residency holds the block in (two more round trips)."""
+    """Every owner of each block, from one pipelined HGETALL of the matrix keys, by pod. With
+    `residency`, each owner's held media too (two more round trips). Under the legacy value
+    format (compatibility.md 2.7) the values name no medium: each owner's is the best its
+    residency holds the block in (the same two round trips)."""
     pipe = client.pipeline(transaction=False)
     for std in stds:
         pipe.hgetall(keys.block_key(model, int(std)))
@@ -146,7 +151,8 @@ def owners_by_block(
     owners = [
         [Owner(pod, parse_value(raw)) for pod, raw in sorted(fields.items())] for fields in found
     ]
-    if value_format() is ValueFormat.LEGACY:
+    legacy = value_format() is ValueFormat.LEGACY
+    if legacy or residency:
         wanted = [
             (owner.pod, str(std)) for std, row in zip(stds, owners, strict=True) for owner in row
         ]
@@ -154,14 +160,16 @@ def owners_by_block(
         weights = active_weights().weights
         for std, row in zip(stds, owners, strict=True):
             for i, owner in enumerate(row):
-                if (media := held.get((owner.pod, str(std)))) and owner.medium is None:
-                    medium = weights.best_medium(media)
-                    row[i] = Owner(owner.pod, owner.value._replace(medium=medium))
+                media = held.get((owner.pod, str(std)), [])
+                value = owner.value
+                if legacy and media and value.medium is None:
+                    value = value._replace(medium=weights.best_medium(media))
+                row[i] = Owner(owner.pod, value, tuple(media) if residency else ())
     return [tuple(row) for row in owners]
 
 
 def _rows(client: redis.Redis, model: str, page: list[tuple[int, str]]) -> list[BlockRow]:
-    owners = owners_by_block(client, model, [std for _, std in page])
+    owners = owners_by_block(client, model, [std for _, std in page], residency=True)
     return [
         BlockRow(std, keys.residency_seconds(ts), held)
         for (ts, std), held in zip(page, owners, strict=True)

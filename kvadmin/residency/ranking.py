@@ -101,7 +101,7 @@ def by_owners(
         bound = (after.owners, after.ts, after.std)
         ranked = [r for r in ranked if (r > bound if fewest_first else r < bound)]
     page, more = [Ranked(*r) for r in ranked[:limit]], len(ranked) > limit
-    owners = owners_by_block(client, model, [r.std for r in page])
+    owners = owners_by_block(client, model, [r.std for r in page], residency=True)
     rows = [
         BlockRow(r.std, keys.residency_seconds(r.ts), held)
         for r, held in zip(page, owners, strict=True)

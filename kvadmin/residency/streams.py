@@ -7,9 +7,11 @@ show as never connected.
 """
 
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 import redis
 
+from kvadmin.engines.evidence import EngineHealth, EngineState
 from kvadmin.index.status import StreamStatus, read_statuses
 from kvadmin.index.streams import StreamId
 from scoring.values import pod_start
@@ -42,3 +44,24 @@ def pod_started_at(streams: Iterable[StreamStatus]) -> int | None:
     the earliest start of its data-parallel ranks' ZMQ streams, unknown while one has none
     (`scoring.values.pod_start`; a rank restarting alone is not a start of the pod)."""
     return pod_start(s.started_at for s in streams if not s.pushed)
+
+
+class StreamLink(NamedTuple):
+    """How a page shows a stream's link to its engine: a CSS class, a dot and words."""
+
+    css: str
+    dot: str
+    words: str
+
+
+def stream_link(stream: StreamStatus, health: EngineHealth | None) -> StreamLink:
+    """A stream's link as the engine's evidence has it. A ZMQ subscriber stays connected to a
+    dead publisher, so an open socket is no proof: beside an engine whose probes failed
+    (unreachable) the stream says so, never "connected" in green."""
+    if stream.pushed and not stream.connected:
+        return StreamLink("muted", "\u25cb", "pushed over HTTP")
+    if not stream.connected:
+        return StreamLink("bad", "\u25cb", "disconnected")
+    if health is not None and health.state is EngineState.UNREACHABLE:
+        return StreamLink("bad", "\u25cb", "socket open, engine unreachable")
+    return StreamLink("ok", "\u25cf", "connected")

@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
 from kvadmin.conf import knob
+from kvadmin.figures import figure, truncated
 from kvadmin.media import medium_class, medium_label
 from kvadmin.routing.decisions import CandidateEstimate, Decision, PodExplanation
 from kvadmin.routing.outcomes import Outcome, Predicted, predicted
@@ -36,8 +37,14 @@ class PodLine:
     scored: PodExplanation
     chosen: bool
     media: list[Badge]
-    terms: list[tuple[Badge, float]]
-    ratio: float
+    terms: list[tuple[Badge, str]]
+    """Each run's badge and weight (as written)."""
+    ratio: str
+    """weighted sum / blocks × 100, cut to two decimals (the score is its integer part)."""
+
+    @property
+    def weighted_sum(self) -> str:
+        return figure(self.scored.weighted_sum)
 
     @classmethod
     def of(cls, decision: Decision, scored: PodExplanation) -> "PodLine":
@@ -46,10 +53,12 @@ class PodLine:
             chosen=scored.pod == decision.chosen,
             media=[badge(medium or None, count) for medium, count in scored.media.items()],
             terms=[
-                (badge(medium, count), decision.weights.get(medium or "", 1.0))
+                (badge(medium, count), figure(decision.weights.get(medium or "", 1.0)))
                 for medium, count in scored.runs
             ],
-            ratio=scored.weighted_sum / decision.n_blocks * 100 if decision.n_blocks else 0.0,
+            ratio=truncated(
+                scored.weighted_sum / decision.n_blocks * 100 if decision.n_blocks else 0.0
+            ),
         )
 
 

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 from kvadmin.conf import knob
 from kvadmin.csv_export import EXPORT_MAX_ROWS, csv_response
 from kvadmin.engines.models import Engine
+from kvadmin.figures import figure
 from kvadmin.redis_clients import index_client
 from kvadmin.routing import decisions, outcomes
 from kvadmin.routing.consumers import FEED_ROWS, POLICIES, FeedFilter, feed_pager
@@ -71,7 +72,8 @@ def feed_csv(request: HttpRequest) -> HttpResponse:
     chosen = FeedFilter.from_params(request.GET.dict())
     header = (
         "time (UTC)", "decision", "request", "model", "policy", "chosen", "score",
-        "matched blocks", "blocks", "tie", "stale loads", "total ms", "log id",
+        "matched blocks", "blocks", "tie", "stale loads", "total ms",
+        "predicted TTFT ms", "delivered TTFT ms", "log id",
     )  # fmt: skip
     rows = (
         (
@@ -86,10 +88,13 @@ def feed_csv(request: HttpRequest) -> HttpResponse:
             d.n_blocks,
             "yes" if d.tie_break else "no",
             " ".join(d.stale_loads),
-            d.timings_ms.get("total", ""),
+            figure(d.timings_ms.get("total"), 3),
+            figure(row.predicted.ttft_ms, 1),
+            figure(row.outcome.ttft_ms if row.outcome else None, 1),
             d.log_id,
         )
-        for d in ordered(chosen.order, EXPORT_MAX_ROWS, chosen.matches).decisions
+        for row in _rows(ordered(chosen.order, EXPORT_MAX_ROWS, chosen.matches).decisions)
+        for d in (row.decision,)
     )
     return csv_response("decisions.csv", header, rows)
 

@@ -4,10 +4,11 @@ A query is tried as every kind of id at once; each kind costs a bounded number o
 never a keyspace scan:
 
 - a block hash (standardized, decimal or 0x hex): one EXISTS per known model;
-- an engine hash (what vLLM and SGLang log: decimal, or digest hex): one HGET of each known
-  pod's streams' engine blocks `kvadmin:eh:{pod}|{stream}` (two round trips: the streams, then
-  the entries), which hold it whether or not kthena's mapping keys are kept (compatibility.md
-  2.3);
+- an engine hash (what vLLM and SGLang log: a 64-bit integer in decimal, signed or unsigned,
+  or in 0x hex; or digest hex): one HGET of each known pod's streams' engine blocks
+  `kvadmin:eh:{pod}|{stream}` per form (two round trips: the streams, then the entries), which
+  hold it whether or not kthena's mapping keys are kept (compatibility.md 2.3). An integer is
+  looked up in both its signed and unsigned spelling (SGLang's are signed, vLLM's unsigned);
 - a pod or a model: the registry and the index's pod table, exact or as a part of the name;
 - a decision id: its first 11 hex digits are the decision's millisecond, so one XRANGE of the
   decision log around that moment finds it;
@@ -76,10 +77,10 @@ def search(client: redis.Redis, query: str) -> SearchResult:
     if number is not None:
         tried.append("a block hash")
         matches += _blocks(client, number, sorted(set(models.values()) | _index_models(client)))
-    engine_text = _engine_hash_text(query)
-    if engine_text is not None:
+    engine_texts = engine_hash_texts(query)
+    if engine_texts:
         tried.append("an engine hash")
-        matches += _engine_hashes(client, engine_text, pods, models)
+        matches += _engine_hashes(client, engine_texts, pods, models)
     tried += ["a pod", "a model"]
     matches += _names(query, pods, models)
     if _is_decision_id(query):
@@ -117,16 +118,36 @@ def _std_hash(query: str) -> int | None:
     return value if value is not None and 0 <= value <= STD_MAX else None
 
 
-def _engine_hash_text(query: str) -> str | None:
-    """The index's text for what an engine logs: a (signed) decimal integer, or digest hex
-    (32 or 64 digits, as `ingest.events.engine_hash_text` writes it)."""
+def engine_hash_texts(query: str) -> list[str]:
+    """The mapping keys' texts (`index.events.engine_hash_text`) that what an engine logs may
+    stand for: digest hex (32 or 64 digits) as it is; a 64-bit integer, in decimal (signed or
+    unsigned) or hex (0x and up to 16 digits, or 16 digits with a letter), as both its signed
+    and its unsigned decimal (one value, two spellings: SGLang's keys are signed, vLLM's
+    unsigned). Empty: not an engine hash."""
     text = query.lower()
+    if len(text) in (32, 64) and _is_hex(text):
+        return [text]
+    value = _integer(text)
+    if value is None or not -(2**63) <= value < 2**64:
+        return []
+    signed = value - 2**64 if value >= 2**63 else value
+    return list(dict.fromkeys((str(value), str(signed), str(signed % 2**64))))
+
+
+def _integer(text: str) -> int | None:
     digits = text.removeprefix("-")
     if digits.isascii() and digits.isdigit() and len(digits) <= 20:
-        return str(int(text))
-    if len(text) in (32, 64) and all(c in "0123456789abcdef" for c in text):
-        return text
+        return int(text)
+    hex_digits = text.removeprefix("0x")
+    if hex_digits != text and 0 < len(hex_digits) <= 16 and _is_hex(hex_digits):
+        return int(hex_digits, 16)
+    if len(text) == 16 and _is_hex(text) and not text.isdigit():
+        return int(text, 16)
     return None
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
 
 
 def _blocks(client: redis.Redis, std: int, models: list[str]) -> list[Match]:
@@ -143,7 +164,7 @@ def _blocks(client: redis.Redis, std: int, models: list[str]) -> list[Match]:
 
 
 def _engine_hashes(
-    client: redis.Redis, text: str, kinds: dict[str, str], models: dict[str, str]
+    client: redis.Redis, texts: list[str], kinds: dict[str, str], models: dict[str, str]
 ) -> list[Match]:
     pods = sorted(pod for pod in kinds if kinds[pod] and pod in models)
     if not pods:
@@ -154,13 +175,14 @@ def _engine_hashes(
     streams = [
         (pod, name) for pod, names in zip(pods, pipe.execute(), strict=True) for name in names
     ]
-    if not streams:
+    asked = [(pod, name, text) for pod, name in streams for text in texts]
+    if not asked:
         return []
     pipe = client.pipeline(transaction=False)
-    for pod, name in streams:
+    for pod, name, text in asked:
         pipe.hget(keys.engine_blocks_key(pod, name), text)
     found = []
-    for (pod, _), entry in zip(streams, pipe.execute(), strict=True):
+    for (pod, _, text), entry in zip(asked, pipe.execute(), strict=True):
         std = entry.partition("|")[0] if entry is not None else ""
         if std.isdigit():
             url = reverse("block", args=[models[pod], int(std)])

@@ -1,15 +1,20 @@
 // Behaviours the templates ask for with data attributes, instead of inline event handlers
 // (which the Content-Security-Policy refuses).
-// - <select data-submit-on-change>: submits its form when the choice changes;
+// - <select data-submit-on-change>, <input data-submit-on-change>: submits its form when the
+//   choice changes (a checkbox when it is ticked or cleared);
 // - <button data-copy="id">: copies the text of element #id to the clipboard;
-// - <button data-remove-row-after-request>: after its htmx request, removes its table row.
+// - <button data-remove-row-after-request>: after its htmx request, removes its table row;
+// - <section data-reveal-on-swap>: once htmx swaps it in (a review after Enter in a field),
+//   scrolled to the top of the window and its first field focused (the invalid one if any),
+//   or itself: the answer is where the operator looks and where the keyboard goes next.
+// - every table that scrolls sideways is a tab stop (keyboard scrolling on a phone).
 // And the header's two buttons: the theme toggle (kept in localStorage, read by theme.js) and,
 // on narrow screens, the menu that folds the navigation.
 // window.kvadmin has what the page scripts share: a medium's colour and the charts' axes.
 (function () {
   document.addEventListener("change", (event) => {
-    const select = event.target.closest("select[data-submit-on-change]");
-    if (select && select.form) select.form.requestSubmit();
+    const control = event.target.closest("[data-submit-on-change]");
+    if (control && control.form) control.form.requestSubmit();
   });
   document.addEventListener("click", (event) => {
     const button = event.target.closest("[data-copy]");
@@ -20,6 +25,40 @@
     const button = event.detail.elt;
     if (button && button.matches("[data-remove-row-after-request]")) button.closest("tr")?.remove();
   });
+  document.addEventListener("htmx:afterSettle", (event) => {
+    const swapped = event.detail.elt;
+    if (!(swapped instanceof Element)) return;
+    const shown = swapped.matches("[data-reveal-on-swap]")
+      ? swapped
+      : swapped.querySelector("[data-reveal-on-swap]");
+    if (!shown) return;
+    shown.scrollIntoView({ block: "start" });
+    const field =
+      shown.querySelector("[aria-invalid=true]") ||
+      shown.querySelector("input:not([type=hidden]), select, textarea") ||
+      shown;
+    field.focus({ preventScroll: true });
+  });
+
+  // Below 760 px kvadmin.css lets each table scroll sideways (display: block): a table that
+  // does scroll there becomes a tab stop, so the keyboard can scroll it too (WCAG 2.1.1); one
+  // that fits is not (no empty tab stops on a wide screen).
+  const keyboardScroll = () => {
+    for (const table of document.querySelectorAll("main table")) {
+      const scrolls = table.scrollWidth > table.clientWidth;
+      if (scrolls && !table.hasAttribute("tabindex")) {
+        table.tabIndex = 0;
+        table.dataset.scrollStop = "";
+      } else if (!scrolls && "scrollStop" in table.dataset) {
+        table.removeAttribute("tabindex");
+        delete table.dataset.scrollStop;
+      }
+    }
+  };
+  document.addEventListener("DOMContentLoaded", keyboardScroll);
+  document.addEventListener("htmx:afterSettle", keyboardScroll);
+  document.addEventListener("htmx:wsAfterMessage", keyboardScroll);
+  window.addEventListener("resize", keyboardScroll);
 
   const root = document.documentElement;
   const systemDark = window.matchMedia("(prefers-color-scheme: dark)");

@@ -64,6 +64,8 @@ def test_a_dead_engine_shows_as_unreachable_everywhere(
     assert page.locator("#health [data-state]").first.inner_text() == "idle"
     replay = page.locator('#health tr[data-evidence="replay socket"]')
     assert replay.get_attribute("data-ok") == "yes"
+    link = page.locator("#streams td[data-link]").first
+    assert link.get_attribute("data-link") == "ok"
 
     engine.stop()
     _beat()
@@ -74,6 +76,16 @@ def test_a_dead_engine_shows_as_unreachable_everywhere(
     assert "failed" in replay.inner_text() and "ago" in replay.inner_text()
     assert status.read_statuses(redis_client, [StreamId(POD, 0)])[0].connected, (
         "the ingest stream still says connected: only the evidence tells"
+    )
+    # The stream beside it agrees with the evidence: no green "connected" (health must agree).
+    assert link.get_attribute("data-link") == "bad"
+    assert "socket open, engine unreachable" in link.inner_text()
+    page.goto(f"{asgi_server}/pods/")
+    dot = page.locator(f'tr[data-pod="{POD}"] .stream [data-link]').first
+    assert dot.get_attribute("data-link") == "bad"
+    assert (
+        "socket open, engine unreachable"
+        in page.locator(f'tr[data-pod="{POD}"] .stream').first.inner_text()
     )
     page.goto(f"{asgi_server}/")
     assert row.get_attribute("data-state") == "unreachable"

@@ -42,7 +42,10 @@ def test_an_operator_browses_blocks_and_pods(page, asgi_server, django_user_mode
     page.get_by_label("Medium").select_option("CPU")
     page.wait_for_url("**medium=CPU**")
     assert rows.count() == 3
-    assert page.locator("tr.block-row .badge.m-gpu").count() == 3  # the router sees them GPU
+    # Each shows the medium it matched in (CPU), and the router's (GPU) beside it, labelled.
+    assert page.locator("tr.block-row .badge.m-cpu").count() == 3
+    assert page.locator("tr.block-row .badge.m-gpu").count() == 0
+    assert page.locator("tr.block-row .router-medium").all_inner_texts() == ["router: GPU"] * 3
 
     page.locator("tr.block-row a code").first.click()
     assert page.get_by_role("heading", name="Block").inner_text() in {

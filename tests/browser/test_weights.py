@@ -119,6 +119,29 @@ def test_enter_in_a_field_reviews_and_never_saves(
     assert page.locator("#active-version").inner_text() == "1"
 
 
+def test_the_review_opens_in_view_with_the_focus_in_it(
+    browser, asgi_server, weights_setup, redis_client
+) -> None:
+    """Enter in a field low on a 900 px window: the review is scrolled into view and the
+    keyboard is in it (its Reason field), not on <body> with the review below the fold."""
+    record(redis_client)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    log_in(page, asgi_server, "erin", PASSWORD)
+    page.goto(f"{asgi_server}/weights/")
+    cpu = page.get_by_label("Weight of cpu", exact=True)
+    cpu.fill("0.5")
+    cpu.press("Enter")
+    review = page.locator("#review")
+    review.wait_for()
+    top = review.evaluate("element => element.getBoundingClientRect().top")
+    assert 0 <= top < 900 - 100, f"the review's top is at {top} px in a 900 px window"
+    assert page.evaluate("document.activeElement.name") == "reason"
+    assert review.evaluate("element => element.contains(document.activeElement)")
+    context.close()
+
+
 def test_stale_errors_clear_after_a_successful_preview(page, asgi_server, weights_setup) -> None:
     log_in(page, asgi_server, "erin", PASSWORD)
     page.goto(f"{asgi_server}/weights/")

@@ -50,3 +50,19 @@ def test_the_page_names_both_gaps(reported, client, django_user_model) -> None:
     assert 'data-routing-loss="0"' in page and 'data-index-staleness="16"' in page
     assert f'data-pod="{PODS[0]}"' in page
     assert 'data-delivered-ttft="30.0"' in page and "TTFT predicted" in page
+
+
+def test_a_negative_staleness_says_what_it_means(
+    reported, redis_client, client, django_user_model
+) -> None:
+    """Engines that hit more than predicted (here one outcome with 40 cached tokens, 24 more
+    than the 16 predicted of the whole hour's) make it negative: the page says why."""
+    decision = service.score(MODEL, token_ids=request_tokens(3, start=5000))
+    outcome = Outcome(cached_tokens=40, prompt_tokens=48, ttft_ms=None)
+    assert outcomes.record(redis_client, decision, outcome, 16) == "recorded"
+    assert dashboard_tiles(redis_client).delivered.index_staleness == -24
+    client.force_login(django_user_model.objects.create_user("bob", password="pw-bob-12345"))
+    page = client.get("/").content.decode()
+    assert 'data-index-staleness="-24"' in page
+    assert "negative: the engines delivered 24 cached tokens more than predicted" in page
+    assert "prompts longer than the 2,048 tokens a score looks at (128 blocks of 16" in page

@@ -57,6 +57,32 @@ def test_the_medium_filter_keeps_blocks_held_in_that_medium(browsing, index) -> 
     assert 'class="badge m-cpu_pinned"' in pinned.text
 
 
+def test_filtered_by_medium_a_row_shows_the_medium_that_matched_and_the_routers(
+    browsing, index
+) -> None:
+    """vllm-0 holds block 2 in GPU and in CPU; its router value says GPU (the best tier). With
+    Medium CPU, its badge is the CPU it matched in, labelled, and the router's GPU beside it;
+    vllm-1 (GPU only, not what the filter matched) shows the router's medium alone."""
+    index.store("vllm-0.default", [2], at=NOW)
+    index.store("vllm-1.default", [2], at=NOW)
+    index.offload("vllm-0.default", [2], "CPU", at=NOW + 5)
+
+    row = browsing.get("/blocks/", {"model": MODEL, "medium": "CPU"}).text.split("<code>")[1]
+    row = row.split("</tr>")[0]
+
+    matched = re.search(
+        r'<a class="badge m-cpu" href="/pods/vllm-0.default/"[^>]*>vllm-0.default &middot; '
+        r'held in CPU</a> <small class="router-medium"[^>]*>router: GPU</small>',
+        row,
+    )
+    assert matched, row
+    assert re.search(r'class="badge m-gpu" href="/pods/vllm-1.default/"[^>]*>vllm-1.default '
+                     r"&middot; GPU</a></span>", row), row  # fmt: skip
+    unfiltered = browsing.get("/blocks/", {"model": MODEL}).text
+    assert "&middot; held in" not in unfiltered, "no filter: the router's medium"
+    assert 'class="router-medium"' not in unfiltered
+
+
 def test_blocks_stored_without_a_medium_have_their_own_filter(browsing, index) -> None:
     index.store("vllm-0.default", [1], None, at=NOW)
     index.store("vllm-0.default", [2], "GPU", at=NOW)

@@ -95,7 +95,7 @@ def test_the_arithmetic_adds_each_run_of_media_in_block_order(browsing, fleet_in
     page = browsing.post("/explain/", {"model": MODEL, "input": "token_ids", "text": text}).text
 
     row = page.split('<tr class="score-row" data-pod="vllm-0.default">')[1].split("</tr>")[0]
-    assert "4 &times; 1.0" in row and "2 &times; 0.8" in row
+    assert "4 &times; 1 <span" in row and "2 &times; 0.8 <span" in row
     assert '<span class="weighted-sum">5.6</span>' in row
     assert "6 of 8 blocks, stops at block 6" in row
     assert "Dropped as stale (written at or before their pod's last start): vllm-1.default" in page

@@ -53,7 +53,7 @@ def test_each_filter_keeps_what_it_names(operator, logged) -> None:
 def test_the_filter_rides_in_the_url_the_socket_and_the_count(operator, logged) -> None:
     html = operator.get("/feed/?tie=1&policy=kthena").content.decode()
     assert 'ws-connect="/ws/feed/?policy=kthena&amp;tie=1"' in html
-    assert '<input type="checkbox" name="tie" value="1" checked>' in html
+    assert '<input type="checkbox" name="tie" value="1" data-submit-on-change checked>' in html
     assert "2 of the 4 decisions in the log match, newest first over the whole log" in html
     assert 'href="/feed/export.csv?policy=kthena&amp;tie=1" download' in html
 

@@ -49,7 +49,7 @@ def test_a_row_expands_to_the_per_pod_arithmetic(operator, redis_client) -> None
     html = response.content.decode()
     assert '<span class="badge m-gpu">GPU 2</span>' in html
     assert '<span class="badge m-cpu">CPU 1</span>' in html
-    assert "= 2.8; 2.8 / 4 × 100 = 70.0" in html
+    assert "= 2.8; 2.8 / 4 × 100 = 70 → <strong>70</strong>" in html
     assert "vllm-9.default" in html and "does not hold the first block" in html
 
 

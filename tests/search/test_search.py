@@ -4,6 +4,7 @@ its page; several are listed; none says what the query was tried as."""
 import pytest
 
 from kvadmin.routing.service import score
+from kvadmin.search.lookup import engine_hash_texts
 from tests.index import MODEL, block_tokens, engine_hash, std
 from tests.residency.conftest import alice, browsing, register  # noqa: F401  (shared fixtures)
 
@@ -38,6 +39,31 @@ def test_an_engine_hash_resolves_through_the_streams_engine_blocks(browsing, fle
     response = _search(browsing, engine_hash(3))
     assert response.status_code == 302
     assert response["Location"] == f"/blocks/{MODEL}/{std(3)}/"
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        lambda value: str(value - 2**64),  # signed, as SGLang logs it
+        lambda value: hex(value),  # as an engine prints an integer in hex
+        lambda value: f"{value:016X}",  # hex without 0x, upper case
+    ],
+    ids=["signed", "0x hex", "bare hex"],
+)
+def test_an_engine_hash_is_found_in_every_form_engines_print(browsing, fleet, form) -> None:  # noqa: F811
+    """The mapping key holds vLLM's unsigned decimal; the same 64 bits in other spellings
+    find it too."""
+    response = _search(browsing, form(int(engine_hash(3))))
+    assert response.status_code == 302
+    assert response["Location"] == f"/blocks/{MODEL}/{std(3)}/"
+
+
+def test_an_unsigned_query_finds_a_signed_key() -> None:
+    """SGLang's keys hold signed decimals: an unsigned (or hex) query asks for that form too."""
+    assert "-5" in engine_hash_texts(str(2**64 - 5))
+    assert "-5" in engine_hash_texts("0xfffffffffffffffb")
+    assert engine_hash_texts(str(2**64)) == [], "past 64 bits: no engine hash"
+    assert engine_hash_texts("a" * 32) == ["a" * 32], "digest hex stays as it is"
 
 
 def test_a_pod_jumps_to_its_page_and_a_part_of_a_name_lists_candidates(

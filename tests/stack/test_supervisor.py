@@ -83,7 +83,7 @@ def test_a_second_run_says_where_kvadmin_runs(running_stack, stack_env) -> None:
         [sys.executable, "-m", "kvadmin.stack"],
         cwd=ROOT, env=stack_env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert second.returncode == 0
+    assert second.returncode == 1, "refused: not started, so not a success"
     url = f"http://127.0.0.1:{stack_env['KVADMIN_PORT']}"
     assert second.stdout.strip().startswith(f"kvadmin is already running at {url}")
 

@@ -5,12 +5,18 @@ from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
 from kvadmin import media
+from kvadmin.figures import figure
+from kvadmin.residency.blocks import matched_medium
 from kvadmin.residency.explain import GridRow
+from kvadmin.residency.streams import stream_link
 
 register = template.Library()
 
 register.filter("medium_class", media.medium_class)
 register.filter("medium_label", media.medium_label)
+register.filter("stream_link", stream_link)
+register.filter("figure", figure)
+register.filter("matched_medium", matched_medium)
 
 
 @register.filter
