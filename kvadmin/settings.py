@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "kvadmin.weights",
     "kvadmin.residency",
     "kvadmin.fleet",
+    "kvadmin.gateway",
     "kvadmin.metrics",
 ]
 
