@@ -86,6 +86,15 @@ class Gateway:
     pods: dict[str, str] = field(default_factory=dict)
     """Pod id by serving address."""
 
+    def stat(self, name: str) -> int:
+        """One of Envoy's counters (its admin /stats)."""
+        text = urllib.request.urlopen(f"{self.admin}/stats?filter=^{name}$", timeout=5).read()
+        for line in text.decode().splitlines():
+            key, _, value = line.partition(": ")
+            if key == name:
+                return int(value)
+        return 0
+
     def post(
         self, path: str, body: Any, headers: dict[str, str] | None = None
     ) -> tuple[int, dict[str, str], bytes]:
