@@ -7,6 +7,10 @@ predicted hit; 4. send the request to that pod; 5. record predicted and actual c
 medium when the pod reports them, as simulated pods do) and tell a router that takes outcomes
 (`ReportsOutcomes`) what the pod reported; 6. feed a chat reply back to its conversation. It
 works against real OpenAI-compatible engines too, minus the per-medium split.
+
+Through a gateway (`ThroughGateway`: Envoy asking kvadmin's endpoint picker), steps 2 to 4
+are the gateway's: the request goes to it as a client sends it, with its own `x-request-id`,
+and the gateway routes it and records its outcome; the pod is read from the answer.
 """
 
 import http.client
@@ -17,6 +21,7 @@ import random
 import socket
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +70,14 @@ class RandomRouter:
         self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
     ) -> tuple[PodEndpoint, int | None]:
         return self._rng.choice(list(pods)), None
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughGateway:
+    """Send every request to a gateway at `url`, which chooses the pod (and records the
+    decision and its outcome) itself: nothing to choose, predict or report here."""
+
+    url: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +137,9 @@ class TrafficSummary:
     def load_spread(self) -> float:
         """Busiest pod's requests over the mean over every pod, idle ones included (1.0 is
         perfectly even; the number of pods means one pod got everything)."""
-        if not self.requests_by_pod:
-            return 0.0
         counts = self.requests_by_pod.values()
+        if not sum(counts):
+            return 0.0
         return max(counts) / (sum(counts) / len(counts))
 
     @property
@@ -178,25 +191,28 @@ class _JsonClient:
         self.timeout = timeout
         self._connections: dict[str, http.client.HTTPConnection] = {}
 
-    def post(self, base_url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def post(
+        self, base_url: str, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         parts = urlsplit(base_url)
         url, data = parts.path.rstrip("/") + path, json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} | (headers or {})
         kept = self._connections.get(parts.netloc)
         if kept is not None:
             try:
-                return self._exchange(kept, url, data)
+                return self._exchange(kept, url, data, headers)
             except (OSError, http.client.HTTPException):
                 self._drop(parts.netloc)
         try:
-            return self._exchange(self._connect(parts.netloc), url, data)
+            return self._exchange(self._connect(parts.netloc), url, data, headers)
         except (OSError, http.client.HTTPException) as error:
             self._drop(parts.netloc)
             raise RequestFailed(f"{base_url}{path}: {error}") from error
 
     def _exchange(
-        self, connection: http.client.HTTPConnection, url: str, data: bytes
+        self, connection: http.client.HTTPConnection, url: str, data: bytes, headers: dict[str, str]
     ) -> dict[str, Any]:
-        connection.request("POST", url, data, {"Content-Type": "application/json"})
+        connection.request("POST", url, data, headers)
         response = connection.getresponse()
         payload = response.read()
         if response.status != 200:
@@ -231,7 +247,7 @@ class TrafficGenerator:
     def __init__(
         self,
         pods: Sequence[PodEndpoint],
-        router: Router,
+        router: Router | ThroughGateway,
         workload: Workload,
         timeout: float = 10.0,
         keep: int = 100_000,
@@ -266,17 +282,24 @@ class TrafficGenerator:
         """Send one request and record it."""
         request = self.workload.next_request()
         started = time.monotonic()
-        token_ids = self.tokenize(request)
-        pod, predicted = self.router.choose(self.workload.model, token_ids, self.pods)
-        response = self._client.post(pod.url, request.path, request.body)
+        if isinstance(self.router, ThroughGateway):
+            request_id = {"x-request-id": f"demo-{uuid.uuid4().hex}"}
+            response = self._client.post(self.router.url, request.path, request.body, request_id)
+            pod_name, predicted, token_count = "", None, 0
+        else:
+            token_ids = self.tokenize(request)
+            pod, predicted = self.router.choose(self.workload.model, token_ids, self.pods)
+            response = self._client.post(pod.url, request.path, request.body)
+            pod_name, token_count = pod.name, len(token_ids)
         usage = response.get("usage") or {}
         details = usage.get("prompt_tokens_details") or {}
         extension = response.get("kvadmin") or {}
         record = RequestRecord(
             index=self._sent,
-            pod=pod.name,
+            # A real engine behind a gateway does not say which pod it is.
+            pod=pod_name or str(extension.get("pod") or "gateway"),
             conversation=request.conversation,
-            prompt_tokens=int(usage.get("prompt_tokens", len(token_ids))),
+            prompt_tokens=int(usage.get("prompt_tokens", token_count)),
             predicted_cached_tokens=predicted,
             cached_tokens=int(details.get("cached_tokens") or 0),
             cached_by_medium=dict(extension.get("cached_tokens_by_medium") or {}),

@@ -97,10 +97,10 @@ def pass_request_body() -> ProcessingResponse:
 
 
 def pass_response_headers(decision_id: str | None) -> ProcessingResponse:
+    if decision_id is None:
+        return ProcessingResponse(response_headers=HeadersResponse())
     common = CommonResponse(header_mutation=_set([(DECISION_HEADER, decision_id)]))
-    return ProcessingResponse(
-        response_headers=HeadersResponse(response=common if decision_id else None)
-    )
+    return ProcessingResponse(response_headers=HeadersResponse(response=common))
 
 
 def pass_response_body() -> ProcessingResponse:

@@ -20,12 +20,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import start_http_server
 
-from kvadmin.gateway import counters
+from kvadmin.gateway import READY_LINE, counters
 from kvadmin.gateway.picker import EndpointPicker
 
 log = logging.getLogger(__name__)
 
-READY_LINE = "endpoint picker serving on"
 EXT_PROC = external_processor_pb2.DESCRIPTOR.services_by_name["ExternalProcessor"].full_name
 HEALTH_SERVICES = ("", "liveness", "readiness", EXT_PROC)
 

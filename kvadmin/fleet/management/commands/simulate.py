@@ -17,7 +17,7 @@ from kvadmin.engines.removal import remove_engine
 from kvadmin.fleet.fleet import READY_LINE, Fleet, plan_fleet
 from kvadmin.fleet.offload import WRITE_POLICIES
 from kvadmin.fleet.scoring_router import ScoringApiRouter
-from kvadmin.fleet.traffic import RandomRouter, Router, TrafficGenerator
+from kvadmin.fleet.traffic import RandomRouter, Router, ThroughGateway, TrafficGenerator
 from kvadmin.fleet.workload import Workload
 from kvadmin.model_tokenizer import bundled
 from kvadmin.model_tokenizer.files import TokenizerUnavailable, cached
@@ -67,8 +67,17 @@ class Command(BaseCommand):
         parser.add_argument(
             "--requests", type=int, default=None, help="stop after this many requests"
         )
-        parser.add_argument("--routing", choices=["kvadmin", "random"], default="kvadmin")
+        parser.add_argument(
+            "--routing",
+            choices=["kvadmin", "gateway", "random"],
+            default="kvadmin",
+            help="kvadmin: ask the score API (--api) and send to the pod; gateway: send to the "
+            "gateway (--gateway), which asks kvadmin's endpoint picker; random",
+        )
         parser.add_argument("--api", default="http://127.0.0.1:8000", help="kvadmin's base URL")
+        parser.add_argument(
+            "--gateway", default="http://127.0.0.1:8080", help="the gateway's base URL (Envoy)"
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument(
             "--tokenizer",
@@ -162,9 +171,11 @@ class Command(BaseCommand):
                 # Stopping together with Redis: garbage collection purges unregistered pods.
                 logger.warning("%s unregistered; its index entries stay for now: %s", pod, error)
 
-    def _router(self, options) -> Router:
+    def _router(self, options) -> Router | ThroughGateway:
         if options["routing"] == "random":
             return RandomRouter(options["seed"])
+        if options["routing"] == "gateway":
+            return ThroughGateway(options["gateway"])
         ApiToken.objects.filter(name=SIMULATOR_TOKEN).delete()
         _, token = ApiToken.issue(SIMULATOR_TOKEN)
         return ScoringApiRouter(options["api"], token)
