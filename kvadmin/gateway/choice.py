@@ -7,18 +7,16 @@ parameters, speculative entries, decision log, live feed and explanation as
 POST /api/v1/score, in the same one Redis round trip for the read and one for the record.
 """
 
-import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import redis.asyncio
 
-from kvadmin.api import process_cache
 from kvadmin.gateway.inference_request import InferenceRequest
 from kvadmin.routing import service
 from kvadmin.routing.decisions import Decision
-from kvadmin.weights.active import ActiveWeights, active_weights, cached_weights
+from kvadmin.weights.active import ActiveWeights
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,17 +65,6 @@ async def decide(
         pods=pods,
         request_id=request_id,
     )
-
-
-async def weights() -> ActiveWeights:
-    """The active weights from memory, as the score API's lean path takes them: checked in
-    the background when due, loaded in a thread the first time."""
-    active, fresh = cached_weights()
-    if active is None:
-        return await asyncio.to_thread(active_weights)
-    if not fresh:
-        process_cache.in_background(asyncio.to_thread(active_weights))
-    return active
 
 
 def ranked(decision: Decision, pods: Sequence[str]) -> list[str]:

@@ -16,6 +16,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc
 from envoy.service.ext_proc.v3.external_processor_pb2 import ProcessingRequest, ProcessingResponse
 
 from kvadmin.api import process_cache
+from kvadmin.api.scoring import current_weights
 from kvadmin.conf import knob
 from kvadmin.gateway import choice, counters
 from kvadmin.gateway.exchange import Exchange
@@ -81,7 +82,7 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
             return None, "redis"
         try:
             async with asyncio.timeout(knob("PICKER_DECISION_DEADLINE_SECONDS")):
-                active = await choice.weights()
+                active = await current_weights()
                 decision = await choice.decide(self.client, rows, active, request, pods, request_id)
         except TimeoutError:
             return None, "deadline"

@@ -62,6 +62,9 @@ class Command(BaseCommand):
             default=1.0,
             help="how long a request keeps running, holding KV memory, after its first token",
         )
+        parser.add_argument(
+            "--max-model-len", type=int, default=32_768, help="the longest prompt served, tokens"
+        )
         parser.add_argument("--register", action="store_true", help="register the pods as engines")
         parser.add_argument("--traffic", type=float, default=0.0, help="requests per second")
         parser.add_argument(
@@ -105,6 +108,7 @@ class Command(BaseCommand):
                 tokenizer=tokenizer,
                 time_scale=options["time_scale"],
                 decode_seconds=options["decode_seconds"],
+                max_model_len=options["max_model_len"],
             )
         except ValueError as error:
             raise CommandError(str(error)) from None
