@@ -9,8 +9,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from kvadmin.api.fast_path import FastPath  # noqa: E402
+from kvadmin.lifespan import Lifespan  # noqa: E402
 from kvadmin.live.origins import SameOriginValidator  # noqa: E402
 from kvadmin.routine_logs import quiet_access_log  # noqa: E402
+from kvadmin.routing.tokenizer_warmup import warm_up  # noqa: E402
 from kvadmin.static_files import StaticFiles  # noqa: E402
 from kvadmin.websocket_urls import websocket_urlpatterns  # noqa: E402
 
@@ -25,3 +27,5 @@ application = ProtocolTypeRouter(
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+# Each web process loads the configured tokenizers when it starts, before it serves.
+application = Lifespan(application, warm_up)

@@ -20,7 +20,7 @@ from scoring.values import ROUTER_VERSIONS, ValueFormat
 CONFIG_DEFAULTS: dict[str, Any] = {
     "DEMO": True,  # make run starts a simulated fleet with traffic
     # make run leaves routine lines out of its log: beat's ticks, task results, and
-    # successful calls of gateways, the demo fleet and probes (kvadmin/routine_logs.py).
+    # every successful read (pages, htmx polls) and machine call (kvadmin/routine_logs.py).
     "QUIET_LOGS": True,
     # The port make run's web server listens on, on 127.0.0.1, and its processes (uvicorn
     # workers; 0: one per core).
@@ -81,12 +81,15 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "PROBE_PERIOD_SECONDS": 2.0,
     "PROBE_TIMEOUT_SECONDS": 1.0,
     # Scoring API: the longest token_ids (or tokenized prompt) accepted; engine /tokenize
-    # calls (seconds each, as kthena) and how many prompts' token ids are kept (LRU).
+    # calls (seconds for the whole of each, as kthena; how many requests of one model may
+    # wait on its engines at once) and how many prompts' token ids are kept (LRU).
     "SCORE_MAX_TOKENS": 262_144,
     # The lean scoring path (kvadmin/api/fast_path.py): requests in flight per web process
-    # beyond which it answers 503 with Retry-After at once rather than queueing, and how often
-    # each process checks that the API tokens and engines it keeps in memory are current.
+    # beyond which it answers 503 with Retry-After at once rather than queueing, how long a
+    # request's whole body may take to arrive (408 after), and how often each process checks
+    # that the API tokens and engines it keeps in memory are current.
     "API_MAX_IN_FLIGHT": 32,
+    "API_BODY_TIMEOUT_SECONDS": 5.0,
     "API_CACHE_REFRESH_SECONDS": 0.5,
     # The endpoint picker (`manage.py endpoint_picker`, kvadmin/gateway): a request body
     # beyond PICKER_MAX_BODY_BYTES is answered 413; a decision not made within
@@ -103,12 +106,13 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "PICKER_SHED_WAIT_SECONDS": 0.0,
     "PICKER_USAGE_WINDOW_BYTES": 16 * 1024,
     "TOKENIZE_TIMEOUT": 5.0,
+    "TOKENIZE_WAITING_PER_MODEL": 2,
     "TOKENIZE_CACHE_SIZE": 1024,
     # Local tokenizers (Engine.tokenizer): 1 in TOKENIZER_CHECK_EVERY locally tokenized
     # requests is also sent to an engine's /tokenize, off the request path (0: never); once a
     # model has TOKENIZER_CHECK_MIN checks and more than TOKENIZER_MISMATCH_MAX of them
-    # differ, its local tokenizer is disabled (each process notices within
-    # TOKENIZER_GUARD_REFRESH_SECONDS).
+    # differ (engines that agree with one another: routing/tokenizer_guard.py), its local
+    # tokenizer is disabled (each process notices within TOKENIZER_GUARD_REFRESH_SECONDS).
     "TOKENIZER_CHECK_EVERY": 100,
     "TOKENIZER_CHECK_MIN": 20,
     "TOKENIZER_MISMATCH_MAX": 0.05,

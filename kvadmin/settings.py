@@ -276,9 +276,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"handled_503": {"()": "kvadmin.routine_logs.HandledUnavailable"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("KVADMIN_LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        "django.request": {"filters": ["handled_503"]},
+    },
 }
 
 # Login throttling (django-axes): after KVADMIN_LOGIN_FAILURE_LIMIT failed logins of one

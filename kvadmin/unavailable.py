@@ -43,4 +43,6 @@ class RedisOutageMiddleware(MiddlewareMixin):
         if not isinstance(exception, REDIS_OUTAGES):
             return None
         log.warning("%s %s: Redis unavailable (%s)", request.method, request.path, exception)
-        return outage_response(request)
+        response = outage_response(request)
+        response._has_been_logged = True  # type: ignore[attr-defined]  # Django's: logged once
+        return response

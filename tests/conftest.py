@@ -1,5 +1,6 @@
 """Shared fixtures: the session's Redis, real worker and web server subprocesses, a browser."""
 
+import http.client
 import json
 import os
 import subprocess
@@ -8,7 +9,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import redis
@@ -124,9 +125,11 @@ def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
     stop_process(process)
 
 
-def start_asgi_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+def start_asgi_server(
+    env: dict[str, str], log_level: str = "warning", output: IO[bytes] | None = None
+) -> tuple[subprocess.Popen, str]:
     """A real ASGI server (uvicorn) serving kvadmin on a free port; its process and base URL,
-    once it serves."""
+    once it serves. Its log goes to `output` when given."""
     port = free_port()
     process = subprocess.Popen(
         [
@@ -138,20 +141,26 @@ def start_asgi_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
             "--port",
             str(port),
             "--log-level",
-            "warning",
+            log_level,
         ],
         cwd=ROOT,
         env=env,
+        stdout=output,
+        stderr=output,
     )
     url = f"http://127.0.0.1:{port}"
 
-    def serving() -> bool:
+    def serving() -> bool:  # any answer (a redirect to HTTPS too), not followed
         assert process.poll() is None, "the ASGI server exited"
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
         try:
-            urllib.request.urlopen(f"{url}/healthz", timeout=1)
+            connection.request("GET", "/healthz")
+            connection.getresponse()
             return True
         except OSError:
             return False
+        finally:
+            connection.close()
 
     wait_until(serving, timeout=30, what="the ASGI server to serve")
     return process, url

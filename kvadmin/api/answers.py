@@ -16,6 +16,7 @@ import redis.asyncio
 from kvadmin.api import process_cache
 from kvadmin.api.auth import UNAUTHORIZED, WWW_AUTHENTICATE, bearer, scope_refusal
 from kvadmin.api.models import digest
+from kvadmin.api.process_cache import KnownToken
 from kvadmin.api.scopes import Scope
 from kvadmin.unavailable import OUTAGE_ANSWER, RETRY_AFTER_SECONDS
 
@@ -44,8 +45,10 @@ def outage_answer() -> Answer:
     return json_answer(OUTAGE_ANSWER, 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
-async def refusal(client: redis.asyncio.Redis, authorization: str, scope: Scope) -> Answer | None:
-    """None when the `Authorization` header value names an active token holding `scope`;
+async def authorized(
+    client: redis.asyncio.Redis, authorization: str, scope: Scope
+) -> KnownToken | Answer:
+    """The active token the `Authorization` header value names, when it holds `scope`;
     otherwise the 401 or the 403."""
     token = bearer(authorization)
     known = None
@@ -59,4 +62,4 @@ async def refusal(client: redis.asyncio.Redis, authorization: str, scope: Scope)
     if not known.grants.allows(scope):
         return json_answer(scope_refusal(known.name, known.scopes, scope), 403)
     await process_cache.note_use(known)
-    return None
+    return known

@@ -12,14 +12,22 @@ What a gateway's call costs here, and what it no longer costs (measured in bench
   the answer is 503 with Retry-After at once, so under overload a gateway learns to route on
   its own instead of waiting in an unbounded queue;
 - bounded bodies: a declared or received body beyond the endpoint's limit is refused without
-  reading (or keeping) the rest;
+  reading (or keeping) the rest, and a body that has not arrived whole within
+  API_BODY_TIMEOUT_SECONDS is answered 408 (connection closed);
+- the bearer token is checked from the headers before any body byte is read (401 at once),
+  and a body is read before the request takes an in-flight slot: slow or stalled senders
+  never hold the slots that valid requests need;
 - a Redis outage is the same 503 as the Django views' (kvadmin/unavailable.py).
 
 Nothing is skipped that the Django views did: scopes, the decision log, the metrics, the
 last-used time of tokens (once a minute per token and process). Nor what Django's own checks
 do before any view: a request to a host not in ALLOWED_HOSTS, or over plain HTTP under
-SECURE_SSL_REDIRECT, goes on to Django, which refuses (400) or redirects it; answers over
-HTTPS carry Strict-Transport-Security as SecurityMiddleware sets it.
+SECURE_SSL_REDIRECT, goes on to Django, which refuses (400) or redirects it. Answers carry the
+security headers Django's middleware gives its own (kvadmin/api/security_headers.py).
+
+Every HTTP request, on either path, naming Host, Authorization, Content-Length,
+X-Forwarded-Host or X-Forwarded-Proto more than once is answered 400 here: which copy counts
+would otherwise depend on who reads it (Django joins them, a proxy may take the first).
 """
 
 import asyncio
@@ -33,7 +41,9 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from kvadmin.api import outcomes, scoring
-from kvadmin.api.answers import Answer, error_answer, json_answer, outage_answer
+from kvadmin.api.answers import Answer, authorized, error_answer, json_answer, outage_answer
+from kvadmin.api.scopes import Scope
+from kvadmin.api.security_headers import security_headers
 from kvadmin.conf import knob
 from kvadmin.redis_clients import REDIS_OUTAGES, async_index_client
 
@@ -43,11 +53,11 @@ ASGIApp = Callable[..., Awaitable[None]]
 SCORE_PATH = "/api/v1/score"
 OUTCOME_PATH = re.compile(r"/api/v1/decisions/([^/]+)/outcome")
 BUSY_RETRY_AFTER_SECONDS = 1
-_HEADERS = [
-    (b"content-type", b"application/json"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"cache-control", b"no-store"),
-]
+_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+SINGLE_HEADERS = frozenset(
+    {b"host", b"authorization", b"content-length", b"x-forwarded-host", b"x-forwarded-proto"}
+)
+"""Headers a request may name at most once."""
 
 
 class TooLarge(Exception):
@@ -65,7 +75,12 @@ class FastPath:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if (repeated := _repeated(scope["headers"])) is not None:
+            refused = error_answer(400, f"the request names {repeated} more than once")
+            return await _send(send, refused, scope.get("scheme") == "https", close=True)
+        if scope["method"] != "POST":
             return await self.app(scope, receive, send)
         path = scope["path"]
         if path == SCORE_PATH:
@@ -78,16 +93,8 @@ class FastPath:
         secure = _secure(scope, headers)
         if not _allowed_host(headers) or (settings.SECURE_SSL_REDIRECT and not secure):
             return await self.app(scope, receive, send)  # Django answers 400 or redirects
-        if self.in_flight >= knob("API_MAX_IN_FLIGHT"):
-            busy = error_answer(503, "kvadmin is at its limit of requests in flight; retry later")
-            busy.headers["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
-            return await _send(send, busy, secure)
-        self.in_flight += 1
-        try:
-            answer = await self._answer(scope, headers, receive, decision_id)
-        finally:
-            self.in_flight -= 1
-        await _send(send, answer, secure)
+        answer, read = await self._answer(scope, headers, receive, decision_id)
+        await _send(send, answer, secure, close=not read)
 
     async def _answer(
         self,
@@ -95,27 +102,44 @@ class FastPath:
         headers: dict[bytes, bytes],
         receive: Callable,
         decision_id: str | None,
-    ) -> Answer:
+    ) -> tuple[Answer, bool]:
+        """The answer, and whether the whole body was read (else the connection closes)."""
         authorization = headers.get(b"authorization", b"").decode("latin-1")
         client = self._redis()
         try:
-            if decision_id is None:
-                try:
-                    raw = await _body(receive, headers, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
-                except TooLarge:
-                    return error_answer(413, scoring.TOO_LARGE)
-                return await scoring.score_answer(client, authorization, raw)
+            if isinstance(known := await authorized(client, authorization, Scope.SCORE), Answer):
+                return known, False
+            if self._full():
+                return _busy(), False
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE if decision_id is None else outcomes.LIMIT
             try:
-                raw = await _body(receive, headers, outcomes.LIMIT)
+                async with asyncio.timeout(knob("API_BODY_TIMEOUT_SECONDS")):
+                    raw = await _body(receive, headers, limit)
             except TooLarge as refused:
-                return outcomes.too_large(refused.size)
-            return await outcomes.outcome_answer(client, authorization, decision_id, raw)
+                if decision_id is None:
+                    return error_answer(413, scoring.TOO_LARGE), False
+                return outcomes.too_large(refused.size), False
+            except TimeoutError:
+                seconds = knob("API_BODY_TIMEOUT_SECONDS")
+                return error_answer(408, f"the body did not arrive within {seconds:g}s"), False
+            if self._full():
+                return _busy(), True
+            self.in_flight += 1
+            try:
+                if decision_id is None:
+                    return await scoring.score_answer(client, authorization, raw), True
+                return await outcomes.outcome_answer(client, authorization, decision_id, raw), True
+            finally:
+                self.in_flight -= 1
         except REDIS_OUTAGES as error:
             log.warning("POST %s: Redis unavailable (%s)", scope["path"], error)
-            return outage_answer()
+            return outage_answer(), False
         except Exception:
             log.exception("POST %s failed", scope["path"])
-            return json_answer({"error": "internal error"}, 500)
+            return json_answer({"error": "internal error"}, 500), False
+
+    def _full(self) -> bool:
+        return self.in_flight >= knob("API_MAX_IN_FLIGHT")
 
     def _redis(self) -> redis.asyncio.Redis:
         # Created inside the event loop that uses it: one per process under uvicorn.
@@ -123,6 +147,23 @@ class FastPath:
         if self._client is None or self._loop is not loop:
             self._client, self._loop = async_index_client(), loop
         return self._client
+
+
+def _busy() -> Answer:
+    busy = error_answer(503, "kvadmin is at its limit of requests in flight; retry later")
+    busy.headers["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
+    return busy
+
+
+def _repeated(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The first of SINGLE_HEADERS the request names twice (ASGI names are lower case)."""
+    seen: set[bytes] = set()
+    for name, _value in headers:
+        if name in SINGLE_HEADERS:
+            if name in seen:
+                return name.decode("latin-1").title()
+            seen.add(name)
+    return None
 
 
 def _allowed_host(headers: dict[bytes, bytes]) -> bool:
@@ -148,16 +189,6 @@ def _secure(scope: dict[str, Any], headers: dict[bytes, bytes]) -> bool:
     return scope.get("scheme") == "https"
 
 
-def _hsts() -> bytes:
-    """SecurityMiddleware's Strict-Transport-Security value."""
-    value = f"max-age={settings.SECURE_HSTS_SECONDS}"
-    if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
-        value += "; includeSubDomains"
-    if settings.SECURE_HSTS_PRELOAD:
-        value += "; preload"
-    return value.encode()
-
-
 async def _body(receive: Callable, headers: dict[bytes, bytes], limit: int) -> bytes:
     """The request body; TooLarge beyond `limit` bytes, declared or received."""
     try:
@@ -181,16 +212,15 @@ async def _body(receive: Callable, headers: dict[bytes, bytes], limit: int) -> b
     return b"".join(chunks)
 
 
-async def _send(send: Callable, answer: Answer, secure: bool) -> None:
+async def _send(send: Callable, answer: Answer, secure: bool, close: bool = False) -> None:
+    """Send `answer` with Django's security headers; with `close`, the connection is closed
+    after it (an unread or partly read body must not be taken for the next request)."""
     headers = [
         *_HEADERS,
-        *(
-            [(b"strict-transport-security", _hsts())]
-            if secure and settings.SECURE_HSTS_SECONDS
-            else []
-        ),
+        *security_headers(secure),
         (b"content-length", b"%d" % len(answer.body)),
         *((name.lower().encode(), value.encode()) for name, value in answer.headers.items()),
+        *([(b"connection", b"close")] if close else []),
     ]
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     await send({"type": "http.response.body", "body": answer.body})

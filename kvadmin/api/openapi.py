@@ -192,11 +192,19 @@ _PATHS: dict[str, Any] = {
                 },
                 "400": _error_response(
                     "A bad body: not JSON, too large, a missing, unknown, negative, "
-                    "non-integer or non-finite field, or cached_tokens above prompt_tokens."
+                    "non-integer or non-finite field."
                 ),
                 "401": _UNAUTHORIZED,
-                "404": _error_response("No such decision in the decision log."),
+                "404": _error_response(
+                    "No such decision in the decision log, or one another token asked for: "
+                    "only the token that asked for a decision reports its outcome."
+                ),
                 "409": _error_response("The decision already has an outcome."),
+                "422": _error_response(
+                    "Counts that cannot be the decision's: prompt_tokens further from its "
+                    "token count than max(64, 5%) (50% for an estimated count), or "
+                    "cached_tokens above prompt_tokens or its token count. Nothing recorded."
+                ),
             },
         }
     },

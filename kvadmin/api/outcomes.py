@@ -12,15 +12,15 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kvadmin.api.answers import Answer, error_answer, json_answer, refusal
+from kvadmin.api.answers import Answer, authorized, error_answer, json_answer
 from kvadmin.api.scopes import Scope
 from kvadmin.api.scoring import django_response
 from kvadmin.conf import knob
 from kvadmin.redis_clients import async_index_client
-from kvadmin.routing import outcomes
+from kvadmin.routing import outcomes, requesters
 from kvadmin.untrusted_json import InvalidJson, decode_json
 
-_UNKNOWN = "no decision {!r} in the decision log (unknown, or it left the log)"
+_UNKNOWN = "no decision {!r} of this token in the decision log (unknown, or it left the log)"
 LIMIT = outcomes.MAX_BODY_BYTES
 
 
@@ -34,9 +34,11 @@ def too_large(size: int | None) -> Answer:
 async def outcome_answer(
     client: redis.asyncio.Redis, authorization: str, decision_id: str, raw: bytes
 ) -> Answer:
-    """Record the outcome of one decision: 201 once, 409 for every repeat."""
-    if (refused := await refusal(client, authorization, Scope.SCORE)) is not None:
-        return refused
+    """Record the outcome of one decision: 201 once, 409 for every repeat; 404 to a token
+    other than the one that asked for the decision, 422 for counts that cannot be its."""
+    known = await authorized(client, authorization, Scope.SCORE)
+    if isinstance(known, Answer):
+        return known
     if not outcomes.DECISION_ID.fullmatch(decision_id):
         return error_answer(404, _UNKNOWN.format(decision_id[:100]))
     if len(raw) > LIMIT:
@@ -47,12 +49,15 @@ async def outcome_answer(
         return error_answer(400, f"the body is not valid JSON: {error}")
     except outcomes.InvalidOutcome as error:
         return error_answer(400, error.message, error.field)
-    decision = await outcomes.find_async(decision_id, client)
-    if decision is None:
-        return error_answer(404, _UNKNOWN.format(decision_id))
     block_size = knob("BLOCK_SIZE")
-    result = await outcomes.record_async(client, decision, outcome, block_size)
-    if result == "unknown":
+    may_report = outcomes.requested_by(requesters.api_token(known.pk))
+    try:
+        result, decision = await outcomes.report_async(
+            client, decision_id, outcome, may_report, block_size
+        )
+    except outcomes.ImplausibleOutcome as error:
+        return error_answer(422, error.message, error.field)
+    if decision is None or result == "unknown":
         return error_answer(404, _UNKNOWN.format(decision_id))
     if result == "repeated":
         return error_answer(409, f"decision {decision_id!r} already has an outcome")

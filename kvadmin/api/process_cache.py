@@ -7,15 +7,17 @@ loads all of each at once and keeps them until they change:
    drops this process's copy at once and, once its transaction commits, sets a new random
    version in Redis (`keys.API_CACHE_VERSION_KEY`). Random, not a counter: a counter starts
    again after a Redis flush and could come back to the value a process loaded under.
-2. Every process compares that version with the one its copy was loaded under, at most every
-   API_CACHE_REFRESH_SECONDS (one GET), and reloads when it moved: a revoked token or a
-   disabled engine stops counting everywhere within about half a second. The check runs
-   beside the requests, which go on with the copy meanwhile. A token or a model
-   or pod the copy does not know is checked again at once (one GET; a reload only when the
-   version moved), so a token or engine just created works on its first request.
+2. No request is authorized from a copy checked longer than API_CACHE_REFRESH_SECONDS ago:
+   the first request after that compares the version with the one the copy was loaded under
+   (one GET, shared by the requests arriving meanwhile) and reloads when it moved, before it
+   goes on. So a revoked token or a disabled engine stops counting everywhere within the
+   period, also on the first request to a process that was idle for an hour. A token or a
+   model or pod the copy does not know is checked again at once (one GET; a reload only when
+   the version moved), so a token or engine just created works on its first request.
 3. The version is read before the tables, so a change committed during a load moves it after
-   the load and is picked up at the next check. A Redis that does not answer the check keeps
-   the copy the process has (its scoring then fails on the index anyway: 503).
+   the load and is picked up at the next check. A Redis that does not answer the check of a
+   copy past its period fails the request (an outage: 503), since the copy may hold a revoked
+   token; a copy within it is kept when a recheck goes unanswered.
 
 Queryset `update()` sends no signals: code that changes these tables that way must call
 `changed()` itself.
@@ -73,7 +75,8 @@ class Snapshot:
 class _State:
     snapshot: Snapshot | None = None
     checked_at: float = float("-inf")
-    loading: bool = False
+    check: "tuple[asyncio.AbstractEventLoop, asyncio.Task[Snapshot]] | None" = None
+    """The check in progress, and the event loop it runs in."""
     used_at: dict[int, float] = field(default_factory=dict)
 
 
@@ -81,36 +84,37 @@ _state = _State()
 
 
 async def snapshot(client: redis.asyncio.Redis, recheck: bool = False) -> Snapshot:
-    """The tokens and engines, from memory; checked against `keys.API_CACHE_VERSION_KEY` at
-    most every API_CACHE_REFRESH_SECONDS, in the background (a stalled Redis must not hold
-    requests). Checked now when `recheck` (a caller that found no token or engine where one
-    may just have been added) or when the process has no copy yet: only then can it raise a
-    Redis error."""
+    """The tokens and engines, from memory while the copy was checked against
+    `keys.API_CACHE_VERSION_KEY` within API_CACHE_REFRESH_SECONDS; otherwise, or when
+    `recheck` (a caller that found no token or engine where one may just have been added),
+    checked first. Raises a Redis error when the check is not answered and the copy is past
+    its period (or there is none)."""
     current = _state.snapshot
-    if current is None or recheck:
-        return await _checked(client, current)
-    due = time.monotonic() - _state.checked_at >= knob("API_CACHE_REFRESH_SECONDS")
-    if due and not _state.loading:
-        _state.loading = True
-        in_background(_checked(client, current))
-    return current
+    if current is not None and not recheck and _fresh():
+        return current
+    loop = asyncio.get_running_loop()
+    if _state.check is None or _state.check[0] is not loop or _state.check[1].done():
+        _state.check = (loop, loop.create_task(_checked(client, current)))
+    # Shielded: one caller giving up (its request cancelled) must not cancel the others' check.
+    return await asyncio.shield(_state.check[1])
+
+
+def _fresh() -> bool:
+    return time.monotonic() - _state.checked_at < knob("API_CACHE_REFRESH_SECONDS")
 
 
 async def _checked(client: redis.asyncio.Redis, current: Snapshot | None) -> Snapshot:
     try:
-        try:
-            version = await client.get(keys.API_CACHE_VERSION_KEY)
-        except redis.RedisError:
-            if current is None:
-                raise
-            return current
-        if current is None or version != current.version:
-            current = await sync_to_async(_load, thread_sensitive=True)(version)
-            _state.snapshot = current
-        _state.checked_at = time.monotonic()
+        version = await client.get(keys.API_CACHE_VERSION_KEY)
+    except redis.RedisError:
+        if current is None or not _fresh():
+            raise
         return current
-    finally:
-        _state.loading = False
+    if current is None or version != current.version:
+        current = await sync_to_async(_load, thread_sensitive=True)(version)
+        _state.snapshot = current
+    _state.checked_at = time.monotonic()
+    return current
 
 
 _background: set[asyncio.Task] = set()

@@ -17,11 +17,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from kvadmin.api import contract, process_cache
-from kvadmin.api.answers import Answer, error_answer, json_answer, refusal
+from kvadmin.api.answers import Answer, authorized, error_answer, json_answer
 from kvadmin.api.auth import api_token_required
 from kvadmin.api.scopes import Scope
 from kvadmin.redis_clients import async_index_client, index_client
-from kvadmin.routing import decisions, outcomes, service
+from kvadmin.routing import decisions, outcomes, requesters, service
 from kvadmin.weights.active import ActiveWeights, active_weights, cached_weights
 
 MAX_DECISIONS = 1000
@@ -30,8 +30,9 @@ TOO_LARGE = "the request body is too large"
 
 async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: bytes) -> Answer:
     """Score the candidate pods for one request and record the decision."""
-    if (refused := await refusal(client, authorization, Scope.SCORE)) is not None:
-        return refused
+    known = await authorized(client, authorization, Scope.SCORE)
+    if isinstance(known, Answer):
+        return known
     try:
         request = contract.decode_score_request(raw)
     except contract.InvalidBody as error:
@@ -42,7 +43,13 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
     active = await current_weights()
     try:
         decision = await service.score_async(
-            client, engines, active, request.model, **request.arguments(), token_ids_checked=True
+            client,
+            engines,
+            active,
+            request.model,
+            **request.arguments(),
+            token_ids_checked=True,
+            requester=requesters.api_token(known.pk),
         )
     except service.ScoreError as error:
         return error_answer(error.status, error.message, error.field)

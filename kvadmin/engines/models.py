@@ -3,6 +3,7 @@
 import ipaddress
 import re
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
@@ -10,7 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from kvadmin.engines import model_names
-from kvadmin.model_tokenizer.files import tokenizer_files
+from kvadmin.model_tokenizer.files import TokenizerUnavailable, cached, tokenizer_files
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -42,6 +43,13 @@ def validate_zmq_endpoint(value: str) -> None:
     )
 
 
+TOKENIZER_REFUSED = (
+    "%(value)r is not an absolute path to a tokenizer.json that loads as a tokenizer, "
+    "or a directory holding one"
+)
+"""Fixed: why the file did not load could repeat what it holds (the path may name any file)."""
+
+
 def serve_address_problem(value: str) -> str | None:
     """Why `value` is not a serving address `ip:port` (IPv6 in brackets, `[::1]:8000`), the
     form the Gateway API Inference Extension's `x-gateway-destination-endpoint` carries;
@@ -65,12 +73,17 @@ def validate_serve_address(value: str) -> None:
 
 
 def validate_tokenizer_path(value: str) -> None:
-    """An absolute path to a tokenizer.json, or to a directory holding one."""
-    if not Path(value).is_absolute() or not tokenizer_files(value)[0].is_file():
-        raise ValidationError(
-            "%(value)r is not an absolute path to a tokenizer.json or a directory holding one",
-            params={"value": value},
-        )
+    """An absolute path to a regular tokenizer.json that loads as a tokenizer (with its
+    config and template, if any), or to a directory holding one: loaded here, into this
+    process's cache."""
+    if Path(value).is_absolute() and tokenizer_files(value)[0].is_file():
+        try:
+            cached(value)
+        except TokenizerUnavailable:
+            pass
+        else:
+            return
+    raise ValidationError(TOKENIZER_REFUSED, params={"value": value})
 
 
 def endpoint_for_rank(endpoint: str, rank: int) -> str:
@@ -172,6 +185,14 @@ class Engine(models.Model):
                     f"({other[1]}): every engine of a model names the same one"
                 }
             )
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """A tokenizer path is checked whichever way the engine is saved (the admin and the
+        `engines` command validate first; the simulator's registration does not): a path is
+        never kept that does not load as a tokenizer."""
+        if self.tokenizer:
+            validate_tokenizer_path(self.tokenizer)
+        super().save(*args, **kwargs)
 
     def events_endpoint_for(self, rank: int) -> str:
         return endpoint_for_rank(self.events_endpoint, rank)

@@ -38,22 +38,27 @@ class ScoringApiRouter:
         self.outcomes_reported = 0
 
     def choose(
-        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
+        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint], request_id: str
     ) -> tuple[PodEndpoint, int | None]:
         self._decision_id = None
-        body = {"model": model, "token_ids": list(token_ids), "pods": [p.name for p in pods]}
+        body = {
+            "model": model,
+            "token_ids": list(token_ids),
+            "pods": [p.name for p in pods],
+            "request_id": request_id,
+        }
         try:
             decision = self._post(self.url, body)
         except (OSError, ValueError) as error:
             if not self._failing:
                 logger.warning("scoring API unavailable (%s): routing at random", error)
                 self._failing = True
-            return self.fallback.choose(model, token_ids, pods)
+            return self.fallback.choose(model, token_ids, pods, request_id)
         self._failing = False
         by_name = {pod.name: pod for pod in pods}
         chosen = by_name.get(decision.get("chosen") or "")
         if chosen is None:
-            return self.fallback.choose(model, token_ids, pods)
+            return self.fallback.choose(model, token_ids, pods, request_id)
         decision_id = decision.get("decision_id")
         self._decision_id = decision_id if isinstance(decision_id, str) else None
         matched = next(

@@ -8,8 +8,12 @@ medium when the pod reports them, as simulated pods do) and tell a router that t
 (`ReportsOutcomes`) what the pod reported; 6. feed a chat reply back to its conversation. It
 works against real OpenAI-compatible engines too, minus the per-medium split.
 
+Each request has an id, as a gateway gives it (a UUID, like Envoy's x-request-id): the router
+gets it with the request (kvadmin's scoring API records it with the decision, so request-id
+search finds the demo's requests) and the pod gets it in `X-Request-Id`.
+
 Through a gateway (`ThroughGateway`: Envoy asking kvadmin's endpoint picker), steps 2 to 4
-are the gateway's: the request goes to it as a client sends it, with its own `x-request-id`,
+are the gateway's: the request goes to it as a client sends it, with its id in `X-Request-Id`,
 and the gateway routes it and records its outcome; the pod is read from the answer.
 """
 
@@ -45,7 +49,7 @@ class PodEndpoint:
 
 class Router(Protocol):
     def choose(
-        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
+        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint], request_id: str
     ) -> tuple[PodEndpoint, int | None]:
         """The pod to send the request to, and the cached tokens it is expected to hit
         (None when the router makes no prediction)."""
@@ -67,7 +71,7 @@ class RandomRouter:
         self._rng = random.Random(seed)
 
     def choose(
-        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
+        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint], request_id: str
     ) -> tuple[PodEndpoint, int | None]:
         return self._rng.choice(list(pods)), None
 
@@ -196,15 +200,15 @@ class _JsonClient:
     ) -> dict[str, Any]:
         parts = urlsplit(base_url)
         url, data = parts.path.rstrip("/") + path, json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"} | (headers or {})
+        sent = {"Content-Type": "application/json"} | (headers or {})
         kept = self._connections.get(parts.netloc)
         if kept is not None:
             try:
-                return self._exchange(kept, url, data, headers)
+                return self._exchange(kept, url, data, sent)
             except (OSError, http.client.HTTPException):
                 self._drop(parts.netloc)
         try:
-            return self._exchange(self._connect(parts.netloc), url, data, headers)
+            return self._exchange(self._connect(parts.netloc), url, data, sent)
         except (OSError, http.client.HTTPException) as error:
             self._drop(parts.netloc)
             raise RequestFailed(f"{base_url}{path}: {error}") from error
@@ -281,15 +285,18 @@ class TrafficGenerator:
     def step(self) -> RequestRecord:
         """Send one request and record it."""
         request = self.workload.next_request()
+        request_id = str(uuid.uuid4())
         started = time.monotonic()
+        headers = {"X-Request-Id": request_id}
         if isinstance(self.router, ThroughGateway):
-            request_id = {"x-request-id": f"demo-{uuid.uuid4().hex}"}
-            response = self._client.post(self.router.url, request.path, request.body, request_id)
+            response = self._client.post(self.router.url, request.path, request.body, headers)
             pod_name, predicted, token_count = "", None, 0
         else:
             token_ids = self.tokenize(request)
-            pod, predicted = self.router.choose(self.workload.model, token_ids, self.pods)
-            response = self._client.post(pod.url, request.path, request.body)
+            pod, predicted = self.router.choose(
+                self.workload.model, token_ids, self.pods, request_id
+            )
+            response = self._client.post(pod.url, request.path, request.body, headers)
             pod_name, token_count = pod.name, len(token_ids)
         usage = response.get("usage") or {}
         details = usage.get("prompt_tokens_details") or {}

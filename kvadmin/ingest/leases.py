@@ -26,6 +26,15 @@ for i, key in ipairs(KEYS) do
 end
 return lost
 """
+# A lease this worker still holds is its own to take again (after a failed round it let go
+# of the stream without releasing it): no waiting for it to lapse.
+_CLAIM = """
+local owner = redis.call('GET', KEYS[1])
+if owner == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if owner then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -38,6 +47,7 @@ class Leases:
         self.worker_id = worker_id
         self.lease_ms = int(lease_seconds * 1000)
         self._renew = client.register_script(_RENEW)
+        self._claim = client.register_script(_CLAIM)
         self._release = client.register_script(_RELEASE)
 
     def heartbeat(self, now: float) -> int:
@@ -57,7 +67,7 @@ class Leases:
 
     def claim(self, stream: StreamId) -> bool:
         key = stream_lease_key(stream.pod, stream.name)
-        return bool(self.client.set(key, self.worker_id, nx=True, px=self.lease_ms))
+        return bool(self._claim(keys=[key], args=[self.worker_id, self.lease_ms]))
 
     def renew(self, streams: list[StreamId]) -> set[StreamId]:
         """Extend this worker's leases; returns the streams it no longer owns."""
@@ -103,7 +113,7 @@ class LeaseKeeper:
         while not self.stop.wait(interval):
             try:
                 lost = self.leases.renew(list(self.owned))
-            except redis.RedisError:
-                continue  # the reading thread meets the same failure and recovers
+            except Exception:
+                continue  # the reading thread meets the same failure, counts it and recovers
             with self._lock:
                 self._lost |= lost

@@ -14,6 +14,7 @@ transaction: `replay_at`, `replay_ok` ("1"/"0"), `replay_ms`, `replay_error`, an
 """
 
 import concurrent.futures as cf
+import logging
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -24,8 +25,11 @@ from celery import shared_task
 
 from kvadmin.conf import knob
 from kvadmin.ingest.replay import ReplayFailed, request_replay
-from kvadmin.load.fetch import FetchFailed, MetricsFetch
+from kvadmin.load.fetch import EngineFetch, FetchFailed
+from kvadmin.loop_guard import LoopGuard, guarded_run
 from scoring import keys
+
+log = logging.getLogger(__name__)
 
 PROBE_THREADS = 64
 """Probes run in parallel: 64 dead engines cost one timeout, not 64."""
@@ -77,9 +81,11 @@ def _timed(probe, *args) -> Result:
     started = time.perf_counter()
     try:
         probe(*args)
-    except (ReplayFailed, FetchFailed, zmq.ZMQError, OSError) as error:
+    except Exception as error:  # whatever one probe meets, it is that probe's failure
         elapsed = (time.perf_counter() - started) * 1000
-        return Result(False, elapsed, str(error)[:MAX_ERROR] or type(error).__name__)
+        expected = isinstance(error, ReplayFailed | FetchFailed | zmq.ZMQError | OSError)
+        message = str(error) if expected else f"{type(error).__name__}: {error}"
+        return Result(False, elapsed, message[:MAX_ERROR] or type(error).__name__)
     return Result(True, (time.perf_counter() - started) * 1000)
 
 
@@ -88,7 +94,7 @@ def _replay(endpoint: str, timeout: float) -> None:
 
 
 def _http(base_url: str, timeout: float) -> None:
-    MetricsFetch(base_url, timeout, HEALTH_MAX_BYTES, path="/health").run()
+    EngineFetch(base_url, timeout, HEALTH_MAX_BYTES, path="/health").run()
 
 
 def probe_all(
@@ -157,11 +163,15 @@ def probe_and_record(client: redis.Redis, timeout: float | None = None) -> int:
     return len(fields)
 
 
+_guard = LoopGuard("probes", log)
+
+
 @shared_task(name="kvadmin.ingest.probe_engines", ignore_result=True)
 def probe_engines() -> int:
     """Celery beat, every PROBE_PERIOD_SECONDS (settings CELERY_IMPORTS names this module):
     probe each enabled engine, so pages and /readyz show evidence of life instead of socket
-    state."""
+    state. A failed run is counted and logged once by its kind, and the runs within its
+    backoff are skipped (`kvadmin.loop_guard`)."""
     from kvadmin.redis_clients import index_client
 
-    return probe_and_record(index_client())
+    return guarded_run(_guard, lambda: probe_and_record(index_client()), index_client(), 0)

@@ -15,7 +15,8 @@ Redis, written atomically with each batch) and:
    new run from 0; so too when the first batch after connecting has an applied seq but was
    published after the last applied batch (a restart while nobody read).
 
-A Redis failure drops every stream; they are reclaimed with exponential backoff and resume
+Any failure of a round (Redis away, LOADING or BUSY, a MOVED reply, the database, a bug) drops
+every stream; they are reclaimed with exponential backoff (`kvadmin.loop_guard`) and resume
 from the last applied seq. Nothing is applied twice: the applier refuses seqs at or below it.
 """
 
@@ -47,6 +48,7 @@ from kvadmin.ingest.leases import LeaseKeeper, Leases
 from kvadmin.ingest.replay import Replayed, ReplayFailed, request_replay
 from kvadmin.ingest.streams import SeqAction, StreamSpec, classify_seq
 from kvadmin.log_once import OncePerKind
+from kvadmin.loop_guard import LoopGuard
 from kvadmin.metrics import recorder
 
 log = logging.getLogger(__name__)
@@ -110,6 +112,7 @@ class IngestLoop:
         self.stop_event = threading.Event()
         self.lease_keeper = LeaseKeeper(self.leases, self.stop_event)
         self.failures = OncePerKind(log)
+        self.guard = LoopGuard("ingest", log)
 
     # Lifecycle -------------------------------------------------------------------------------
 
@@ -117,7 +120,6 @@ class IngestLoop:
         self.stop_event.set()
 
     def run(self) -> None:
-        backoff = 0.5
         next_housekeeping = 0.0
         log.info("ingest loop %s started", self.worker_id)
         self.lease_keeper.start()
@@ -127,34 +129,43 @@ class IngestLoop:
                     self.housekeeping()
                     next_housekeeping = time.monotonic() + HOUSEKEEPING_SECONDS
                 self.poll_once(timeout_ms=100)
-                backoff = 0.5
-                self.failures.recovered("redis")
-                self.failures.recovered("bug")
-            except (redis.ConnectionError, redis.TimeoutError) as error:
-                self.failures.failed("redis", "ingest: Redis failed (%s); retrying", error)
-                self.recover(backoff)
-                backoff = min(backoff * 2, 10.0)
-                next_housekeeping = 0.0
-            except Exception:
-                # A bug or a database outage must not end ingestion in this worker for good.
-                if "bug" not in self.failures.seen:
-                    log.exception("ingest: unexpected failure; dropping streams and retrying")
-                self.failures.failed("bug")
-                self.recover(backoff)
-                backoff = min(backoff * 2, 10.0)
+                self.guard.succeeded(self.client)
+            except Exception as error:
+                # Whatever it was (Redis away, LOADING, BUSY or MOVED; the database; a bug),
+                # it must not end ingestion in this worker for good.
+                self.recover(self.guard.failed(error))
                 next_housekeeping = 0.0
         self.drop_all(release=True)
-        self.close_session()
         with contextlib.suppress(redis.RedisError):
             self.leases.leave()
         log.info("ingest loop %s stopped", self.worker_id)
 
     def recover(self, backoff: float) -> None:
         """Let go of every stream (their leases lapse unless Redis returns first) and wait."""
-        self.close_session()  # unread replies: each stream's last_seq in Redis tells
         self.drop_all(release=False)
         self.seen_version = None
         self.stop_event.wait(backoff)
+
+    def drop_all(self, release: bool) -> None:
+        """Drop every stream, whatever fails meanwhile, and close the session. Handing the
+        streams over (`release`), each first waits for what was sent (`drop`); after a failure
+        the session is closed first: its unread replies are lost, each stream's last_seq in
+        Redis tells what was applied."""
+        if not release:
+            self._guarded(self.close_session)
+        for stream_id in list(self.owned):
+            if not self._guarded(self.drop, stream_id, release):
+                self.owned.pop(stream_id, None)
+        self._guarded(self.close_session)
+
+    def _guarded(self, step: Callable[..., object], *args: object) -> bool:
+        """Run a step of letting go; a failure is counted and logged, never raised."""
+        try:
+            step(*args)
+        except Exception as error:
+            self.guard.failed(error)
+            return False
+        return True
 
     # Ownership -------------------------------------------------------------------------------
 
@@ -209,7 +220,7 @@ class IngestLoop:
     def drop(self, stream_id: StreamId, release: bool) -> None:
         """Stop reading a stream; with `release`, hand its lease back at once (best effort:
         with Redis away the lease simply lapses)."""
-        with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+        with contextlib.suppress(redis.RedisError):
             self.settle()
         stream = self.owned.pop(stream_id)
         self.lease_keeper.owned = tuple(self.owned)
@@ -217,13 +228,9 @@ class IngestLoop:
         self.poller.unregister(stream.sub)
         stream.sub.close()
         if release:
-            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+            with contextlib.suppress(redis.RedisError):
                 status.disconnected(self.client, stream_id)
                 self.leases.release(stream_id)
-
-    def drop_all(self, release: bool) -> None:
-        for stream_id in list(self.owned):
-            self.drop(stream_id, release=release)
 
     # Messages --------------------------------------------------------------------------------
 
@@ -331,9 +338,9 @@ class IngestLoop:
                 raise
 
     def close_session(self) -> None:
-        if self.session is not None:
-            self.session.close()
-            self.session = None
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()
 
     def catch_up(self, stream: _Stream, until: int | None = None) -> None:
         """Replay what the engine buffered after the last seen seq (before `until` if given).

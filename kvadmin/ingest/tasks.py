@@ -13,6 +13,7 @@ from kvadmin.index.writer import Applier
 from kvadmin.ingest import pushed
 from kvadmin.ingest.decode import UndecodableBatch, decode_batch, undecodable_batch
 from kvadmin.ingest.streams import StreamSpec
+from kvadmin.loop_guard import LoopGuard, guarded_run
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import ingest_bytes_client, ingest_client
 from kvadmin.weights.active import active_applier, active_weights
@@ -111,11 +112,19 @@ def collect_garbage(force: bool = False) -> None:
         return
 
 
+_rewrite_guard = LoopGuard("value_format_rewrite", log)
+
+
 @shared_task(name="kvadmin.index.rewrite_values", ignore_result=True)
 def rewrite_values() -> None:
     """Beat sends this every few seconds: while some of the index's values may not be in the
     INDEX_VALUE_FORMAT, a run of bounded steps (INDEX_REWRITE_SECONDS_PER_RUN long) moves the
-    switch on from where the last one stopped (compatibility.md 2.7)."""
+    switch on from where the last one stopped (compatibility.md 2.7). A failed run is counted
+    and logged once by its kind, and the runs within its backoff are skipped."""
+    guarded_run(_rewrite_guard, _rewrite_run, ingest_client(), None)
+
+
+def _rewrite_run() -> None:
     try:
         value_format.rewrite(
             ingest_client(),

@@ -19,6 +19,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 MAX_COUNT: Final = 1e12
 """Above this a gauge or counter is nonsense, not load."""
+MAX_SERIES_PER_NAME: Final = 256
+"""Label sets of one wanted sample name: a real engine has one per (model, data-parallel
+rank). Beyond this the exposition is refused before it is parsed: a hostile one of 1 MiB of
+wanted lines would otherwise cost the parser 40 to 75 times a real scrape."""
+MAX_LINE: Final = 4096
+"""Characters of one wanted sample line (its labels are a model name and a rank)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +95,9 @@ def parse_load(kind: str, text: str) -> Load:
     wanted = {*names.running, *names.waiting, *names.kv_usage}
     wanted.update(name for alternatives in names.counters.values() for name in alternatives)
     values: dict[str, list[float]] = {}
+    kept = _only(text, wanted)
     try:
-        for family in text_string_to_metric_families(_only(text, wanted)):
+        for family in text_string_to_metric_families(kept):
             for sample in family.samples:
                 if sample.name in wanted:
                     values.setdefault(sample.name, []).append(float(sample.value))
@@ -114,11 +121,18 @@ def _only(text: str, wanted: set[str]) -> str:
     """The sample lines of the wanted names, nothing else: the parser takes about 0.8 s for
     1 MiB of text, and a real engine's hundreds of other series (histogram buckets mostly)
     would cost every scrape tens of milliseconds. Without their TYPE lines the samples parse as
-    untyped, under their full names, which is how they are matched."""
+    untyped, under their full names, which is how they are matched. Unreadable beyond
+    MAX_SERIES_PER_NAME lines of one name or a line beyond MAX_LINE, before any parsing."""
     lines = []
+    series: dict[str, int] = {}
     for line in text.splitlines():
         name = line.split("{", 1)[0].split(" ", 1)[0]
         if name in wanted:
+            series[name] = count = series.get(name, 0) + 1
+            if count > MAX_SERIES_PER_NAME:
+                raise Unreadable("unparsable", f"more than {MAX_SERIES_PER_NAME} {name} series")
+            if len(line) > MAX_LINE:
+                raise Unreadable("unparsable", f"a {name} line of {len(line)} characters")
             lines.append(line)
     return "\n".join(lines) + "\n"
 

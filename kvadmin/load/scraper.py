@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.load.exposition import Load, Unreadable, parse_load
-from kvadmin.load.fetch import FetchFailed, MetricsFetch
+from kvadmin.load.fetch import EngineFetch, FetchFailed
+from kvadmin.loop_guard import LoopGuard
 from kvadmin.metrics import families as f
 from kvadmin.metrics import recorder
 from scoring import keys
@@ -105,20 +106,22 @@ class LoadScraper:
         self._pool = cf.ThreadPoolExecutor(settings.threads, thread_name_prefix="kvadmin-load")
         self._targets: list[Target] = []
         self._version: int | None = None
+        self.guard = LoopGuard("load_scraper", log)
 
     def run(self) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
+            backoff = 0.0
             try:
                 self.tick()
-            except (redis.RedisError, OSError) as error:
-                log.warning("load scraper: %s", error)
-            except Exception:  # the loop outlives any one bad round
-                log.exception("load scraper: round failed")
+                self.guard.succeeded(self.client)
+            except Exception as error:  # the loop outlives any one bad round
+                backoff = self.guard.failed(error)
             next_at += self.settings.period
             now = time.monotonic()
             if next_at < now:  # a round (or Redis) was slow: skip the missed ticks
                 next_at = now + self.settings.period
+            next_at = max(next_at, now + backoff)
             self._stop.wait(next_at - now)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -136,7 +139,7 @@ class LoadScraper:
         """Every target's outcome, within the timeout (plus scheduling slack) in all."""
         timeout = self.settings.timeout
         size = self.settings.max_bytes
-        fetches = {t.pod: MetricsFetch(t.base_url, timeout, size) for t in targets}
+        fetches = {t.pod: EngineFetch(t.base_url, timeout, size) for t in targets}
         started = time.monotonic()
         futures = {self._pool.submit(_scrape_one, t, fetches[t.pod], started): t for t in targets}
         done, late = cf.wait(futures, timeout=timeout)
@@ -219,9 +222,12 @@ def load_fields(load: Load, scraped_at: float, seconds: float) -> dict[str, str]
     return fields
 
 
-def _scrape_one(target: Target, fetch: MetricsFetch, started: float) -> Outcome:
+def _scrape_one(target: Target, fetch: EngineFetch, started: float) -> Outcome:
     try:
         load = parse_load(target.kind, fetch.run())
     except (FetchFailed, Unreadable) as failure:
         return Outcome(target.pod, None, time.monotonic() - started, failure.reason, str(failure))
+    except Exception as error:  # one engine's surprise must not cost the others their round
+        message = f"{type(error).__name__}: {error}"
+        return Outcome(target.pod, None, time.monotonic() - started, "error", message)
     return Outcome(target.pod, load, time.monotonic() - started)

@@ -147,8 +147,10 @@ LOCAL_TOKENIZER_FALLBACKS = Family(
 TOKENIZER_CHECKS = Family(
     "kvadmin_local_tokenizer_checks_total",
     "counter",
-    "Sampled comparisons of local token ids with an engine's /tokenize, by result (match, "
-    "mismatch; skipped: the check queue was full or no engine answered)",
+    "Sampled comparisons of local token ids with an engine's /tokenize, by result (match; "
+    "mismatch: engines that agree with one another differ; dissent: one engine differs, "
+    "another agrees; inconclusive: two engines differ from it and each other; skipped: the "
+    "check queue was full or no engine answered)",
     ("model", "result"),
 )
 LOCAL_TOKENIZER_DISABLED = Family(
@@ -156,6 +158,20 @@ LOCAL_TOKENIZER_DISABLED = Family(
     "gauge",
     "1 when the consistency guard disabled the model's local tokenizer",
     ("model",),
+)
+TOKENIZER_ENGINE_CHECKS = Family(
+    "kvadmin_local_tokenizer_engine_checks",
+    "gauge",
+    "Checks of the model's local tokenizer since it was (re)armed that asked this engine, by "
+    "its result (match, mismatch, dissent: it differed where another engine agreed)",
+    ("model", "pod", "result"),
+)
+TOKENIZER_ENGINE_DISSENTING = Family(
+    "kvadmin_local_tokenizer_engine_dissenting",
+    "gauge",
+    "1 when the engine's /tokenize disagrees where the model's other engines agree with its "
+    "local tokenizer: reported, and left out of the checks",
+    ("model", "pod"),
 )
 
 # Engine load: written by the load scraper (`kvadmin.load.scraper`) after each scrape.
@@ -172,6 +188,17 @@ LOAD_SCRAPE_DURATION = Family(
     "Time to fetch and parse one successful scrape of an engine's /metrics",
     ("pod",),
     LATENCY_BUCKETS,
+)
+
+# Long-lived loops (ingest, load scraper, probes, value-format rewrite, live feed): written by
+# `kvadmin.loop_guard` once Redis answers again after failed rounds.
+LOOP_FAILURES = Family(
+    "kvadmin_loop_failures_total",
+    "counter",
+    "Rounds of a long-lived loop that failed and were retried after a backoff, by loop and "
+    "kind (redis_unavailable: unreachable, stalled, LOADING or BUSY; redis_error: a refused "
+    "command such as MOVED; database; otherwise the exception's class: a bug)",
+    ("loop", "kind"),
 )
 
 # Delivered hits: written with each decision's outcome (`routing.outcomes`), per model and the
@@ -250,6 +277,7 @@ RECORDED = (
     TOKENIZER_CHECKS,
     LOAD_SCRAPES,
     LOAD_SCRAPE_DURATION,
+    LOOP_FAILURES,
     *OUTCOME_TALLIES.values(),
     *OUTCOME_TIMINGS.values(),
 )

@@ -227,3 +227,10 @@ def _pipeline(target: Target) -> Iterator[Pipeline]:
         _failures.failed("redis", "metrics: could not record in Redis (%s)", error)
         return
     _failures.recovered("redis")
+
+
+def record_loop_failures(target: Target, loop: str, counts: Mapping[str, int]) -> None:
+    """Rounds of a long-lived loop that failed, by kind (`kvadmin.loop_guard`)."""
+    with _pipeline(target) as pipe:
+        for kind, count in counts.items():
+            inc(pipe, f.LOOP_FAILURES, (loop, kind), count)

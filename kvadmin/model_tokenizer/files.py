@@ -12,7 +12,8 @@ as Hugging Face's `from_pretrained` reads them:
 
 `cached(path)` stats the files on every call (a few microseconds) and loads again when one's
 size or modification time moved. A load that failed is remembered with the files' signature,
-so a broken file is not parsed again on every request, only once it changes.
+so a broken file is not parsed again on every request, only once it changes. A load error
+names the file, never what it holds (the path may name any file the process can read).
 """
 
 import json
@@ -89,8 +90,9 @@ def load(path: str | Path) -> ModelTokenizer:
         raise TokenizerUnavailable(f"{tokenizer_json} is larger than {MAX_TOKENIZER_BYTES} bytes")
     try:
         tokenizer = Tokenizer.from_file(str(tokenizer_json))
-    except Exception as error:  # the Rust library raises plain Exception for a bad file
-        raise TokenizerUnavailable(f"{tokenizer_json} is not a tokenizer: {error}") from None
+    except Exception:  # the Rust library raises plain Exception for a bad file
+        # Its message may quote the file (an unknown variant's name): never repeat it.
+        raise TokenizerUnavailable(f"{tokenizer_json} is not a tokenizer") from None
     config = _json_object(config_json) if before[1] is not None else {}
     template = _text(template_file) if before[2] is not None else None
     return ModelTokenizer(
@@ -146,15 +148,17 @@ def _text(file: Path) -> str:
         if file.stat().st_size > MAX_CONFIG_BYTES:
             raise TokenizerUnavailable(f"{file} is larger than {MAX_CONFIG_BYTES} bytes")
         return file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise TokenizerUnavailable(f"{file}: {error}") from None
+    except OSError as error:
+        raise TokenizerUnavailable(f"{file}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise TokenizerUnavailable(f"{file} is not UTF-8 text") from None
 
 
 def _json_object(file: Path) -> dict[str, Any]:
     try:
         value = json.loads(_text(file))
-    except (ValueError, RecursionError) as error:
-        raise TokenizerUnavailable(f"{file} is not JSON: {error}") from None
+    except (ValueError, RecursionError):
+        raise TokenizerUnavailable(f"{file} is not JSON") from None
     if not isinstance(value, dict):
         raise TokenizerUnavailable(f"{file} is not a JSON object")
     return value

@@ -55,7 +55,7 @@ def pod_page(pod: str, client: redis.Redis | None = None, span: TimeRange | None
         read_chart(client, pod, span.start, span.end),
         recent,
         int(time.time()),
-        tokenizer_status(summary.model, client),
+        tokenizer_status(summary.model, client, pod),
         load_status(client, pod, knob("LOAD_STALE_SECONDS")),
         span,
         hit_chart(client, span, summary.counts, pod),

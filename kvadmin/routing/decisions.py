@@ -126,6 +126,9 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
     ROUTING_ESTIMATES_MAX and the chosen pod's."""
     stale_loads: list[str] = []
     """Candidates whose engine load was stale or absent."""
+    requester: str = ""
+    """Who asked for it (`routing.requesters`), the one that may report its outcome; "" in
+    entries from before requesters were recorded."""
     log_id: str = ""
     """The stream entry id once recorded and read back; never stored in the entry."""
 
@@ -261,5 +264,5 @@ def decoded(entries: list[tuple[str, dict[str, str]]]) -> Iterator[Decision]:
     for log_id, fields in entries:
         try:
             yield decode(fields["d"], log_id)
-        except (KeyError, msgspec.DecodeError, msgspec.ValidationError):
+        except (KeyError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue

@@ -135,7 +135,7 @@ class _Projection:
             for log_id, fields in entries:
                 try:
                     summary = _summary.decode(fields["d"])
-                except (KeyError, msgspec.DecodeError, msgspec.ValidationError):
+                except (KeyError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                     continue  # not a decision (another version's): `decoded` skips it too
                 values = {order: summary.value(order) for order in ORDERS}
                 held.append((log_order(log_id), log_id, summary, values))

@@ -20,6 +20,13 @@ available - achieved is routing loss (the policy traded hits for load), achieved
 is index staleness (the index promised blocks the engine no longer had), and a low available
 over prompt tokens is a workload without reuse.
 
+An outcome is bound to its decision: the decision records who asked for it
+(`Decision.requester`, `routing.requesters`), and `report_async` takes the rule of who may
+report (`requested_by`: the requester itself; the API passes the calling token, the endpoint
+picker its own identity), so another token's post is a 404. Its counts must fit the
+decision's (`check_plausible`): a post that cannot be the decision's outcome is refused
+before anything is recorded, so no one post can move the counters by more than one request.
+
 Storage (scoring/keys.py): the decision id index written with each logged decision
 (route_record.lua), the outcomes HASH, counters in the metric families (OUTCOME_TALLIES) and
 per-minute buckets for the dashboard, all written by one script (outcome_record.lua) so that a
@@ -29,6 +36,7 @@ repeated post is refused atomically across processes and never counted twice.
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -41,7 +49,7 @@ from kvadmin.conf import knob
 from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
 from kvadmin.metrics.recorder import HITS_TTL_SECONDS, bucket_of, outcome_minute_key
-from kvadmin.routing import answer, decisions
+from kvadmin.routing import answer, decisions, requesters
 from kvadmin.routing.decisions import Decision
 from scoring import keys
 
@@ -52,6 +60,17 @@ MAX_TOKENS: Final = 2**31 - 1
 """Beyond any context window; it keeps the counters' HINCRBY far from overflowing."""
 MAX_TTFT_MS: Final = 86_400_000.0
 FIELDS: Final = ("cached_tokens", "prompt_tokens", "ttft_ms")
+PROMPT_SLACK_TOKENS: Final = 64
+"""How far the engine's `prompt_tokens` may lie from the decision's token count, at least: a
+BOS or EOS token one side adds, a chat template's generation prompt, and the default system
+prompt some templates write when the messages have none (Llama 3.1's dates, Qwen 2.5's
+"You are Qwen..."; about 20-30 tokens each), when the gateway scored the prompt as text and
+the engine rendered it as chat, or the other way round."""
+PROMPT_SLACK_SHARE: Final = 0.05
+"""... and beyond that a share of the count: templates that wrap every message."""
+ESTIMATED_SLACK_SHARE: Final = 0.5
+"""The share for a count the local tokenizer estimated from a window of a long prompt
+(`routing.local_tokenize`): tokens per character vary along a prompt."""
 
 _RECORD_LUA: Final = (Path(__file__).parent / "outcome_record.lua").read_text()
 
@@ -61,6 +80,21 @@ class InvalidOutcome(ValueError):
         super().__init__(message)
         self.message = message
         self.field = field
+
+
+class ImplausibleOutcome(InvalidOutcome):
+    """The outcome cannot be that of the decision: its counts do not fit the decision's."""
+
+
+ReportRule = Callable[[Decision], bool]
+"""Who may report a decision's outcome: true for the decisions the reporter may report."""
+
+
+def requested_by(requester: str) -> ReportRule:
+    """The rule for a reporter: the decisions it asked for. Decisions logged before
+    requesters were recorded name none: any reporter with the `score` scope may report those,
+    as before (the decision log is capped, so they leave it soon after an upgrade)."""
+    return lambda decision: decision.requester in (requester, requesters.UNRECORDED)
 
 
 class Outcome(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -102,10 +136,6 @@ def parse(body: object) -> Outcome:
         raise InvalidOutcome(f"unknown fields: {', '.join(unknown)}"[:300], unknown[0][:100])
     prompt = _tokens(body, "prompt_tokens")
     cached = _tokens(body, "cached_tokens")
-    if cached > prompt:
-        raise InvalidOutcome(
-            f"`cached_tokens` ({cached}) exceeds `prompt_tokens` ({prompt})", "cached_tokens"
-        )
     ttft = body.get("ttft_ms")
     if ttft is not None and (
         type(ttft) not in (int, float) or not math.isfinite(ttft) or not 0 <= ttft <= MAX_TTFT_MS
@@ -127,6 +157,30 @@ def _tokens(body: dict, name: str) -> int:
     if type(value) is not int or not 0 <= value <= MAX_TOKENS:
         raise InvalidOutcome(f"`{name}` must be an integer from 0 to {MAX_TOKENS}", name)
     return value
+
+
+def prompt_slack(decision: Decision) -> int:
+    """How far `prompt_tokens` may lie from the decision's token count (PROMPT_SLACK_*)."""
+    share = ESTIMATED_SLACK_SHARE if decision.tokens_estimated else PROMPT_SLACK_SHARE
+    return max(PROMPT_SLACK_TOKENS, math.ceil(decision.n_tokens * share))
+
+
+def check_plausible(decision: Decision, outcome: Outcome) -> None:
+    """ImplausibleOutcome unless `prompt_tokens` lies within `prompt_slack` of the decision's
+    token count and `cached_tokens` is at most both counts."""
+    prompt, cached, tokens = outcome.prompt_tokens, outcome.cached_tokens, decision.n_tokens
+    slack = prompt_slack(decision)
+    if abs(prompt - tokens) > slack:
+        raise ImplausibleOutcome(
+            f"`prompt_tokens` ({prompt}) is not within {slack} of the decision's {tokens} tokens",
+            "prompt_tokens",
+        )
+    if cached > min(prompt, tokens):
+        raise ImplausibleOutcome(
+            f"`cached_tokens` ({cached}) exceeds `prompt_tokens` ({prompt}) or the "
+            f"decision's {tokens} tokens",
+            "cached_tokens",
+        )
 
 
 def predicted(decision: Decision, block_size: int) -> Predicted:
@@ -176,9 +230,28 @@ def _among(entries: list[tuple[str, dict[str, str]]], decision_id: str) -> Decis
     return next((d for d in decisions.decoded(entries) if d.id == decision_id), None)
 
 
+async def report_async(
+    client: redis.asyncio.Redis,
+    decision_id: str,
+    outcome: Outcome,
+    may_report: ReportRule,
+    block_size: int,
+) -> tuple[str, Decision | None]:
+    """Record the outcome of a decision the reporter may report (`may_report`), through
+    `record_async`: its result and the decision ("unknown" and None for a decision the log
+    does not hold or the reporter may not report: the two are told apart to no one). Raises
+    ImplausibleOutcome, recording nothing. Every reporter (the API, the endpoint picker)
+    goes through here."""
+    decision = await find_async(decision_id, client)
+    if decision is None or not may_report(decision):
+        return "unknown", None
+    return await record_async(client, decision, outcome, block_size), decision
+
+
 def record(client: redis.Redis, decision: Decision, outcome: Outcome, block_size: int) -> str:
     """Keep the outcome and add it to the accounting, once: "recorded", "repeated" (an outcome
-    was already recorded) or "unknown" (the decision left the log meanwhile)."""
+    was already recorded) or "unknown" (the decision left the log meanwhile). Raises
+    ImplausibleOutcome (`check_plausible`), recording nothing."""
     script_keys, args = _record_input(decision, outcome, block_size)
     return _text(client.register_script(_RECORD_LUA)(keys=script_keys, args=args))
 
@@ -195,6 +268,7 @@ def _record_input(
     decision: Decision, outcome: Outcome, block_size: int
 ) -> tuple[list[str], list[Any]]:
     """KEYS and ARGV of outcome_record.lua (sets the outcome's `at`)."""
+    check_plausible(decision, outcome)
     outcome.at = time.time()
     hits = predicted(decision, block_size)
     amounts = {

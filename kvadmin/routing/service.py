@@ -58,7 +58,7 @@ from kvadmin.engines.model_names import model_name_problem
 from kvadmin.engines.models import Engine
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import REDIS_OUTAGES, index_client
-from kvadmin.routing import decisions
+from kvadmin.routing import decisions, requesters
 from kvadmin.routing.decisions import CandidateEstimate, Decision, Dropped, PodExplanation
 from kvadmin.routing.tokenize import Messages, TokenizationFailed, Tokenized, Tokenizer, tokenize
 from kvadmin.weights.active import ActiveWeights, active_weights
@@ -165,6 +165,7 @@ def scored(
     request_id: object = None,
     policy: object = None,
     record: bool = True,
+    requester: str = requesters.COMMAND,
 ) -> Scored:
     """Score `model`'s candidate pods for one request given as exactly one of `token_ids`
     (non-negative ints), `prompt` (text) or `messages` (chat: [{"role", "content"}]).
@@ -172,7 +173,8 @@ def scored(
     Arguments arrive as the client sent them (JSON values) and are validated here. Raises a
     `ScoreError` subclass. Records the decision in the log when `record` (and the
     DECISIONS_RECORD knob) allow; a log that cannot be written is logged, not raised: the
-    caller still gets its decision (with an empty `log_id`).
+    caller still gets its decision (with an empty `log_id`). `requester`: who asks
+    (`routing.requesters`), the one that may report the outcome.
     """
     started = perf_counter()
     request = _validated(model, token_ids, prompt, messages, pods, request_id, policy)
@@ -187,6 +189,7 @@ def scored(
         recorder.record_scoring_error(client, prepared.model, "redis")
         raise IndexUnavailable(f"the index is unavailable: {error}") from None
     decision, advance = _decided(prepared, read)
+    decision.requester = requester
     if record:
         pipeline = client.pipeline(transaction=False)
         script_args = _queue_record(pipeline, decision, advance)
@@ -213,6 +216,7 @@ async def score_async(
     request_id: object = None,
     policy: object = None,
     token_ids_checked: bool = False,
+    requester: str = requesters.COMMAND,
 ) -> Decision:
     """`score` for an event loop (the API's lean path, kvadmin/api/fast_path.py): the same
     validation, read, choice and recording, with Redis through `client` (redis.asyncio) and
@@ -242,6 +246,7 @@ async def score_async(
             await pipeline.execute()
         raise IndexUnavailable(f"the index is unavailable: {error}") from None
     decision, advance = _decided(prepared, read)
+    decision.requester = requester
     pipeline = client.pipeline(transaction=False)
     script_args = _queue_record(pipeline, decision, advance)
     try:

@@ -27,6 +27,7 @@ import redis.asyncio
 from django.conf import settings
 from django.utils.safestring import SafeString
 
+from kvadmin.loop_guard import LoopGuard
 from kvadmin.routing import decisions
 from kvadmin.routing.decisions import Decision
 from kvadmin.routing.presenters import row_html
@@ -71,6 +72,7 @@ class DecisionTail:
         """When the decision log last answered a read (unix seconds): the feed's freshness."""
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
+        self.guard = LoopGuard("live_feed", log)
 
     async def subscribe(self, subscriber: Subscriber) -> str:
         """Start offering new decisions to `subscriber`; returns the log id after which they
@@ -98,15 +100,12 @@ class DecisionTail:
         client = redis.asyncio.Redis.from_url(
             self.url, decode_responses=True, socket_timeout=None, socket_connect_timeout=5
         )
-        backoff = 0.5
         try:
             while True:
                 try:
                     await self._read(client)
-                except redis.RedisError as error:
-                    log.warning("live feed: reading the decision log failed (%s)", error)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 10.0)
+                except Exception as error:  # Redis failing, or a bug: the feed carries on
+                    await asyncio.sleep(self.guard.failed(error))
         finally:
             with contextlib.suppress(Exception):
                 await client.aclose()
@@ -122,6 +121,7 @@ class DecisionTail:
                 {keys.DECISIONS_KEY: self.cursor}, count=READ_COUNT, block=BLOCK_MS
             )
             self.read_at = time.time()
+            self.guard.succeeded()
             for _key, entries in reply or ():
                 self.cursor = entries[-1][0]
                 for decision in decisions.decoded(entries):

@@ -9,6 +9,13 @@ tokenized requests is checked against an engine off the request path. Unlike kth
 failing engine is not the end: the next candidate is tried, and only when every candidate
 failed does tokenization fail.
 
+Each engine call is bounded as the load scraper's are (`kvadmin.load.fetch.EngineFetch`): one
+deadline for the whole exchange (TOKENIZE_TIMEOUT), and an answer of at most
+`answer_limit()` bytes (the ids of SCORE_MAX_TOKENS tokens). Any failure, a hang-up or a
+truncated answer too, moves on to the next engine. And one model's slow engines hold at most
+TOKENIZE_WAITING_PER_MODEL requests of its own: the next ones fail at once (503) instead of
+taking the threads other models' requests score in.
+
 Token ids are cached per prompt in a bounded LRU, so a repeated prompt costs no HTTP call. The
 cache keys on a digest of (model, input), never the text itself, and keeps only the tokens
 scoring can use (the first block_size * max_blocks), so its memory stays bounded however long
@@ -20,14 +27,14 @@ import itertools
 import json
 import logging
 import threading
-import urllib.error
-import urllib.request
 from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kvadmin.conf import knob
+from kvadmin.load.fetch import EngineFetch, FetchFailed
 from kvadmin.routing import tokenizer_guard
 from kvadmin.routing.local_tokenize import (
     LocalTokenizerFailed,
@@ -159,7 +166,14 @@ def tokenize(
                         found.tokens,
                         found.count,
                         found.estimated,
-                        lambda: _engine_tokens(model, tokenizers, prompt, messages, timeout)[1],
+                        lambda left_out: _engine_tokens(
+                            model,
+                            [t for t in tokenizers if t.pod not in left_out],
+                            prompt,
+                            messages,
+                            timeout,
+                        ),
+                        tuple(t.pod for t in tokenizers),
                     )
                 )
             return result
@@ -176,16 +190,44 @@ def _engine_tokens(
     messages: Messages | None,
     timeout: float,
 ) -> tuple[str, list[int]]:
-    """(pod, token ids) from the first candidate engine that answers."""
-    failures: list[tuple[str, str]] = []
-    start = next(_rotation) % len(tokenizers) if tokenizers else 0
-    for tokenizer in (*tokenizers[start:], *tokenizers[:start]):
-        body = request_body(tokenizer.kind, model, prompt, messages)
-        try:
-            return tokenizer.pod, _call(tokenizer, body, timeout)
-        except _Failed as failure:
-            failures.append((tokenizer.pod, str(failure)))
-    raise TokenizationFailed(failures)
+    """(pod, token ids) from the first candidate engine that answers, unless the model has
+    TOKENIZE_WAITING_PER_MODEL requests waiting on its engines already."""
+    gate = _gate(model)
+    if not gate.acquire(blocking=False):
+        waiting = knob("TOKENIZE_WAITING_PER_MODEL")
+        raise TokenizationFailed([("*", f"{waiting} requests already wait on the engines")])
+    try:
+        failures: list[tuple[str, str]] = []
+        start = next(_rotation) % len(tokenizers) if tokenizers else 0
+        for tokenizer in (*tokenizers[start:], *tokenizers[:start]):
+            body = request_body(tokenizer.kind, model, prompt, messages)
+            try:
+                return tokenizer.pod, _call(tokenizer, body, timeout)
+            except _Failed as failure:
+                failures.append((tokenizer.pod, str(failure)))
+        raise TokenizationFailed(failures)
+    finally:
+        gate.release()
+
+
+_gates: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+_gates_lock = threading.Lock()
+
+
+def _gate(model: str) -> threading.BoundedSemaphore:
+    """The model's engine calls in flight (a new gate when the knob changes)."""
+    size = max(1, knob("TOKENIZE_WAITING_PER_MODEL"))
+    with _gates_lock:
+        gate = _gates.get((model, size))
+        if gate is None:
+            gate = _gates[(model, size)] = threading.BoundedSemaphore(size)
+        return gate
+
+
+def answer_limit() -> int:
+    """The largest /tokenize answer read: SCORE_MAX_TOKENS ids of up to 10 digits and a
+    separator each, and room for the rest of the JSON."""
+    return 65_536 + 12 * knob("SCORE_MAX_TOKENS")
 
 
 class _Failed(Exception):
@@ -193,18 +235,20 @@ class _Failed(Exception):
 
 
 def _call(tokenizer: Tokenizer, body: dict[str, Any], timeout: float) -> list[int]:
-    request = urllib.request.Request(
-        tokenizer.base_url.rstrip("/") + "/tokenize",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    fetch = EngineFetch(
+        tokenizer.base_url,
+        timeout,
+        answer_limit(),
+        path="/tokenize",
+        body=json.dumps(body).encode(),
+        accept="application/json",
     )
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            answer = json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        raise _Failed(f"HTTP {error.code}") from None
-    except (OSError, ValueError) as error:  # refused, timed out, reset; not JSON
-        raise _Failed(str(getattr(error, "reason", error)) or type(error).__name__) from None
+        answer = json.loads(fetch.run())
+    except FetchFailed as error:
+        raise _Failed(str(error)) from None
+    except (ValueError, RecursionError) as error:  # not JSON, or nested beyond the parser
+        raise _Failed(f"the answer is not JSON ({type(error).__name__})") from None
     tokens = answer.get("tokens") if isinstance(answer, dict) else None
     if not isinstance(tokens, list) or not all(
         type(token) is int and 0 <= token < 2**32 for token in tokens

@@ -64,7 +64,7 @@ class KvadminRouter:
         self.client = client
 
     def choose(
-        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
+        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint], request_id: str
     ) -> tuple[PodEndpoint, int | None]:
         decision = score(model, token_ids=list(token_ids), record=False)
         recorder.record_decision(self.client, decision)

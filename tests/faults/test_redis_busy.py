@@ -8,16 +8,10 @@ import pytest
 import redis
 
 from tests.faults.conftest import REQUESTS, Site, not_a_fast_503
+from tests.redis_busy import BUSY_SCRIPT
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-# Busy for ARGV[1] seconds of Redis's own clock.
-_BUSY = """
-local deadline = tonumber(redis.call('TIME')[1]) + tonumber(ARGV[1])
-while tonumber(redis.call('TIME')[1]) < deadline do end
-return 1
-"""
 
 
 @pytest.fixture
@@ -27,7 +21,7 @@ def busy_redis(site: Site) -> Iterator[None]:
     client.config_set("busy-reply-threshold", 50)
     for request in REQUESTS:  # every page warm, as in the other fault tests
         assert site.call(request).status in (200, 202), request
-    script = threading.Thread(target=client.eval, args=(_BUSY, 0, 6))
+    script = threading.Thread(target=client.eval, args=(BUSY_SCRIPT, 0, 6))
     script.start()
 
     def answers_busy() -> bool:

@@ -30,7 +30,7 @@ class OracleRouter:
         self.fleet = fleet
 
     def choose(
-        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
+        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint], request_id: str
     ) -> tuple[PodEndpoint, int | None]:
         hits = [sum(self.fleet.pod(p.name).lookup(token_ids).values()) for p in pods]
         best = max(range(len(pods)), key=lambda i: (hits[i], -i))
@@ -80,7 +80,7 @@ class FirstPod:
         self.calls: list[list[int]] = []
 
     def choose(
-        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint]
+        self, model: str, token_ids: Sequence[int], pods: Sequence[PodEndpoint], request_id: str
     ) -> tuple[PodEndpoint, int | None]:
         self.calls.append(list(token_ids))
         return pods[0], 0

@@ -1,5 +1,6 @@
 """Demo traffic routed by kvadmin's scoring API posts each request's outcome (the pod's usage),
-and /metrics then accounts available, achieved and delivered hits per model and pod."""
+and /metrics then accounts available, achieved and delivered hits per model and pod. Each
+request has its own request id, which request-id search finds."""
 
 import urllib.request
 
@@ -8,6 +9,7 @@ from kvadmin.engines.models import Engine
 from kvadmin.fleet.scoring_router import ScoringApiRouter
 from kvadmin.fleet.traffic import TrafficGenerator
 from kvadmin.fleet.workload import Workload
+from kvadmin.search.lookup import search
 from tests.conftest import http_json
 from tests.fleet.conftest import StartFleet, local_config
 from tests.operations.conftest import parse
@@ -71,3 +73,7 @@ def test_routed_traffic_posts_outcomes_that_the_metrics_account(
     assert [d["delivered"]["cached_tokens"] for d in shown] == [
         by_request[i].cached_tokens for i in range(REQUESTS)
     ]
+    request_ids = [d["request_id"] for d in shown]
+    assert None not in request_ids and len(set(request_ids)) == REQUESTS
+    [found] = search(redis_client, request_ids[0]).matches
+    assert found.kind == "request"

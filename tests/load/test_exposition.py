@@ -101,3 +101,31 @@ def test_an_exposition_without_a_readable_load_is_refused_whole(text: str, reaso
         parse_load("vllm", text)
 
     assert refused.value.reason == reason
+
+
+def _hostile(series: int) -> str:
+    """VLLM_DP2 and `series` more label sets of one wanted gauge (about 1 MiB at 16,000)."""
+    extra = "".join(
+        f'vllm:num_requests_running{{engine="{n}",model_name="m"}} 0.0\n' for n in range(series)
+    )
+    return VLLM_DP2 + extra
+
+
+def test_too_many_series_of_a_wanted_name_are_refused_before_parsing() -> None:
+    hostile = _hostile(16_000)
+    assert len(hostile) > 900_000
+    with pytest.raises(Unreadable) as refused:
+        parse_load("vllm", hostile)
+    assert refused.value.reason == "unparsable"
+    assert "series" in str(refused.value)
+
+
+def test_a_data_parallel_engines_series_are_within_the_cap() -> None:
+    assert parse_load("vllm", _hostile(200)).running == 4
+
+
+def test_a_wanted_line_beyond_the_longest_label_set_is_refused() -> None:
+    long_line = f'vllm:num_requests_running{{model_name="{"m" * 10_000}"}} 1.0\n'
+    with pytest.raises(Unreadable) as refused:
+        parse_load("vllm", VLLM_DP2 + long_line)
+    assert refused.value.reason == "unparsable"
