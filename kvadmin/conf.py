@@ -93,6 +93,20 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "API_MAX_IN_FLIGHT": 32,
     "API_BODY_TIMEOUT_SECONDS": 5.0,
     "API_CACHE_REFRESH_SECONDS": 0.5,
+    # The endpoint picker (`manage.py endpoint_picker`, kvadmin/gateway): a request body
+    # beyond PICKER_MAX_BODY_BYTES is answered 413; a decision not made within
+    # PICKER_DECISION_DEADLINE_SECONDS (or while Redis is out, and for
+    # PICKER_OUTAGE_SECONDS after an outage answered) is a degraded one, the ready pod
+    # this process routed to least recently; PICKER_FALLBACKS endpoints follow the chosen
+    # one for the gateway's retries. PICKER_SHED_WAIT_SECONDS above 0 answers 429 when
+    # every candidate's predicted wait is beyond it. The picker keeps the first and last
+    # PICKER_USAGE_WINDOW_BYTES of a response to find its usage in.
+    "PICKER_MAX_BODY_BYTES": 4 * 1024 * 1024,
+    "PICKER_DECISION_DEADLINE_SECONDS": 0.05,
+    "PICKER_OUTAGE_SECONDS": 1.0,
+    "PICKER_FALLBACKS": 2,
+    "PICKER_SHED_WAIT_SECONDS": 0.0,
+    "PICKER_USAGE_WINDOW_BYTES": 16 * 1024,
     "TOKENIZE_TIMEOUT": 5.0,
     "TOKENIZE_WAITING_PER_MODEL": 2,
     "TOKENIZE_CACHE_SIZE": 1024,

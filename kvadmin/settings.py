@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "kvadmin.weights",
     "kvadmin.residency",
     "kvadmin.fleet",
+    "kvadmin.gateway",
     "kvadmin.metrics",
 ]
 

@@ -5,8 +5,8 @@
    was killed are stopped. Every port the stack will bind (the web server's, the embedded
    Redis's, each simulated pod's) is checked first: a taken one is named, and nothing starts.
 2. The Procfile's processes start in its order, each once what it needs answers: the worker,
-   beat and web once Redis answers with its data loaded, the simulated fleet once the web
-   server answers (it calls the scoring API).
+   beat, web and the endpoint picker once Redis answers with its data loaded, Envoy (the
+   demo's gateway) once the picker serves, the simulated fleet once the web server answers.
 3. Once everything is up, the login is printed last, in a box.
 4. A process that exits is started again after a growing pause: no one process takes the
    others down.
@@ -45,11 +45,14 @@ from kvadmin.conf import knob  # noqa: E402
 from kvadmin.dashboard.first_admin import password_file, saved_login  # noqa: E402
 from kvadmin.fleet.fleet import READY_LINE as FLEET_READY_LINE  # noqa: E402
 from kvadmin.fleet.fleet import plan_fleet, pod_ports  # noqa: E402
+from kvadmin.gateway import READY_LINE as PICKER_READY_LINE  # noqa: E402
 from kvadmin.redis_server import compact, embedded, wait_until_ready  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-NEEDS = {"worker": "redis", "beat": "redis", "web": "redis", "fleet": "web"}
-READY_LINES = {"fleet": FLEET_READY_LINE}
+NEEDS = {"worker": "redis", "beat": "redis", "web": "redis", "picker": "redis", "fleet": "web"}
+READY_LINES = {"fleet": FLEET_READY_LINE, "picker": PICKER_READY_LINE}
+PORTS = {"picker": 9002, "gateway": 8080}
+"""The ports the Procfile and deploy/envoy/envoy.yaml give the picker and Envoy (127.0.0.1)."""
 STOP_SECONDS = 15.0
 LONGEST_PAUSE = 30.0
 
@@ -188,6 +191,8 @@ class Stack:
         for service in self.services:
             if service.name == "fleet":
                 ports |= fleet_ports(service.command)
+            elif service.name in PORTS:
+                ports[PORTS[service.name]] = f"the {service.name} (deploy/envoy/envoy.yaml)"
         return ports
 
     def _remember(self) -> None:
@@ -326,7 +331,9 @@ def main() -> int:
     names = ["redis"] if embedded() else []
     names += ["worker", "beat", "web"]
     if knob("DEMO"):
-        names.append("fleet")
+        # The endpoint picker and Envoy in front of the demo fleet (its config lists the
+        # fleet's pods), asking it: the fleet's traffic goes through the gateway.
+        names += ["picker", "gateway", "fleet"]
     stack = Stack(names)
     if (status := stack.refuse_a_second_one()) is not None:
         return status

@@ -1,10 +1,8 @@
 """Shared fixtures: the session's Redis, real worker and web server subprocesses, a browser."""
 
-import contextlib
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -20,7 +18,7 @@ from django.test import Client
 
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
-from kvadmin.redis_server import free_port
+from kvadmin.redis_server import free_port, free_ports
 from kvadmin.weights.config import KVADMIN_DEFAULTS
 from kvadmin.weights.models import TierWeightsVersion
 from tests import services
@@ -204,19 +202,6 @@ def local_config(name: str = "vllm-0.default", kind: str = "vllm", **options: An
         "http_port": free_port(),
     }
     return PodConfig(name=name, kind=kind, **(ports | options))  # type: ignore[arg-type]
-
-
-def free_ports(count: int) -> int:
-    """The first of `count` consecutive ports that were all free a moment ago."""
-    while True:
-        first = free_port()
-        with contextlib.ExitStack() as held:
-            try:
-                for port in range(first, first + count):
-                    held.enter_context(socket.create_server(("127.0.0.1", port)))
-            except OSError:
-                continue
-        return first
 
 
 @pytest.fixture

@@ -66,6 +66,9 @@ class Snapshot:
     """Active tokens by the SHA-256 digest of the token."""
     engines: dict[str, list[EngineRow]]
     """Registered engines by model."""
+    serving: dict[str, str] = field(default_factory=dict)
+    """Each engine's serving address (`Engine.serve_address`) by pod, where it has one: the
+    endpoint picker's (kvadmin/gateway)."""
 
 
 @dataclass(slots=True)
@@ -136,9 +139,14 @@ def _load(version: str | None) -> Snapshot:
         for row in ApiToken.objects.active()
     }
     engines: dict[str, list[EngineRow]] = {}
-    for model, *row in Engine.objects.values_list("model", *ENGINE_COLUMNS):
+    serving = {}
+    for model, address, *row in Engine.objects.values_list(
+        "model", "serve_address", *ENGINE_COLUMNS
+    ):
         engines.setdefault(model, []).append(tuple(row))  # type: ignore[arg-type]
-    return Snapshot(version, tokens, engines)
+        if address:
+            serving[row[0]] = address
+    return Snapshot(version, tokens, engines, serving)
 
 
 async def note_use(token: KnownToken) -> None:

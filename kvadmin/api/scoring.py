@@ -41,7 +41,7 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
     engines = (await process_cache.snapshot(client)).engines.get(request.model, [])
     if not _serve(engines, request.pods):  # registered a moment ago?
         engines = (await process_cache.snapshot(client, True)).engines.get(request.model, [])
-    active = await _weights()
+    active = await current_weights()
     try:
         decision = await service.score_async(
             client, engines, active, request, requester=requesters.api_token(known.pk)
@@ -51,7 +51,7 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
     return json_answer(outcomes.decision_answer(decision))
 
 
-async def _weights() -> ActiveWeights:
+async def current_weights() -> ActiveWeights:
     """The active weights from memory; when due, checked in the background (a stalled Redis
     must not hold the request), or first loaded in a thread."""
     active, fresh = cached_weights()

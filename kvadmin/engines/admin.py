@@ -5,6 +5,15 @@ from kvadmin.engines.models import Engine
 
 @admin.register(Engine)
 class EngineAdmin(admin.ModelAdmin):
-    list_display = ["pod", "model", "kind", "events_endpoint", "dp_size", "tokenizer", "enabled"]
+    list_display = [
+        "pod",
+        "model",
+        "kind",
+        "events_endpoint",
+        "serve_address",
+        "dp_size",
+        "tokenizer",
+        "enabled",
+    ]
     list_filter = ["kind", "enabled", "model"]
-    search_fields = ["pod", "model", "tokenizer"]
+    search_fields = ["pod", "model", "serve_address", "tokenizer"]

@@ -1,5 +1,6 @@
 """The engine registry: every inference pod whose KV events kvadmin consumes."""
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,28 @@ TOKENIZER_REFUSED = (
     "or a directory holding one"
 )
 """Fixed: why the file did not load could repeat what it holds (the path may name any file)."""
+
+
+def serve_address_problem(value: str) -> str | None:
+    """Why `value` is not a serving address `ip:port` (IPv6 in brackets, `[::1]:8000`), the
+    form the Gateway API Inference Extension's `x-gateway-destination-endpoint` carries;
+    None when it is one."""
+    host, colon, port = value.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        return "is not ip:port with a port from 1 to 65535"
+    bracketed = host.startswith("[") and host.endswith("]")
+    try:
+        address = ipaddress.ip_address(host[1:-1] if bracketed else host)
+    except ValueError:
+        return "does not start with an IP address (a gateway sends to addresses, not names)"
+    if address.version == 6 and not bracketed:
+        return "has an IPv6 address without brackets: write [address]:port"
+    return None
+
+
+def validate_serve_address(value: str) -> None:
+    if problem := serve_address_problem(value):
+        raise ValidationError("%(value)r %(problem)s", params={"value": value, "problem": problem})
 
 
 def validate_tokenizer_path(value: str) -> None:
@@ -106,6 +129,14 @@ class Engine(models.Model):
     http_base_url = models.URLField(
         "HTTP base URL", blank=True, help_text="Where the engine serves /tokenize."
     )
+    serve_address = models.CharField(
+        "serving address",
+        max_length=64,
+        blank=True,
+        validators=[validate_serve_address],
+        help_text="ip:port a gateway sends this engine's inference traffic to (the endpoint "
+        "picker names it in x-gateway-destination-endpoint); unique per engine.",
+    )
     tokenizer = models.CharField(
         "local tokenizer",
         max_length=1024,
@@ -122,6 +153,14 @@ class Engine(models.Model):
 
     class Meta:
         ordering = ["model", "pod"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["serve_address"],
+                condition=~models.Q(serve_address=""),
+                name="engine_serve_address_unique",
+                violation_error_message="another engine has this serving address",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.pod
@@ -172,6 +211,7 @@ class Engine(models.Model):
             "dp_size": self.dp_size,
             "block_size": self.block_size,
             "http_base_url": self.http_base_url or None,
+            "serve_address": self.serve_address or None,
             "tokenizer": self.tokenizer or None,
             "enabled": self.enabled,
         }

@@ -6,7 +6,9 @@ It tokenizes with the pod's tokenizer (`engine_tokenizer`: a real one, or the to
   `add_generation_prompt`; answers `{"tokens", "count", "max_model_len"}` (+ `token_strs` on vLLM).
 - `POST /v1/completions`, `POST /v1/chat/completions`: serve the request against the pod's cache
   and answer OpenAI-style, with the real hit in `usage.prompt_tokens_details.cached_tokens` and a
-  `kvadmin` extension giving the hit per medium, the pod and the DP rank that served it.
+  `kvadmin` extension giving the hit per medium, the pod and the DP rank that served it. With
+  `"stream": true` the answer is server-sent events, a word per chunk over the decode time,
+  the usage in a last chunk when `stream_options.include_usage` asks (as vLLM does).
 - `POST /reset_prefix_cache` (vLLM) and `POST /flush_cache` (SGLang): clear the cache, publishing
   `AllBlocksCleared`.
 - `POST /admin/fault`: `{"action": "restart"}`, `{"action": "drop", "count": n}`,
@@ -28,7 +30,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import uvicorn
@@ -49,6 +51,14 @@ PROMETHEUS_TEXT = b"text/plain; version=0.0.4; charset=utf-8"
 
 class Text(bytes):
     """A handler's answer that is not JSON: Prometheus text."""
+
+
+class Stream:
+    """A handler's answer sent as server-sent events: each of `events` (JSON values) is one
+    `data:` line, sent as it comes, then `data: [DONE]`, as OpenAI's streaming answers end."""
+
+    def __init__(self, events: AsyncIterator[Any]) -> None:
+        self.events = events
 
 
 class HttpError(Exception):
@@ -148,6 +158,9 @@ class PodApp:
             status, payload = 400, self._error(400, f"invalid JSON: {error}")
         except HttpError as error:
             status, payload = error.status, self._error(error.status, str(error))
+        if isinstance(payload, Stream):
+            await self._stream(send, payload)
+            return
         if isinstance(payload, Text):
             data, content_type = bytes(payload), PROMETHEUS_TEXT
         else:
@@ -158,6 +171,14 @@ class PodApp:
             return
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
+
+    async def _stream(self, send: Send, stream: Stream) -> None:
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        async for event in stream.events:
+            data = b"data: " + json.dumps(event).encode() + b"\n\n"
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
     async def _drip(self, send: Send, data: bytes, content_type: bytes) -> None:
         """A line at a time, `metrics_drip` seconds apart: every read gets something in time,
@@ -244,16 +265,52 @@ class PodApp:
         }
         return response, _reply_words(tokens, max_tokens), max_tokens
 
-    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any] | Stream:
         response, text, _ = await self._serve(body, chat=False)
+        if body.get("stream"):
+            return Stream(self._events(body, response, text, chat=False))
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
         return {"object": "text_completion", **response, "choices": [choice]}
 
-    async def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def chat_completions(self, body: dict[str, Any]) -> dict[str, Any] | Stream:
         response, text, _ = await self._serve(body, chat=True)
+        if body.get("stream"):
+            return Stream(self._events(body, response, text, chat=True))
         message = {"role": "assistant", "content": text}
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "length"}
         return {"object": "chat.completion", **response, "choices": [choice]}
+
+    async def _events(
+        self, body: dict[str, Any], response: dict[str, Any], text: str, chat: bool
+    ) -> AsyncIterator[dict[str, Any]]:
+        """OpenAI's streamed answer: the first word at once (the prefill is over: this is the
+        first token), the others spread over the decode time, the last with its
+        finish_reason, then, when `stream_options.include_usage` asks, a chunk with no
+        choices and the usage (vLLM's and OpenAI's shape; it also carries the `kvadmin`
+        extension)."""
+        words = text.split(" ")
+        gap = self.timing.decode_seconds * self.timing.time_scale / max(len(words), 1)
+        head = {
+            "id": response["id"],
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": response["created"],
+            "model": response["model"],
+        }
+        for position, word in enumerate(words):
+            if position:
+                await asyncio.sleep(gap)
+            piece = word if position == 0 else " " + word
+            last = position == len(words) - 1
+            choice: dict[str, Any] = {"index": 0, "finish_reason": "length" if last else None}
+            if chat:
+                choice["delta"] = {"content": piece} | ({} if position else {"role": "assistant"})
+            else:
+                choice |= {"text": piece, "logprobs": None}
+            yield {**head, "choices": [choice]}
+        options = body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage"):
+            usage = {"usage": response["usage"], "kvadmin": response["kvadmin"]}
+            yield {**head, "choices": [], **usage}
 
     def reset_prefix_cache(self, body: dict[str, Any]) -> dict[str, Any]:
         self.pod.clear()

@@ -95,6 +95,11 @@ class PodConfig:
         return None if self.replay_port is None else f"tcp://{self.host}:{self.replay_port}"
 
     @property
+    def serve_address(self) -> str:
+        """`ip:port` of its OpenAI endpoints, as a gateway names it."""
+        return f"{self.host}:{self.http_port}"
+
+    @property
     def http_url(self) -> str:
         return f"http://{self.host}:{self.http_port}"
 
@@ -110,6 +115,8 @@ class PodConfig:
             "dp_size": self.dp_size,
             "block_size": self.block_size,
             "http_base_url": self.http_url,
+            # Its OpenAI endpoints are on the same port: the gateway's address for it.
+            "serve_address": self.serve_address,
             "tokenizer": self.tokenizer,
         }
 

@@ -11,6 +11,10 @@ works against real OpenAI-compatible engines too, minus the per-medium split.
 Each request has an id, as a gateway gives it (a UUID, like Envoy's x-request-id): the router
 gets it with the request (kvadmin's scoring API records it with the decision, so request-id
 search finds the demo's requests) and the pod gets it in `X-Request-Id`.
+
+Through a gateway (`ThroughGateway`: Envoy asking kvadmin's endpoint picker), steps 2 to 4
+are the gateway's: the request goes to it as a client sends it, with its id in `X-Request-Id`,
+and the gateway routes it and records its outcome; the pod is read from the answer.
 """
 
 import http.client
@@ -73,6 +77,14 @@ class RandomRouter:
 
 
 @dataclass(frozen=True, slots=True)
+class ThroughGateway:
+    """Send every request to a gateway at `url`, which chooses the pod (and records the
+    decision and its outcome) itself: nothing to choose, predict or report here."""
+
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
 class RequestRecord:
     index: int
     pod: str
@@ -129,9 +141,9 @@ class TrafficSummary:
     def load_spread(self) -> float:
         """Busiest pod's requests over the mean over every pod, idle ones included (1.0 is
         perfectly even; the number of pods means one pod got everything)."""
-        if not self.requests_by_pod:
-            return 0.0
         counts = self.requests_by_pod.values()
+        if not sum(counts):
+            return 0.0
         return max(counts) / (sum(counts) / len(counts))
 
     @property
@@ -239,7 +251,7 @@ class TrafficGenerator:
     def __init__(
         self,
         pods: Sequence[PodEndpoint],
-        router: Router,
+        router: Router | ThroughGateway,
         workload: Workload,
         timeout: float = 10.0,
         keep: int = 100_000,
@@ -275,18 +287,26 @@ class TrafficGenerator:
         request = self.workload.next_request()
         request_id = str(uuid.uuid4())
         started = time.monotonic()
-        token_ids = self.tokenize(request)
-        pod, predicted = self.router.choose(self.workload.model, token_ids, self.pods, request_id)
         headers = {"X-Request-Id": request_id}
-        response = self._client.post(pod.url, request.path, request.body, headers)
+        if isinstance(self.router, ThroughGateway):
+            response = self._client.post(self.router.url, request.path, request.body, headers)
+            pod_name, predicted, token_count = "", None, 0
+        else:
+            token_ids = self.tokenize(request)
+            pod, predicted = self.router.choose(
+                self.workload.model, token_ids, self.pods, request_id
+            )
+            response = self._client.post(pod.url, request.path, request.body, headers)
+            pod_name, token_count = pod.name, len(token_ids)
         usage = response.get("usage") or {}
         details = usage.get("prompt_tokens_details") or {}
         extension = response.get("kvadmin") or {}
         record = RequestRecord(
             index=self._sent,
-            pod=pod.name,
+            # A real engine behind a gateway does not say which pod it is.
+            pod=pod_name or str(extension.get("pod") or "gateway"),
             conversation=request.conversation,
-            prompt_tokens=int(usage.get("prompt_tokens", len(token_ids))),
+            prompt_tokens=int(usage.get("prompt_tokens", token_count)),
             predicted_cached_tokens=predicted,
             cached_tokens=int(details.get("cached_tokens") or 0),
             cached_by_medium=dict(extension.get("cached_tokens_by_medium") or {}),

@@ -50,6 +50,8 @@ class PodSummary:
     health: EngineHealth | None
     """Its engine's health from evidence (engines.evidence); None when no engine is registered."""
     segments: list[Segment] = field(default_factory=list)
+    serve_address: str = ""
+    """Where a gateway sends its inference traffic (`Engine.serve_address`); "" when unset."""
 
     @property
     def severity(self) -> int:
@@ -155,6 +157,7 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
                 streams=streams[pod],
                 last_store_at=max(newest, default=None),
                 health=healths.get(pod),
+                serve_address=engine.serve_address if engine else "",
             )
         )
     _scale(summaries)

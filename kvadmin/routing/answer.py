@@ -44,6 +44,13 @@ class Delivered(msgspec.Struct):
     prompt_tokens: int
     ttft_ms: float | None
     at: Annotated[float, Meta(description="Unix seconds it was recorded.")]
+    served: Annotated[
+        str | None,
+        Meta(
+            description="The pod that served, when a gateway's retry sent the request to "
+            "another than `chosen` (the endpoint picker sees it); null otherwise."
+        ),
+    ] = None
 
 
 class Decision(msgspec.Struct, kw_only=True):

@@ -106,6 +106,10 @@ class Outcome(msgspec.Struct, kw_only=True, omit_defaults=True):
     ttft_ms: float | None = None
     at: float = 0.0
     """Unix seconds it was recorded."""
+    served: str | None = None
+    """The pod that served the request, when the recorder knows it and it is not the chosen
+    one (a gateway's retry went to a fallback): the endpoint picker records it from
+    `x-gateway-destination-endpoint-served`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,5 +334,6 @@ def to_api(
             prompt_tokens=outcome.prompt_tokens,
             ttft_ms=outcome.ttft_ms,
             at=outcome.at,
+            served=outcome.served,
         )
     return answer.PredictedHits(hits.available, hits.achieved, hits.ttft_ms), delivered

@@ -10,10 +10,14 @@ from django.db import transaction
 from kvadmin.engines.models import Engine
 from kvadmin.engines.removal import remove_engine
 
+_OPTIONS = {"serve_address": "serve", "__all__": "serve"}
+"""The option of a field whose name is not the option's (the one table constraint is the
+serving address's)."""
+
 
 def _validation_message(error: ValidationError) -> str:
     return "; ".join(
-        f"--{field.replace('_', '-')}: {' '.join(messages)}"
+        f"--{_OPTIONS.get(field, field.replace('_', '-'))}: {' '.join(messages)}"
         for field, messages in error.message_dict.items()
     )
 
@@ -33,6 +37,11 @@ class Command(BaseCommand):
         add.add_argument("--dp-size", type=int, default=1)
         add.add_argument("--block-size", type=int, default=16)
         add.add_argument("--http", default="", help="HTTP base URL serving /tokenize")
+        add.add_argument(
+            "--serve",
+            default="",
+            help="ip:port a gateway sends the engine's inference traffic to",
+        )
         add.add_argument(
             "--tokenizer",
             default="",
@@ -58,6 +67,7 @@ class Command(BaseCommand):
             dp_size=options["dp_size"],
             block_size=options["block_size"],
             http_base_url=options["http"],
+            serve_address=options["serve"],
             tokenizer=options["tokenizer"],
             enabled=not options["disabled"],
         )

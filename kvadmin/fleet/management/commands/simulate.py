@@ -17,7 +17,7 @@ from kvadmin.engines.removal import remove_engine
 from kvadmin.fleet.fleet import READY_LINE, Fleet, plan_fleet
 from kvadmin.fleet.offload import WRITE_POLICIES
 from kvadmin.fleet.scoring_router import ScoringApiRouter
-from kvadmin.fleet.traffic import RandomRouter, Router, TrafficGenerator
+from kvadmin.fleet.traffic import RandomRouter, Router, ThroughGateway, TrafficGenerator
 from kvadmin.fleet.workload import Workload
 from kvadmin.model_tokenizer import bundled
 from kvadmin.model_tokenizer.files import TokenizerUnavailable, cached
@@ -62,13 +62,25 @@ class Command(BaseCommand):
             default=1.0,
             help="how long a request keeps running, holding KV memory, after its first token",
         )
+        parser.add_argument(
+            "--max-model-len", type=int, default=32_768, help="the longest prompt served, tokens"
+        )
         parser.add_argument("--register", action="store_true", help="register the pods as engines")
         parser.add_argument("--traffic", type=float, default=0.0, help="requests per second")
         parser.add_argument(
             "--requests", type=int, default=None, help="stop after this many requests"
         )
-        parser.add_argument("--routing", choices=["kvadmin", "random"], default="kvadmin")
+        parser.add_argument(
+            "--routing",
+            choices=["kvadmin", "gateway", "random"],
+            default="kvadmin",
+            help="kvadmin: ask the score API (--api) and send to the pod; gateway: send to the "
+            "gateway (--gateway), which asks kvadmin's endpoint picker; random",
+        )
         parser.add_argument("--api", default="http://127.0.0.1:8000", help="kvadmin's base URL")
+        parser.add_argument(
+            "--gateway", default="http://127.0.0.1:8080", help="the gateway's base URL (Envoy)"
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument(
             "--tokenizer",
@@ -96,6 +108,7 @@ class Command(BaseCommand):
                 tokenizer=tokenizer,
                 time_scale=options["time_scale"],
                 decode_seconds=options["decode_seconds"],
+                max_model_len=options["max_model_len"],
             )
         except ValueError as error:
             raise CommandError(str(error)) from None
@@ -162,9 +175,11 @@ class Command(BaseCommand):
                 # Stopping together with Redis: garbage collection purges unregistered pods.
                 logger.warning("%s unregistered; its index entries stay for now: %s", pod, error)
 
-    def _router(self, options) -> Router:
+    def _router(self, options) -> Router | ThroughGateway:
         if options["routing"] == "random":
             return RandomRouter(options["seed"])
+        if options["routing"] == "gateway":
+            return ThroughGateway(options["gateway"])
         ApiToken.objects.filter(name=SIMULATOR_TOKEN).delete()
         _, token = ApiToken.issue(SIMULATOR_TOKEN)
         return ScoringApiRouter(options["api"], token)

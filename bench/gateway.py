@@ -1,0 +1,437 @@
+"""The endpoint picker behind the real Envoy, against Envoy balancing on its own, in one run.
+
+Run from the project root: `.venv/bin/python bench/gateway.py [--seconds S]` (a few minutes).
+Say how many cores the machine has and its load average when quoting the figures: Envoy, the
+picker, the pods, Redis and the load generators share them.
+
+Setup: a private redis-server, a temporary SQLite database, a Celery worker ingesting the
+pods' KV events, 4 simulated pods (`manage.py simulate --register`, DeepSeek V4's real
+tokenizer, registered with serving addresses and that tokenizer, so the picker tokenizes
+locally), one picker (`manage.py endpoint_picker`) and three Envoys from the shipped config:
+"picker" (ext_proc to the picker), "round robin" and "least request" (no ext_proc, Envoy's
+own policy). Configurations take turns, round after round, so that all see the same machine.
+
+1. Added latency: short completions (about 100 tokens) to instant pods from 1 and 8
+   keep-alive clients: p50/p99 through the picker against round robin.
+2. Long prompts: about 220 KB of text each (8 documents, a question each), streamed, from 20
+   and 100 clients, instant pods: p50/p99 time to first byte of the body, requests/s.
+3. TTFT under load: timed pods (`--time-scale 1`), the same 8 documents asked in turn, open
+   loop (Poisson arrivals) at 0.5 and 0.8 of the fleet's capacity without hits: p90 TTFT
+   through the picker (`ttft` policy), round robin and least request.
+4. Decisions per CPU second: the picker process's CPU per routed request in 1., against the
+   web server's per decision for POST /api/v1/score (the lean path) with the same bodies.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.api import _cpu_seconds, score_requests, server_cpu, start_server  # noqa: E402
+from bench.harness import configure, percentile  # noqa: E402
+from kvadmin.redis_server import RedisServer, free_port, free_ports  # noqa: E402
+
+MODEL = "deepseek-ai/DeepSeek-V4-Flash"
+PODS = 4
+ROUNDS = 2
+GENERATORS = 2
+WORDS = ("cache", "block", "prefix", "tier", "engine", "router", "token", "pod", "queue")
+
+
+def documents(rng: random.Random, count: int, size: int) -> list[str]:
+    return [
+        " ".join(rng.choice(WORDS) + str(rng.randrange(100)) for _ in range(size // 7))
+        for _ in range(count)
+    ]
+
+
+def completion(prompt: str, stream: bool = False, max_tokens: int = 4) -> bytes:
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens}
+    if stream:
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    return json.dumps(body).encode()
+
+
+def http_request(body: bytes) -> bytes:
+    return (
+        b"POST /v1/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+
+
+# The load generator ---------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    ttfb: list[float] = field(default_factory=list)
+    """Seconds to the first byte of the body (the first chunk: TTFT for a streamed answer)."""
+    total: list[float] = field(default_factory=list)
+    statuses: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def add(self, other: "Run") -> None:
+        self.ttfb += other.ttfb
+        self.total += other.total
+        self.statuses.update(other.statuses)
+
+
+async def _exchange(reader, writer, request: bytes, run: Run) -> None:
+    started = time.perf_counter()
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    first = None
+    lowered = head.lower()
+    if b"transfer-encoding: chunked" in lowered:
+        while True:
+            size = int((await reader.readline()).strip(), 16)
+            data = await reader.readexactly(size + 2)
+            if first is None:
+                first = time.perf_counter()
+            if size == 0:
+                break
+            del data
+    else:
+        length = int(lowered.split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        first = time.perf_counter()
+    if status == 200:
+        run.ttfb.append(first - started)
+        run.total.append(time.perf_counter() - started)
+    run.statuses[status] += 1
+
+
+async def _closed_loop(port: int, requests: list[bytes], until: float, run: Run) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    n = random.randrange(len(requests))
+    try:
+        while time.perf_counter() < until:
+            await _exchange(reader, writer, requests[n % len(requests)], run)
+            n += 1
+    except (OSError, asyncio.IncompleteReadError, ValueError):
+        run.statuses["connection lost"] += 1
+    finally:
+        writer.close()
+
+
+async def _one(port: int, request: bytes, run: Run) -> None:
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await _exchange(reader, writer, request, run)
+        writer.close()
+    except (OSError, asyncio.IncompleteReadError, ValueError):
+        run.statuses["connection lost"] += 1
+
+
+async def _open_loop(port: int, requests: list[bytes], rate: float, until: float, run: Run):
+    """Poisson arrivals at `rate` per second, each on a connection of its own."""
+    rng, tasks, n = random.Random(port), [], 0
+    while time.perf_counter() < until:
+        tasks.append(asyncio.ensure_future(_one(port, requests[n % len(requests)], run)))
+        n += 1
+        await asyncio.sleep(rng.expovariate(rate))
+    await asyncio.gather(*tasks)
+
+
+def _generate(port, requests, clients, rate, start, seconds, out) -> None:
+    async def main() -> Run:
+        run = Run()
+        await asyncio.sleep(max(0.0, start - time.time()))
+        until = time.perf_counter() + seconds
+        if rate:
+            await _open_loop(port, requests, rate, until, run)
+        else:
+            await asyncio.gather(
+                *(_closed_loop(port, requests, until, run) for _ in range(clients))
+            )
+        return run
+
+    run = asyncio.run(main())
+    out.send((run.ttfb, run.total, dict(run.statuses)))
+
+
+def load(port: int, requests: list[bytes], seconds: float, clients: int = 0, rate: float = 0):
+    """`clients` keep-alive clients (closed loop), or arrivals at `rate` (open loop)."""
+    processes = 1 if rate else min(GENERATORS, clients)
+    shares = [clients // processes + (i < clients % processes) for i in range(processes)]
+    start = time.time() + 0.3
+    pipes, workers = [], []
+    for share in shares:
+        receiving, sending = multiprocessing.Pipe(duplex=False)
+        worker = multiprocessing.Process(
+            target=_generate, args=(port, requests, share, rate, start, seconds, sending)
+        )
+        worker.start()
+        pipes.append(receiving)
+        workers.append(worker)
+    total = Run(seconds=seconds)
+    for receiving, worker in zip(pipes, workers, strict=True):
+        ttfb, latencies, statuses = receiving.recv()
+        total.add(Run(ttfb, latencies, Counter(statuses)))
+        worker.join()
+    return total
+
+
+# The rig --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Rig:
+    env: dict[str, str]
+    workdir: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def spawn(self, *command: str, ready: str | None = None) -> subprocess.Popen:
+        log = (self.workdir / f"{len(self.processes)}.log").open("w")
+        process = subprocess.Popen(
+            list(command), cwd=ROOT, env=self.env, text=True,
+            stdout=subprocess.PIPE if ready else log, stderr=log,
+        )  # fmt: skip
+        self.processes.append(process)
+        if ready:
+            assert process.stdout is not None
+            for line in process.stdout:
+                if line.startswith(ready):
+                    break
+            else:
+                log.flush()
+                raise SystemExit(f"{command[:3]} exited:\n{Path(log.name).read_text()[-3000:]}")
+        return process
+
+    def fleet(self, time_scale: float) -> tuple[subprocess.Popen, list[str]]:
+        """4 registered pods on free ports; their process and serving addresses."""
+        from kvadmin.fleet.fleet import READY_LINE
+
+        http_port, base_port = free_ports(PODS), free_ports(PODS)
+        process = self.spawn(
+            sys.executable, "manage.py", "simulate", "--pods", str(PODS), "--kind", "vllm",
+            "--model", MODEL, "--tokenizer", "deepseek-v4", "--register",
+            "--http-port", str(http_port), "--base-port", str(base_port),
+            "--time-scale", str(time_scale), "--decode-seconds", "0.5",
+            "--gpu-blocks", "2048", "--max-model-len", "262144", ready=READY_LINE,
+        )  # fmt: skip
+        return process, [f"127.0.0.1:{http_port + i}" for i in range(PODS)]
+
+    def envoy(self, pods: list[str], picker: str, balancing: str) -> int:
+        from kvadmin.gateway import envoy
+
+        port = free_port()
+        config = envoy.render(
+            f"127.0.0.1:{port}", f"127.0.0.1:{free_port()}", [picker], pods, balancing
+        )
+        path = envoy.write(config, self.workdir / f"envoy-{port}.yaml")
+        self.spawn(
+            envoy.binary(), "-c", str(path), "--concurrency", "2", "-l", "error",
+            "--disable-hot-restart",
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                body = completion("warm up")
+                request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body)
+                if urllib.request.urlopen(request, timeout=5).status == 200:
+                    return port
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"envoy ({balancing}) did not serve") from None
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
+        for process in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=15)
+
+
+PICKER_METRICS = free_port()
+
+
+def picker_answers() -> dict[str, int]:
+    """The picker's counted answers (routed, degraded...) since it started."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{PICKER_METRICS}/metrics", timeout=5).read()
+    prefix = 'kvadmin_picker_requests_total{answer="'
+    return {
+        line[len(prefix) :].split('"')[0]: int(float(line.split()[-1]))
+        for line in text.decode().splitlines()
+        if line.startswith(prefix)
+    }
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:8.1f}"
+
+
+def compare(title: str, gateways: dict[str, int], requests: list[bytes], seconds: float, **how):
+    """Each gateway ROUNDS times, in turns; prints p50/p99 (and p90) of the first byte."""
+    runs = {name: Run() for name in gateways}
+    for port in gateways.values():  # warm: tokenizers loaded, connections open
+        load(port, requests, 1.0, **how)
+    for _ in range(ROUNDS):
+        for name, port in gateways.items():
+            runs[name].add(load(port, requests, seconds, **how))
+            runs[name].seconds += seconds
+    print(f"\n{title}; the picker's answers so far: {picker_answers()}")
+    print(f"{'':>14} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'req/s':>7}  statuses")
+    for name, run in runs.items():
+        print(
+            f"{name:>14} {ms(percentile(run.ttfb, 0.5))} {ms(percentile(run.ttfb, 0.9))} "
+            f"{ms(percentile(run.ttfb, 0.99))} {len(run.ttfb) / run.seconds:7.1f}  "
+            f"{dict(run.statuses)}"
+        )
+    return runs
+
+
+def added(runs: dict[str, Run], fraction: float) -> float:
+    """The picker's percentile less round robin's, ms."""
+    ours, theirs = runs["picker"].ttfb, runs["round robin"].ttfb
+    return (percentile(ours, fraction) - percentile(theirs, fraction)) * 1000
+
+
+def bench_latency(gateways: dict[str, int], picker: subprocess.Popen, seconds: float) -> float:
+    """1.; returns the picker's CPU seconds per routed request at 8 clients."""
+    short = [http_request(completion(body)) for body in short_prompts()]
+    cpu = 0.0
+    for clients in (1, 8):
+        before = _cpu_seconds(picker.pid)
+        title = f"1. added latency, short completions, {clients} client(s)"
+        runs = compare(title, gateways, short, seconds, clients=clients)
+        cpu = (_cpu_seconds(picker.pid) - before) / max(len(runs["picker"].ttfb), 1)
+        print(
+            f"   added by the picker: p50 {added(runs, 0.5):.1f} ms, p99 {added(runs, 0.99):.1f} ms"
+        )
+    return cpu
+
+
+def short_prompts() -> list[str]:
+    rng = random.Random(1)
+    return [f"{d} question {n}" for n, d in enumerate(documents(rng, 16, 500))]
+
+
+def bench_api_cpu(env: dict[str, str], token: str, picker_cpu: float, seconds: float) -> None:
+    """4.: the lean score API at 8 clients, the same prompts."""
+    web = start_server("lean", env, ROOT)
+    try:
+        bodies = [json.dumps({"model": MODEL, "prompt": p}).encode() for p in short_prompts()]
+        requests = score_requests(bodies, token)
+        load(web.port, requests, 1.0, clients=8)  # warm
+        before = server_cpu(web)
+        api = load(web.port, requests, seconds * ROUNDS, clients=8)
+        api_cpu = (server_cpu(web) - before) / max(len(api.ttfb), 1)
+    finally:
+        web.process.terminate()
+        web.process.wait(timeout=15)
+    print(
+        f"\n4. decisions per CPU second: picker {1 / picker_cpu:.0f} (a routed request, its "
+        f"outcome included), lean score API {1 / api_cpu:.0f} ({len(api.ttfb)} decisions, "
+        f"{dict(api.statuses)}): picker / API {api_cpu / picker_cpu:.2f}"
+    )
+
+
+def bench_long(gateways: dict[str, int], seconds: float) -> None:
+    """2."""
+    texts = documents(random.Random(2), 8, 220_000)
+    long = [http_request(completion(f"{d} q{n}", stream=True)) for n, d in enumerate(texts * 2)]
+    for clients in (20, 100):
+        title = f"2. ~220 KB prompts, streamed, {clients} clients (time to first chunk)"
+        runs = compare(title, gateways, long, seconds, clients=clients)
+        print(
+            f"   added by the picker: p50 {added(runs, 0.5):.1f} ms, p99 {added(runs, 0.99):.1f} ms"
+        )
+
+
+def bench_load(gateways: dict[str, int], seconds: float) -> None:
+    """3."""
+    asked = documents(random.Random(3), 8, 12_000)
+    questions = [
+        http_request(completion(f"{d} question {n}", max_tokens=8))
+        for n in range(64)
+        for d in asked
+    ]
+    capacity = PODS / cold_prefill_seconds(asked[0])
+    print(f"\n3. capacity without hits: {capacity:.1f} requests/s ({PODS} pods)")
+    for fraction in (0.5, 0.8):
+        rate = fraction * capacity
+        title = f"3. TTFT at {fraction} of capacity ({rate:.1f} requests/s, open loop)"
+        runs = compare(title, gateways, questions, seconds * 2, rate=rate)
+        p90 = {name: percentile(run.ttfb, 0.9) for name, run in runs.items()}
+        print(
+            f"   picker p90 / least request p90: {p90['picker'] / p90['least request']:.2f}, "
+            f"/ round robin p90: {p90['picker'] / p90['round robin']:.2f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="per run and gateway")
+    seconds = parser.parse_args().seconds
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
+    with RedisServer() as redis_server, tempfile.TemporaryDirectory() as scratch:
+        workdir = Path(scratch)
+        env = configure(redis_server.url, workdir)
+        from django.core.management import call_command
+
+        from kvadmin.api.models import ApiToken
+
+        call_command("migrate", verbosity=0)
+        token = ApiToken.issue("bench")[1]
+        rig = Rig(env | {"PYTHONUNBUFFERED": "1"}, workdir)
+        try:
+            rig.spawn(
+                sys.executable, "-m", "celery", "-A", "kvadmin", "worker", "--pool=solo",
+                "--loglevel=ERROR", "--without-gossip", "--without-mingle",
+            )  # fmt: skip
+            port = free_port()
+            picker = rig.spawn(
+                sys.executable, "manage.py", "endpoint_picker", "--port", str(port),
+                "--metrics-port", str(PICKER_METRICS), ready="endpoint picker serving on",
+            )  # fmt: skip
+            address = f"127.0.0.1:{port}"
+            instant_fleet, instant = rig.fleet(0.0)
+            pair = (("picker", "picker"), ("round robin", "round_robin"))
+            gateways = {name: rig.envoy(instant, address, how) for name, how in pair}
+            picker_cpu = bench_latency(gateways, picker, seconds)
+            bench_api_cpu(env, token, picker_cpu, seconds)
+            bench_long(gateways, seconds)
+            # The instant pods unregistered before the timed ones register.
+            instant_fleet.terminate()
+            instant_fleet.wait(timeout=30)
+            _, timed = rig.fleet(1.0)
+            three = (*pair, ("least request", "least_request"))
+            bench_load({name: rig.envoy(timed, address, how) for name, how in three}, seconds)
+        finally:
+            rig.stop()
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+
+
+def cold_prefill_seconds(text: str) -> float:
+    """A request's prefill with no hit, as the timed pods serve it."""
+    from django.conf import settings
+
+    from kvadmin.model_tokenizer.bundled import NAME
+    from kvadmin.model_tokenizer.files import cached
+    from scoring.ttft import DEFAULT_PARAMETERS, estimate_prefill
+    from scoring.weights import TierWeights
+
+    tokenizer = cached(str(settings.VAR_DIR / "tokenizers" / NAME)).tokenizer
+    tokens = len(tokenizer.encode(text).ids)
+    return estimate_prefill(MODEL, tokens, (), 16, 0, TierWeights(), DEFAULT_PARAMETERS).seconds
+
+
+if __name__ == "__main__":
+    main()

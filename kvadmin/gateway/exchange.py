@@ -1,0 +1,189 @@
+"""One request's ext_proc stream, message by message: Envoy sends the request's headers and
+(buffered) body, then the response's headers and each body chunk as it passes; the picker
+answers each at once, and routes at the request body.
+
+1. Request headers: the start (TTFT is measured from here), the path, `x-request-id`, the
+   subset hint. Passed on.
+2. Request body (the whole, buffered by Envoy): at most PICKER_MAX_BODY_BYTES (413), JSON
+   of an OpenAI completion or chat (400), a model with registered engines (404) of which
+   some may take it (503). Then the routing service's decision within
+   PICKER_DECISION_DEADLINE_SECONDS, or a degraded choice, named to the gateway
+   (`protocol.route_to`); the body goes on unchanged. Any other path is passed on with no
+   endpoint: the gateway balances it itself.
+3. Response headers: the status and the endpoint that served; passed on, with the
+   decision's id in `x-kvadmin-decision`.
+4. Response body chunks: each passed on at once; the first one is the time to first
+   token, and the usage is read from the kept head and tail (`usage.UsageScanner`).
+5. The end of the response: the outcome, recorded as the outcome API records it
+   (`routing.outcomes`), after the last chunk has gone on. A stream that closes before the
+   end records nothing and is counted.
+"""
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from envoy.service.ext_proc.v3.external_processor_pb2 import (
+    ProcessingRequest,
+    ProcessingResponse,
+    TrailersResponse,
+)
+
+from kvadmin.conf import knob
+from kvadmin.engines.model_names import model_name_problem
+from kvadmin.gateway import choice, counters, protocol
+from kvadmin.gateway.inference_request import InvalidInference, inference_request, routed_path
+from kvadmin.gateway.usage import UsageScanner
+from kvadmin.redis_clients import REDIS_OUTAGES
+from kvadmin.routing import outcomes, service
+from kvadmin.routing.decisions import Decision
+
+if TYPE_CHECKING:
+    from kvadmin.gateway.picker import EndpointPicker
+
+log = logging.getLogger(__name__)
+
+
+class Exchange:
+    def __init__(self, picker: "EndpointPicker") -> None:
+        self.picker = picker
+        self.started = 0.0
+        self.path = ""
+        self.request_id: str | None = None
+        self.subset: list[str] | None = None
+        self.body = bytearray()
+        self.decision: Decision | None = None
+        self.addresses: dict[str, str] = {}
+        self.status = ""
+        self.served = ""
+        self.first_chunk_at: float | None = None
+        self.usage = UsageScanner(knob("PICKER_USAGE_WINDOW_BYTES"))
+        self.ended = False
+        self.refused = False
+
+    async def on(self, message: ProcessingRequest) -> ProcessingResponse:
+        kind = message.WhichOneof("request")
+        if kind == "request_headers":
+            return self._request_headers(message)
+        if kind == "request_body":
+            return await self._request_body(message)
+        if kind == "response_headers":
+            headers = protocol.header_map(message.response_headers)
+            self.status = headers.get(":status", "")
+            self.served = headers.get(protocol.SERVED, "")
+            self.ended = message.response_headers.end_of_stream
+            return protocol.pass_response_headers(self.decision.id if self.decision else None)
+        if kind == "response_body":
+            if self.first_chunk_at is None:
+                self.first_chunk_at = time.monotonic()
+            self.usage.feed(message.response_body.body)
+            self.ended = message.response_body.end_of_stream
+            return protocol.pass_response_body()
+        if kind == "response_trailers":
+            self.ended = True
+            return ProcessingResponse(response_trailers=TrailersResponse())
+        return ProcessingResponse(request_trailers=TrailersResponse())
+
+    def _request_headers(self, message: ProcessingRequest) -> ProcessingResponse:
+        self.started = time.monotonic()
+        headers = protocol.header_map(message.request_headers)
+        self.path = headers.get(":path", "")
+        request_id = headers.get("x-request-id")
+        self.request_id = request_id[: service.MAX_REQUEST_ID] if request_id else None
+        self.subset = protocol.subset_hint(message)
+        if message.request_headers.end_of_stream and routed_path(self.path):
+            return self._refuse(400, "an inference request needs a JSON body", "invalid_request")
+        return protocol.pass_request_headers()
+
+    async def _request_body(self, message: ProcessingRequest) -> ProcessingResponse:
+        path = routed_path(self.path)
+        if path is None:
+            counters.answers.labels("passed").inc()
+            return protocol.pass_request_body()
+        limit = knob("PICKER_MAX_BODY_BYTES")
+        if len(self.body) + len(message.request_body.body) > limit:
+            return self._refuse(413, f"the request body is over {limit} bytes", "too_large")
+        self.body += message.request_body.body
+        if not message.request_body.end_of_stream:
+            return protocol.pass_request_body()  # a streamed body: Envoy's mode is BUFFERED
+        decided = time.monotonic()
+        try:
+            return await self._route(path)
+        finally:
+            counters.decision_seconds.observe(time.monotonic() - decided)
+
+    async def _route(self, path: str) -> ProcessingResponse:
+        try:
+            request = inference_request(path, bytes(self.body))
+        except InvalidInference as error:
+            return self._refuse(400, str(error), "invalid_request")
+        self.body = bytearray()
+        if problem := model_name_problem(request.model):
+            return self._refuse(400, f"`model`: {problem}", "invalid_request")
+        model = str(request.model)
+        try:
+            registry = await self.picker.registry(model)
+        except REDIS_OUTAGES:
+            return self._refuse(503, "kvadmin has no engine registry yet (Redis)", "unavailable")
+        rows = registry.engines.get(model, [])
+        if not rows:
+            return self._refuse(404, f"no engine serves model {model!r}", "model_not_found")
+        eligible = choice.eligible(rows, registry.serving, self.subset)
+        self.addresses = eligible.addresses
+        if not eligible.pods:
+            which = "of the subset hint " if self.subset is not None else ""
+            return self._refuse(503, f"no ready endpoint {which}serves {model!r}", "no_endpoint")
+        decision, reason = await self.picker.decide(rows, request, eligible.pods, self.request_id)
+        if decision is None:
+            return self._route_to(self.picker.least_recent.ranked(eligible.pods), reason)
+        if isinstance(decision, service.ScoreError):
+            return self._refuse(decision.status, decision.message, "invalid_request")
+        shed = knob("PICKER_SHED_WAIT_SECONDS")
+        if shed > 0 and decision.estimates and min(e.wait_s for e in decision.estimates) > shed:
+            return self._refuse(429, "every endpoint's predicted wait is too long", "overloaded")
+        self.decision = decision
+        return self._route_to(choice.ranked(decision, eligible.pods), None)
+
+    def _route_to(self, pods: list[str], degraded: str | None) -> ProcessingResponse:
+        pods = pods[: 1 + knob("PICKER_FALLBACKS")]
+        self.picker.least_recent.note(pods[0])
+        if degraded is None:
+            counters.answers.labels("routed").inc()
+        else:
+            counters.answers.labels("degraded").inc()
+            counters.degraded.labels(degraded).inc()
+            log.warning(
+                "degraded choice (%s): %s for request %s", degraded, pods[0], self.request_id
+            )
+        return protocol.route_to([self.addresses[pod] for pod in pods])
+
+    def _refuse(self, status: int, message: str, kind: str) -> ProcessingResponse:
+        self.refused = True
+        counters.answers.labels("refused").inc()
+        counters.refused.labels(str(status)).inc()
+        return protocol.refuse(status, message, kind)
+
+    def outcome(self) -> outcomes.Outcome | str:
+        """The outcome of the routed request from what its response showed, or why none."""
+        if not self.ended:
+            return "unfinished"
+        if self.status != "200":
+            return "not_ok"
+        usage = self.usage.usage()
+        if usage is None or self.first_chunk_at is None:
+            return "no_usage"
+        reported = {
+            "prompt_tokens": usage.prompt_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "ttft_ms": (self.first_chunk_at - self.started) * 1000,
+        }
+        try:
+            outcome = outcomes.parse(reported)
+        except outcomes.InvalidOutcome:
+            return "no_usage"
+        assert self.decision is not None
+        chosen = self.addresses.get(self.decision.chosen or "")
+        if self.served and self.served != chosen:
+            by_address = {address: pod for pod, address in self.addresses.items()}
+            outcome.served = by_address.get(self.served, self.served)
+        return outcome

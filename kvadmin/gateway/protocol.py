@@ -1,0 +1,121 @@
+"""The Gateway API Inference Extension's endpoint picker protocol (its
+docs/proposals/004-endpoint-picker-protocol, v1.0.0) as Envoy's ext_proc v3 messages: the
+names it fixes and the answers a picker gives. Pure: no sockets, no state.
+
+- The picked endpoints, `ip:port` comma-separated (the first, then the fallbacks), go in the
+  request header and in the `envoy.lb` dynamic metadata under the same key.
+- A gateway may restrict the endpoints with a subset hint: request metadata
+  `envoy.lb.subset_hint`, key `x-gateway-destination-endpoint-subset`, a list of `ip:port`.
+- The gateway says which endpoint served in `x-gateway-destination-endpoint-served` (here a
+  response header the shipped Envoy config sets from the upstream address).
+"""
+
+from collections.abc import Iterable, Sequence
+
+import msgspec
+from envoy.config.core.v3.base_pb2 import HeaderValue, HeaderValueOption
+from envoy.service.ext_proc.v3.external_processor_pb2 import (
+    BodyResponse,
+    CommonResponse,
+    HeaderMutation,
+    HeadersResponse,
+    HttpHeaders,
+    ImmediateResponse,
+    ProcessingRequest,
+    ProcessingResponse,
+)
+from envoy.type.v3.http_status_pb2 import HttpStatus
+from google.protobuf.struct_pb2 import Struct
+
+DESTINATION = "x-gateway-destination-endpoint"
+SERVED = "x-gateway-destination-endpoint-served"
+LB_NAMESPACE = "envoy.lb"
+SUBSET_NAMESPACE = "envoy.lb.subset_hint"
+SUBSET_KEY = "x-gateway-destination-endpoint-subset"
+DECISION_HEADER = "x-kvadmin-decision"
+"""kvadmin's own response header: the decision that routed the request (its log id names it
+on the decision pages and in GET /api/v1/decisions)."""
+
+_OVERWRITE = HeaderValueOption.HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD
+_encoder = msgspec.json.Encoder()
+
+
+def header_map(headers: HttpHeaders) -> dict[str, str]:
+    """Lower-case names to values (Envoy sends `raw_value` bytes, older ones `value`); of a
+    repeated header the last."""
+    found = {}
+    for header in headers.headers.headers:
+        value = header.raw_value.decode("latin-1") if header.raw_value else header.value
+        found[header.key.lower()] = value
+    return found
+
+
+def subset_hint(request: ProcessingRequest) -> list[str] | None:
+    """The subset hint's endpoints, None without one. A list, as the protocol says; a
+    comma-separated text is accepted too (what a header_to_metadata filter writes)."""
+    namespace = request.metadata_context.filter_metadata.get(SUBSET_NAMESPACE)
+    if namespace is None or SUBSET_KEY not in namespace.fields:
+        return None
+    value = namespace.fields[SUBSET_KEY]
+    kind = value.WhichOneof("kind")
+    if kind == "list_value":
+        items = [item.string_value for item in value.list_value.values]
+    elif kind == "string_value":
+        items = value.string_value.split(",")
+    else:
+        return []
+    return [item.strip() for item in items if item.strip()]
+
+
+def _set(headers: Iterable[tuple[str, str]]) -> HeaderMutation:
+    return HeaderMutation(
+        set_headers=[
+            HeaderValueOption(
+                header=HeaderValue(key=name, raw_value=value.encode()), append_action=_OVERWRITE
+            )
+            for name, value in headers
+        ]
+    )
+
+
+def route_to(endpoints: Sequence[str]) -> ProcessingResponse:
+    """The answer to the request body: the endpoints in the header and the metadata."""
+    value = ",".join(endpoints)
+    metadata = Struct()
+    metadata.update({LB_NAMESPACE: {DESTINATION: value}})
+    common = CommonResponse(header_mutation=_set([(DESTINATION, value)]))
+    return ProcessingResponse(request_body=BodyResponse(response=common), dynamic_metadata=metadata)
+
+
+def pass_request_headers() -> ProcessingResponse:
+    return ProcessingResponse(request_headers=HeadersResponse())
+
+
+def pass_request_body() -> ProcessingResponse:
+    """The body unchanged, no endpoint named: the gateway's own balancing decides."""
+    return ProcessingResponse(request_body=BodyResponse())
+
+
+def pass_response_headers(decision_id: str | None) -> ProcessingResponse:
+    if decision_id is None:
+        return ProcessingResponse(response_headers=HeadersResponse())
+    common = CommonResponse(header_mutation=_set([(DECISION_HEADER, decision_id)]))
+    return ProcessingResponse(response_headers=HeadersResponse(response=common))
+
+
+def pass_response_body() -> ProcessingResponse:
+    """A response chunk goes on unchanged (the picker only looks)."""
+    return ProcessingResponse(response_body=BodyResponse())
+
+
+def refuse(status: int, message: str, kind: str) -> ProcessingResponse:
+    """An immediate answer to the client, OpenAI's error shape; the request goes nowhere."""
+    body = _encoder.encode({"error": {"message": message, "type": kind, "code": status}})
+    return ProcessingResponse(
+        immediate_response=ImmediateResponse(
+            status=HttpStatus(code=status),  # type: ignore[arg-type]  (an int of the enum)
+            headers=_set([("content-type", "application/json")]),
+            body=body,
+            details=f"kvadmin_picker_{kind}",
+        )
+    )

@@ -1,0 +1,38 @@
+"""Bodies the picker cannot route are answered at once (400, 413, 404), and nothing is
+recorded or sent to a pod."""
+
+import json
+
+import pytest
+
+from scoring.keys import DECISIONS_KEY
+from tests.index import MODEL
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REFUSED = [
+    (b"this is not JSON", 400),
+    (b'{"model": "Qwen/Qwen3-8B", "prompt": "unterminated', 400),
+    (b"[1, 2, 3]", 400),
+    (json.dumps({"prompt": "no model"}).encode(), 400),
+    (json.dumps({"model": MODEL}).encode(), 400),
+    (json.dumps({"model": MODEL, "prompt": [1, -2]}).encode(), 400),
+    (b"[" * 1000 + b"]" * 1000, 400),
+    (json.dumps({"model": MODEL, "prompt": "x" * 5000}).encode(), 413),
+    (json.dumps({"model": "nobody/serves-this", "prompt": "hi"}).encode(), 404),
+]
+
+
+def test_a_body_it_cannot_route_is_refused_and_nothing_recorded(
+    gateway_of, picker_env, redis_client
+) -> None:
+    gateway = gateway_of(2, env=picker_env | {"KVADMIN_PICKER_MAX_BODY_BYTES": "4096"})
+    picker = gateway.pickers[0]
+    for body, status in REFUSED:
+        before = picker.counter("kvadmin_picker_refused", status=str(status))
+        answered, _, raw = gateway.post("/v1/completions", body)
+        assert answered == status, (body[:60], raw)
+        assert "error" in json.loads(raw)
+        assert picker.counter("kvadmin_picker_refused", status=str(status)) == before + 1
+    assert redis_client.xlen(DECISIONS_KEY) == 0
+    assert gateway.stat("cluster.pods.upstream_rq_total") == 0
