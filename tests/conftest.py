@@ -31,6 +31,34 @@ CONFORMANCE = ROOT / "tests" / "conformance" / "kthena.json"
 """kthena's conformance vectors, kept in the repository (the file names its sources)."""
 
 
+DATABASE_FIXTURES = frozenset({"django_db_setup", "live_server"})
+"""Fixtures that give a test the database: pytest-django's db, transactional_db,
+django_user_model, admin_client ... and this file's subprocess_env (every server and worker)
+all require django_db_setup; live_server asks for the database when the test runs."""
+
+UNDECLARED_DATABASE = "sqlite:////dev/null/a-test-not-marked-database/kvadmin.sqlite3"
+"""The DATABASE_URL of a test not marked `database`: nothing can open it (nor create it)."""
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark `database` every test that touches the database, so `make test-postgres` (`-m
+    database`) runs those and only those on PostgreSQL. Found from the django_db mark and the
+    fixtures; a test that reaches the database only through a subprocess it starts without
+    subprocess_env says so itself with `@pytest.mark.database`."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if item.get_closest_marker("django_db") or fixtures & DATABASE_FIXTURES:
+        item.add_marker(pytest.mark.database)
+
+
+@pytest.fixture(autouse=True)
+def _undeclared_database_fails(request: pytest.FixtureRequest, monkeypatch) -> None:
+    """A test not marked `database` gives the subprocesses it starts a database that cannot
+    open, so one that uses the database undeclared fails in `make test` instead of silently
+    never running on PostgreSQL. (In-process, pytest-django refuses already.)"""
+    if request.node.get_closest_marker("database") is None:
+        monkeypatch.setenv("DATABASE_URL", UNDECLARED_DATABASE)
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """The session's own redis-server (started once), never one already running."""
