@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 import redis
 from django.conf import settings
@@ -29,6 +30,22 @@ from tests.waiting import wait_until
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT / "tests" / "conformance" / "kthena.json"
 """kthena's conformance vectors, kept in the repository (the file names its sources)."""
+
+
+# Hypothesis profiles: `default` for every run (Hypothesis's 100 examples a test), `thorough`
+# (HYPOTHESIS_PROFILE=thorough) for a nightly one. Neither has a deadline or the too-slow health
+# check: how fast an example runs depends on the machine, and the suite runs beside CPU hogs. A
+# test that sets max_examples itself (fewer: its examples are expensive) keeps its count.
+hypothesis.settings.register_profile(
+    "default",
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.register_profile(
+    "thorough", hypothesis.settings.get_profile("default"), max_examples=1000
+)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 DATABASE_FIXTURES = frozenset({"django_db_setup", "live_server"})
@@ -127,13 +144,17 @@ def start_worker(env: dict[str, str], name: str, *extra: str) -> subprocess.Pope
     )
 
 
-def stop_process(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def stop_process(*processes: subprocess.Popen) -> None:
+    """Stop these processes: all asked at once, so their shutdowns overlap."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @pytest.fixture(scope="session")

@@ -115,9 +115,7 @@ def deployment(subprocess_env, tmp_path, version_one) -> Iterator[Deployment]:
         try:
             yield Deployment(client, webs, workers, fleet, token, redis_db_url(server.url, 1))
         finally:
-            for process in processes:
-                if process.poll() is None:
-                    stop_process(process)
+            stop_process(*processes)
             client.close()
             server.stop()
 

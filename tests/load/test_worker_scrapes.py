@@ -23,8 +23,7 @@ def scraping_workers(subprocess_env, redis_client) -> Iterator[list[subprocess.P
     env = subprocess_env | {"KVADMIN_LOAD_SCRAPE": "1", "KVADMIN_INGEST": "0"}
     workers = [start_worker(env, f"load-{n}") for n in range(2)]
     yield workers
-    for worker in workers:
-        stop_process(worker)
+    stop_process(*workers)
 
 
 def _scrapes(redis_client, pod: str) -> int:
