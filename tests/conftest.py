@@ -25,7 +25,7 @@ from kvadmin.weights.config import KTHENA_DEFAULTS
 from kvadmin.weights.models import TierWeightsVersion
 from tests import services
 from tests.index import IngestedIndex
-from tests.waiting import wait_until
+from tests.waiting import WAIT_SECONDS, patient, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT / "tests" / "conformance" / "kthena.json"
@@ -283,7 +283,7 @@ def http_json(url: str, body: Any = None, token: str | None = None) -> tuple[int
     data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=patient(WAIT_SECONDS)) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
