@@ -122,6 +122,11 @@ def subprocess_env(django_db_setup, django_db_blocker) -> dict[str, str]:
     }
 
 
+STARTUP_SECONDS = 120.0
+"""How long a server or worker subprocess may take to start: importing Django and Celery on a
+loaded machine took over 30 s (the product waits as long for Redis, KVADMIN_STARTUP_TIMEOUT)."""
+
+
 def start_worker(env: dict[str, str], name: str, *extra: str) -> subprocess.Popen:
     """A real `celery -A kvadmin worker` process against this session's Redis and database."""
     return subprocess.Popen(
@@ -170,7 +175,7 @@ def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
             assert process.poll() is None, "the celery worker exited"
             return False
 
-    wait_until(answers, timeout=60, what="the celery worker to answer a ping")
+    wait_until(answers, timeout=STARTUP_SECONDS, what="the celery worker to answer a ping")
     yield process
     stop_process(process)
 
@@ -204,7 +209,7 @@ def start_asgi_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
         except OSError:
             return False
 
-    wait_until(serving, timeout=30, what="the ASGI server to serve")
+    wait_until(serving, timeout=STARTUP_SECONDS, what="the ASGI server to serve")
     return process, url
 
 

@@ -33,6 +33,7 @@ from scoring.keys import stream_lease_key
 from tests.browser.conftest import TIMEOUT_MS
 from tests.conftest import (
     ROOT,
+    STARTUP_SECONDS,
     http_json,
     local_config,
     start_asgi_server,
@@ -107,7 +108,7 @@ def deployment(subprocess_env, tmp_path, version_one) -> Iterator[Deployment]:
         processes += [*workers, beat]
         wait_until(
             lambda: all(client.get(stream_lease_key(c.name, 0)) for c in configs),
-            timeout=60,
+            timeout=STARTUP_SECONDS,
             what="every stream owned by a worker",
         )
         fleet.wait_for_subscribers()
@@ -223,6 +224,6 @@ def test_two_workers_handed_the_gc_task_at_once_run_it_once(deployment) -> None:
         answered.add(broker.send_task("kvadmin.ping").get(timeout=10))
         return len(answered) == 2
 
-    wait_until(both_answered, timeout=60, what="both workers to answer a ping")
+    wait_until(both_answered, timeout=STARTUP_SECONDS, what="both workers to answer a ping")
     assert gc.totals(deployment.redis)["runs"] == 1
     broker.close()

@@ -11,7 +11,7 @@ from kvadmin.metrics import families
 from kvadmin.metrics.collector import IndexCollector
 from kvadmin.metrics.families import label_field
 from scoring.keys import load_key
-from tests.conftest import local_config, start_worker, stop_process
+from tests.conftest import STARTUP_SECONDS, local_config, start_worker, stop_process
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,7 +41,7 @@ def test_workers_scrape_each_enabled_engine_once_a_period(
 
     wait_until(
         lambda: all(redis_client.exists(load_key(c.name)) for c in configs),
-        timeout=60,
+        timeout=STARTUP_SECONDS,
         what="both engines' load",
     )
     start = {c.name: _scrapes(redis_client, c.name) for c in configs}
