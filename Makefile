@@ -16,10 +16,11 @@ test: setup
 	@bin/system-deps --browser --monitoring
 	$(VENV)/bin/pytest
 
-# The same suite on a private PostgreSQL server that the test session starts itself.
+# The tests that touch the database (marked `database`, see tests/conftest.py), on a private
+# PostgreSQL server that the test session starts itself; `make test` runs them on SQLite.
 test-postgres: setup
 	@bin/system-deps --browser --monitoring --postgres
-	KVADMIN_TEST_DATABASE=postgresql $(VENV)/bin/pytest
+	KVADMIN_TEST_DATABASE=postgresql $(VENV)/bin/pytest -m database
 
 # A new random password for the admin user, printed and kept in var/admin-password.
 admin-password: setup

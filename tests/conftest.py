@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import hypothesis
 import pytest
 import redis
 from django.conf import settings
@@ -23,11 +24,55 @@ from kvadmin.weights.config import KVADMIN_DEFAULTS
 from kvadmin.weights.models import TierWeightsVersion
 from tests import services
 from tests.index import IngestedIndex
-from tests.waiting import wait_until
+from tests.waiting import WAIT_SECONDS, patient, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT / "tests" / "conformance" / "kthena.json"
 """kthena's conformance vectors, kept in the repository (the file names its sources)."""
+
+
+# Hypothesis profiles: `default` for every run (Hypothesis's 100 examples a test), `thorough`
+# (HYPOTHESIS_PROFILE=thorough) for a nightly one. Neither has a deadline or the too-slow health
+# check: how fast an example runs depends on the machine, and the suite runs beside CPU hogs. A
+# test that sets max_examples itself (fewer: its examples are expensive) keeps its count.
+hypothesis.settings.register_profile(
+    "default",
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.register_profile(
+    "thorough", hypothesis.settings.get_profile("default"), max_examples=1000
+)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+DATABASE_FIXTURES = frozenset({"django_db_setup", "live_server"})
+"""Fixtures that give a test the database: pytest-django's db, transactional_db,
+django_user_model, admin_client ... and this file's subprocess_env (every server and worker)
+all require django_db_setup; live_server asks for the database when the test runs."""
+
+UNDECLARED_DATABASE = "sqlite:////dev/null/a-test-not-marked-database/kvadmin.sqlite3"
+"""The DATABASE_URL of a test not marked `database`: nothing can open it (nor create it)."""
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark `database` every test that touches the database, so `make test-postgres` (`-m
+    database`) runs those and only those on PostgreSQL. Found from the django_db mark and the
+    fixtures; a test that reaches the database only through a subprocess it starts without
+    subprocess_env says so itself with `@pytest.mark.database`."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if item.get_closest_marker("django_db") or fixtures & DATABASE_FIXTURES:
+        item.add_marker(pytest.mark.database)
+
+
+@pytest.fixture(autouse=True)
+def _undeclared_database_fails(request: pytest.FixtureRequest, monkeypatch) -> None:
+    """A test not marked `database` gives the subprocesses it starts a database that cannot
+    open, so one that uses the database undeclared fails in `make test` instead of silently
+    never running on PostgreSQL. (In-process, pytest-django refuses already.)"""
+    if request.node.get_closest_marker("database") is None:
+        monkeypatch.setenv("DATABASE_URL", UNDECLARED_DATABASE)
 
 
 @pytest.fixture(scope="session")
@@ -76,6 +121,11 @@ def subprocess_env(django_db_setup, django_db_blocker) -> dict[str, str]:
     }
 
 
+STARTUP_SECONDS = 120.0
+"""How long a server or worker subprocess may take to start: importing Django and Celery on a
+loaded machine took over 30 s (the product waits as long for Redis, KVADMIN_STARTUP_TIMEOUT)."""
+
+
 def start_worker(env: dict[str, str], name: str, *extra: str) -> subprocess.Popen:
     """A real `celery -A kvadmin worker` process against this session's Redis and database."""
     return subprocess.Popen(
@@ -98,13 +148,17 @@ def start_worker(env: dict[str, str], name: str, *extra: str) -> subprocess.Pope
     )
 
 
-def stop_process(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def stop_process(*processes: subprocess.Popen) -> None:
+    """Stop these processes: all asked at once, so their shutdowns overlap."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @pytest.fixture(scope="session")
@@ -120,7 +174,7 @@ def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
             assert process.poll() is None, "the celery worker exited"
             return False
 
-    wait_until(answers, timeout=60, what="the celery worker to answer a ping")
+    wait_until(answers, timeout=STARTUP_SECONDS, what="the celery worker to answer a ping")
     yield process
     stop_process(process)
 
@@ -162,7 +216,7 @@ def start_asgi_server(
         finally:
             connection.close()
 
-    wait_until(serving, timeout=30, what="the ASGI server to serve")
+    wait_until(serving, timeout=STARTUP_SECONDS, what="the ASGI server to serve")
     return process, url
 
 
@@ -228,7 +282,7 @@ def http_json(url: str, body: Any = None, token: str | None = None) -> tuple[int
     data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=patient(WAIT_SECONDS)) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())

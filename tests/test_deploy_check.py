@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# `check --deploy` in a process of its own reads the session's database (DATABASE_URL).
+pytestmark = pytest.mark.database
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -64,7 +64,7 @@ def test_a_revoked_token_stops_working_in_every_process(two_servers, engines) ->
         assert score(url, token)[0] == 200  # each process has loaded its copy
     row.revoke()
     for url in two_servers:
-        wait_until(lambda url=url: score(url, token)[0] == 401, timeout=5, what="the 401")
+        wait_until(lambda url=url: score(url, token)[0] == 401, what="the 401")
 
 
 def test_make_runs_web_server_revokes_in_all_its_workers(two_workers, engines) -> None:
@@ -81,7 +81,7 @@ def test_make_runs_web_server_revokes_in_all_its_workers(two_workers, engines) -
     row, token = ApiToken.issue("gateway")
     assert all(score(url, token)[0] == 200 for _ in range(20))  # both workers answered
     row.revoke()
-    wait_until(lambda: all(score(url, token)[0] == 401 for _ in range(20)), timeout=5, what="401s")
+    wait_until(lambda: all(score(url, token)[0] == 401 for _ in range(20)), what="401s")
 
 
 def test_a_disabled_engine_stops_being_a_candidate_in_every_process(two_servers, engines):
@@ -95,7 +95,7 @@ def test_a_disabled_engine_stops_being_a_candidate_in_every_process(two_servers,
         return score(url, token)[1]["candidates"] == list(PODS[1:])
 
     for url in two_servers:
-        wait_until(lambda url=url: left_out(url), timeout=5, what="the engine left out")
+        wait_until(lambda url=url: left_out(url), what="the engine left out")
 
 
 def test_a_token_and_an_engine_created_a_moment_ago_work_at_once(asgi_server, engines) -> None:

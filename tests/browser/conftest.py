@@ -7,8 +7,14 @@ browser lives only as long as this package's tests.
 import os
 
 import pytest
+from playwright.sync_api import expect
+
+from tests.waiting import WAIT_SECONDS, patient
 
 CHROMIUM = "/usr/bin/chromium"
+TIMEOUT_MS = patient(WAIT_SECONDS) * 1000
+"""How long a page action or an `expect` waits: a loaded machine's, as every wait of the suite."""
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="package")
@@ -38,10 +44,10 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    """A page in a fresh browser context (no cookies from other tests), quick to time out."""
+    """A page in a fresh browser context (no cookies from other tests)."""
     context = browser.new_context()
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(TIMEOUT_MS)
     yield page
     context.close()
 

@@ -10,7 +10,7 @@ from django.test import RequestFactory
 from kvadmin.api.models import ApiToken
 from kvadmin.errors import server_error
 from tests.browser.accessibility import SWAGGER_UI_MARKUP, violations
-from tests.browser.conftest import log_in
+from tests.browser.conftest import TIMEOUT_MS, log_in
 from tests.conftest import http_json
 from tests.faults.conftest import site  # noqa: F401 (a web server on a Redis of its own)
 from tests.index import MODEL, NOW, IngestedIndex, block_tokens, std
@@ -145,7 +145,7 @@ def test_every_page_passes_axe(page, asgi_server, fleet, theme) -> None:
 def test_every_page_fits_a_phone(browser, asgi_server, fleet) -> None:
     context = browser.new_context(viewport=PHONE)
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(TIMEOUT_MS)
     wide = {}
     found = {}
 

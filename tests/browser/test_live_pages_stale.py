@@ -19,11 +19,11 @@ def test_the_pod_page_says_it_is_stale_when_its_refresh_fails(page, site: Site) 
 
     site.stop_redis()
 
-    page.wait_for_selector("#pod-updated[data-state=stale][role=alert]", timeout=15_000)
+    page.wait_for_selector("#pod-updated[data-state=stale][role=alert]")
     assert "stale: the refresh failed; last good update at" in marker.inner_text()
     shown = page.evaluate("Date.parse(document.querySelector('#pod-updated time').dateTime)")
     assert shown == taken_at * 1000
 
     site.start_redis()
 
-    page.wait_for_selector("#pod-updated[data-state=live]", timeout=15_000)
+    page.wait_for_selector("#pod-updated[data-state=live]")

@@ -82,7 +82,7 @@ def test_the_pods_bars_follow_the_index_live(
         sample_pods.delay()  # what celery beat sends every few seconds
         return bar.get_attribute("aria-label") == "GPU 60 blocks, CPU 10 blocks"
 
-    wait_until(updated, timeout=10, interval=0.3, what="the pods table to update live")
+    wait_until(updated, interval=0.3, what="the pods table to update live")
     assert page.url == f"{asgi_server}/pods/"
 
 
@@ -126,4 +126,4 @@ def test_the_block_and_pod_pages_follow_the_index_live(
 
     fleet.store("vllm-1.default", range(70, 75), at=NOW + 120)
 
-    expect(facts).to_contain_text("65 (a block held", timeout=15_000)
+    expect(facts).to_contain_text("65 (a block held")

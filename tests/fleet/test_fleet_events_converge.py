@@ -77,7 +77,7 @@ def test_the_folded_events_equal_every_pods_cache(fleet: Fleet, listener: Listen
     for round_ in range(3):
         traffic.run(requests=40)
         fleet.flush()
-        wait_until(lambda: listener.matches(fleet), timeout=10, what="the index to converge")
+        wait_until(lambda: listener.matches(fleet), what="the index to converge")
         if round_ == 0:
             fleet.pod("sglang-0.default").clear()
         elif round_ == 1:

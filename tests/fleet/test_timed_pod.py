@@ -76,7 +76,7 @@ def test_cached_tokens_are_the_hit_when_the_prefill_starts(start_fleet: StartFle
 
     with cf.ThreadPoolExecutor(2) as pool:
         first = pool.submit(_complete, url, shared + [1])
-        wait_until(lambda: "} 1.0" in _waiting_line(url), timeout=5, what="the first to run")
+        wait_until(lambda: "} 1.0" in _waiting_line(url), what="the first to run")
         second = pool.submit(_complete, url, shared + [2])
         answers = [first.result(), second.result()]
 

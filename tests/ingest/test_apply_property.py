@@ -310,7 +310,6 @@ _steps = st.lists(
 
 
 @settings(
-    max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

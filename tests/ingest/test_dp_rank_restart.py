@@ -70,7 +70,7 @@ def _restart(redis_client: redis.Redis, publisher: Publisher, *blocks: int) -> N
 def _next_second() -> None:
     """Let the clock pass a whole second: freshness compares whole seconds."""
     second = int(time.time())
-    wait_until(lambda: int(time.time()) > second, timeout=2, what="the next second")
+    wait_until(lambda: int(time.time()) > second, what="the next second")
 
 
 def _score(redis_client: redis.Redis, reader: PrefixReader, *blocks: int) -> ScoreResult:

@@ -23,7 +23,7 @@ def _decoded_or_refused(payload: bytes):
         return None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(payload=any_payloads)
 def test_any_payload_decodes_within_the_limits_or_is_undecodable(payload: bytes) -> None:
     batch = _decoded_or_refused(payload)

@@ -79,12 +79,12 @@ def test_malicious_batches_change_nothing_and_stop_no_stream(fleet, redis_client
 
 def test_the_other_stream_still_writes_the_index_after_a_crash_sized_batch(fleet, redis_client):
     bad, good, loop = fleet
-    bad.publish_payload(b"\x91" * 100_000 + b"\x01")  # RecursionError inside msgspec
+    bad_seq = bad.publish_payload(b"\x91" * 100_000 + b"\x01")  # RecursionError inside msgspec
     seq = good.publish([stored(1)])
-    wait_until(
-        lambda: status.last_seq(redis_client, spec_for(good, pod=GOOD).id) == seq, what="good"
-    )
+    bad_id, good_id = spec_for(bad, pod=BAD).id, spec_for(good, pod=GOOD).id
+    wait_until(lambda: status.last_seq(redis_client, good_id) == seq, what="good")
+    wait_until(lambda: status.last_seq(redis_client, bad_id) == bad_seq, what="bad batch passed")
     assert redis_client.hget(key(1), GOOD)
-    bad_status = status.read_statuses(redis_client, [spec_for(bad, pod=BAD).id])[0].status
-    assert bad_status["skipped_undecodable"] == "1" and bad_status["last_seq"] == "1"
+    bad_status = status.read_statuses(redis_client, [bad_id])[0].status
+    assert bad_status["skipped_undecodable"] == "1" and bad_status["last_seq"] == str(bad_seq)
     assert not loop.failures.failing("bug")

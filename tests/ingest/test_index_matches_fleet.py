@@ -29,7 +29,7 @@ from scoring.keys import (
     stream_lease_key,
 )
 from scoring.weights import TierWeights
-from tests.conftest import start_worker
+from tests.conftest import start_worker, stop_process
 from tests.index import MAPPING_KEYS, MODEL
 from tests.waiting import wait_until
 
@@ -235,7 +235,4 @@ def test_the_index_equals_the_fleets_caches(subprocess_env, redis_client, mappin
         )
         assert workers[owner].returncode == -signal.SIGKILL
     finally:
-        for process in workers.values():
-            if process.poll() is None:
-                process.terminate()
-                process.wait(timeout=15)
+        stop_process(*workers.values())

@@ -36,9 +36,7 @@ def workers(subprocess_env, redis_client) -> Iterator[dict[str, subprocess.Popen
         return started[name]
 
     yield start  # type: ignore[misc]
-    for process in started.values():
-        if process.poll() is None:
-            stop_process(process)
+    stop_process(*started.values())
 
 
 @pytest.fixture

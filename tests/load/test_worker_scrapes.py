@@ -11,7 +11,7 @@ from kvadmin.metrics import families
 from kvadmin.metrics.collector import IndexCollector
 from kvadmin.metrics.families import label_field
 from scoring.keys import load_key
-from tests.conftest import local_config, start_worker, stop_process
+from tests.conftest import STARTUP_SECONDS, local_config, start_worker, stop_process
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,8 +23,7 @@ def scraping_workers(subprocess_env, redis_client) -> Iterator[list[subprocess.P
     env = subprocess_env | {"KVADMIN_LOAD_SCRAPE": "1", "KVADMIN_INGEST": "0"}
     workers = [start_worker(env, f"load-{n}") for n in range(2)]
     yield workers
-    for worker in workers:
-        stop_process(worker)
+    stop_process(*workers)
 
 
 def _scrapes(redis_client, pod: str) -> int:
@@ -42,14 +41,13 @@ def test_workers_scrape_each_enabled_engine_once_a_period(
 
     wait_until(
         lambda: all(redis_client.exists(load_key(c.name)) for c in configs),
-        timeout=60,
+        timeout=STARTUP_SECONDS,
         what="both engines' load",
     )
     start = {c.name: _scrapes(redis_client, c.name) for c in configs}
     first = float(redis_client.hget(load_key("vllm-0.default"), "scraped_at"))
     wait_until(
         lambda: float(redis_client.hget(load_key("vllm-0.default"), "scraped_at")) >= first + 3,
-        timeout=10,
         what="three more seconds of scrapes",
     )
     latest = float(redis_client.hget(load_key("vllm-0.default"), "scraped_at"))

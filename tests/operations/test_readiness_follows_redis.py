@@ -45,4 +45,4 @@ def test_readiness_fails_while_redis_is_down_and_recovers(own_redis, client: Cli
     assert body["checks"]["database"]["ok"] is True
 
     own_redis.start()
-    wait_until(lambda: _ready(client)[0] == 200, timeout=10, what="readiness to recover")
+    wait_until(lambda: _ready(client)[0] == 200, what="readiness to recover")

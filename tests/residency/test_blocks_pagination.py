@@ -115,7 +115,9 @@ def index_of(redis_client: redis.Redis, stores) -> IngestedIndex:
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     stores=_stores,

@@ -108,7 +108,9 @@ def test_a_bad_sort_is_a_clear_error(browsing, shared_oldest, params, said) -> N
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(stores=_stores, size=st.integers(1, 15))
 def test_the_window_holds_the_blocks_of_the_newest_copies(

@@ -122,7 +122,9 @@ BODIES = st.fixed_dictionaries(
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(body=BODIES | JSON)
 def test_no_body_makes_it_fail(post_score, engines, redis_client, body) -> None:

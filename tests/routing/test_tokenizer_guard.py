@@ -79,7 +79,6 @@ def test_a_tokenizer_unlike_the_engines_is_disabled_after_enough_mismatches(
 
     wait_until(
         lambda: tokenizer_guard.state(MODEL, redis_client).disabled_at is not None,
-        timeout=10,
         what="the guard to disable the local tokenizer",
     )
     state = tokenizer_guard.state(MODEL, redis_client)
@@ -112,7 +111,6 @@ def test_the_same_tokenizer_on_both_sides_stays_in_use(
 
     wait_until(
         lambda: tokenizer_guard.state(MODEL, redis_client).checks == 8,
-        timeout=10,
         what="eight checks",
     )
     assert tokenizer_guard.state(MODEL, redis_client).mismatches == 0

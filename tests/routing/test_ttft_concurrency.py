@@ -26,8 +26,7 @@ def two_web_processes(subprocess_env: dict[str, str]) -> Iterator[list[str]]:
     env = subprocess_env | {"KVADMIN_ROUTING_IN_FLIGHT_SECONDS": "600"}
     servers = [start_asgi_server(env) for _ in range(2)]
     yield [url for _process, url in servers]
-    for process, _url in servers:
-        stop_process(process)
+    stop_process(*(process for process, _url in servers))
 
 
 def test_concurrent_same_prefix_requests_share_one_atomic_queue(

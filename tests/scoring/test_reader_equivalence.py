@@ -199,7 +199,6 @@ def assert_readers_follow_the_spec(
 
 
 EXAMPLES = settings(
-    max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

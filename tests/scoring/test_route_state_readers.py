@@ -82,7 +82,6 @@ def expected_state(blocks: list[int], runs: dict[str, int], states: dict[str, di
 
 
 @settings(
-    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

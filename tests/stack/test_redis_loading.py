@@ -65,7 +65,7 @@ def loading_redis(tmp_path):
         except redis.ConnectionError:
             return False
 
-    wait_until(loading, timeout=10, what="Redis to answer LOADING")
+    wait_until(loading, what="Redis to answer LOADING")
     yield server
     client.close()
     process.terminate()
