@@ -8,7 +8,7 @@ import pytest
 from kvadmin.engines.models import Engine
 from kvadmin.routing import outcomes, service
 from kvadmin.routing.outcomes import Outcome
-from tests.browser.conftest import log_in
+from tests.browser.conftest import TIMEOUT_MS, log_in
 from tests.routing.conftest import hold, request_tokens
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -36,7 +36,7 @@ def test_the_delivered_hits_table_fits_a_wide_screen(
         pool.submit(_report, redis_client).result()
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(TIMEOUT_MS)
     log_in(page, asgi_server, "carol", "pw-carol-123")
     table = page.locator("#tile-delivered table")
     assert table.locator("tbody tr").count() == len(PODS)

@@ -74,7 +74,7 @@ def test_find_engine_hashes_shows_them_on_a_block_page(carol, asgi_server) -> No
     assert engine_hash(1) in found.inner_text()
     assert carol.locator("#block-live #owners").is_visible(), "the live region is intact"
     carol.evaluate("document.getElementById('block-live').dataset.before = 'refresh'")
-    carol.locator("#block-live:not([data-before])").wait_for(timeout=15_000)
+    carol.locator("#block-live:not([data-before])").wait_for()
     assert engine_hash(1) in found.inner_text(), "kept across the refresh"
 
 

@@ -5,6 +5,7 @@ page asked for once Redis answers, with no operator action."""
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import TIMEOUT_MS
 from tests.faults.conftest import site  # noqa: F401 (a web server on a Redis of its own)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -23,9 +24,11 @@ def test_the_outage_page_reloads_itself_until_redis_is_back(browser, site) -> No
     assert notice.locator("[data-countdown]").inner_text() in {"5", "4"}
 
     # Reloaded after 5 s, still down: the next try waits twice as long.
-    expect(notice).to_have_attribute("data-wait", "10", timeout=15_000)
+    expect(notice).to_have_attribute("data-wait", "10")
 
     site.start_redis()
-    expect(page.get_by_role("heading", name="Pods", exact=True)).to_be_visible(timeout=20_000)
+    expect(page.get_by_role("heading", name="Pods", exact=True)).to_be_visible(
+        timeout=2 * TIMEOUT_MS
+    )  # the next try is 10 s away
     assert notice.count() == 0
     context.close()

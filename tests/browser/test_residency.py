@@ -116,7 +116,7 @@ def test_the_block_and_pod_pages_follow_the_index_live(
 
     fleet.store("vllm-0.default", [15], at=NOW + 120)
 
-    expect(page.locator('tbody.owner[data-pod="vllm-0.default"]')).to_be_visible(timeout=15_000)
+    expect(page.locator('tbody.owner[data-pod="vllm-0.default"]')).to_be_visible()
     assert page.url == f"{asgi_server}/blocks/{MODEL}/{std(15)}/"
 
     page.goto(f"{asgi_server}/pods/vllm-1.default/")

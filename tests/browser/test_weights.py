@@ -12,7 +12,7 @@ from kvadmin.weights.active import forget_cached_weights
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.versions import save_version
-from tests.browser.conftest import log_in
+from tests.browser.conftest import TIMEOUT_MS, log_in
 from tests.index import MODEL
 from tests.weights.recorded import record
 
@@ -127,7 +127,7 @@ def test_the_review_opens_in_view_with_the_focus_in_it(
     record(redis_client)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(TIMEOUT_MS)
     log_in(page, asgi_server, "erin", PASSWORD)
     page.goto(f"{asgi_server}/weights/")
     cpu = page.get_by_label("Weight of cpu", exact=True)
