@@ -27,8 +27,7 @@ def test_the_outage_page_reloads_itself_until_redis_is_back(browser, site) -> No
     expect(notice).to_have_attribute("data-wait", "10")
 
     site.start_redis()
-    expect(page.get_by_role("heading", name="Pods", exact=True)).to_be_visible(
-        timeout=2 * TIMEOUT_MS
-    )  # the next try is 10 s away
+    heading = page.get_by_role("heading", name="Pods", exact=True)
+    expect(heading).to_be_visible(timeout=2 * TIMEOUT_MS)  # the next try is 10 s away
     assert notice.count() == 0
     context.close()
