@@ -12,7 +12,7 @@ from kvadmin.engines.models import Engine
 from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
 from kvadmin.redis_clients import async_index_client
-from kvadmin.routing import outcomes, requesters, service
+from kvadmin.routing import decisions, outcomes, requesters, service
 from tests.conftest import http_json
 from tests.index import MODEL
 from tests.routing.conftest import PODS, hold, request_tokens
@@ -96,7 +96,7 @@ def test_decisions_from_before_requesters_were_recorded_take_any_scoring_token(
     engines, post_outcome, redis_client
 ) -> None:
     legacy = service.score(MODEL, token_ids=request_tokens(3), requester=requesters.UNRECORDED)
-    assert b'"requester"' not in service.decisions.encode(legacy)  # as logged before
+    assert b'"requester"' not in decisions.encode(legacy)  # as logged before
     anyone = ApiToken.issue("any gateway", "score")[1]
     assert post_outcome(legacy.id, {"cached_tokens": 0, "prompt_tokens": 48}, anyone)[0] == 201
 

@@ -29,7 +29,7 @@ def test_it_explains_the_choice_per_pod_and_medium(engines, redis_client) -> Non
     output = _run("--model", MODEL, "--token-ids", _ids(request))
     assert f"chosen: {PODS[0]}" in output
     assert "GPU:2 CPU:1" in output
-    assert "2xGPU@1.0 + 1xCPU@0.8 = 2.8; / 4 x 100 = 70.0 -> 70" in output
+    assert "2xGPU@1 + 1xCPU@0.8 = 2.8; / 4 x 100 = 70 -> 70" in output
     assert f"{PODS[1]}" in output and "does not hold the first block" in output
     assert len(decisions.recent(10)) == 1
 
