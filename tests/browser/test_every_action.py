@@ -13,6 +13,8 @@ from playwright.sync_api import expect
 
 from kvadmin.routing import decisions
 from kvadmin.routing.consumers import FEED_ROWS
+from kvadmin.weights.config import KTHENA_DEFAULTS
+from kvadmin.weights.models import TierWeightsVersion
 from tests.browser.conftest import log_in
 from tests.browser.test_every_screen import _score, fleet  # noqa: F401 (the fixture)
 from tests.index import MODEL, engine_hash, std
@@ -108,6 +110,9 @@ def test_the_feed_explains_pauses_resumes_and_shows_more(carol, asgi_server) -> 
 
 
 def test_every_weights_action_shows_its_answer(carol, asgi_server) -> None:
+    # An install from before the physical defaults: its version 1 leaves media unconfigured,
+    # so the index's media offer "Configure".
+    TierWeightsVersion.objects.filter(version=1).update(config=KTHENA_DEFAULTS.to_json())
     _visit(carol, f"{asgi_server}/weights/")
     assert _triggers(carol) == sorted(
         [
