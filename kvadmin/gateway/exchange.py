@@ -37,6 +37,7 @@ from kvadmin.gateway.usage import UsageScanner
 from kvadmin.redis_clients import REDIS_OUTAGES
 from kvadmin.routing import outcomes, service
 from kvadmin.routing.decisions import Decision
+from kvadmin.routing.request import MAX_REQUEST_ID
 
 if TYPE_CHECKING:
     from kvadmin.gateway.picker import EndpointPicker
@@ -89,7 +90,7 @@ class Exchange:
         headers = protocol.header_map(message.request_headers)
         self.path = headers.get(":path", "")
         request_id = headers.get("x-request-id")
-        self.request_id = request_id[: service.MAX_REQUEST_ID] if request_id else None
+        self.request_id = request_id[:MAX_REQUEST_ID] if request_id else None
         self.subset = protocol.subset_hint(message)
         if message.request_headers.end_of_stream and routed_path(self.path):
             return self._refuse(400, "an inference request needs a JSON body", "invalid_request")
