@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The counters' children of every request, looked up once.
+_PASSED = counters.answers.labels("passed")
+_ROUTED = counters.answers.labels("routed")
+
 
 class Exchange:
     def __init__(self, picker: "EndpointPicker") -> None:
@@ -92,14 +96,16 @@ class Exchange:
         request_id = headers.get("x-request-id")
         self.request_id = request_id[:MAX_REQUEST_ID] if request_id else None
         self.subset = protocol.subset_hint(message)
-        if message.request_headers.end_of_stream and routed_path(self.path):
+        if routed_path(self.path) is None:
+            _PASSED.inc()
+            return protocol.pass_request_headers(routed=False)
+        if message.request_headers.end_of_stream:
             return self._refuse(400, "an inference request needs a JSON body", "invalid_request")
-        return protocol.pass_request_headers()
+        return protocol.pass_request_headers(routed=True)
 
     async def _request_body(self, message: ProcessingRequest) -> ProcessingResponse:
         path = routed_path(self.path)
-        if path is None:
-            counters.answers.labels("passed").inc()
+        if path is None:  # a gateway that ignores the mode override
             return protocol.pass_request_body()
         limit = knob("PICKER_MAX_BODY_BYTES")
         if len(self.body) + len(message.request_body.body) > limit:
@@ -149,7 +155,7 @@ class Exchange:
         pods = pods[: 1 + knob("PICKER_FALLBACKS")]
         self.picker.least_recent.note(pods[0])
         if degraded is None:
-            counters.answers.labels("routed").inc()
+            _ROUTED.inc()
         else:
             counters.answers.labels("degraded").inc()
             counters.degraded.labels(degraded).inc()
