@@ -3,15 +3,16 @@
 answers each at once, and routes at the request body.
 
 1. Request headers: the start (TTFT is measured from here), the path, `x-request-id`, the
-   subset hint. Passed on.
+   subset hint. Passed on. A path the picker does not route goes on with no endpoint (the
+   gateway balances it itself), and Envoy sends nothing more of it.
 2. Request body (the whole, buffered by Envoy): at most PICKER_MAX_BODY_BYTES (413), JSON
    of an OpenAI completion or chat (400), a model with registered engines (404) of which
    some may take it (503). Then the routing service's decision within
    PICKER_DECISION_DEADLINE_SECONDS, or a degraded choice, named to the gateway
-   (`protocol.route_to`); the body goes on unchanged. Any other path is passed on with no
-   endpoint: the gateway balances it itself.
+   (`protocol.route_to`); the body goes on unchanged.
 3. Response headers: the status and the endpoint that served; passed on, with the
-   decision's id in `x-kvadmin-decision`.
+   decision's id in `x-kvadmin-decision`. Without a decision (a degraded choice) there is
+   no outcome to record: Envoy sends no more of the response.
 4. Response body chunks: each passed on at once; the first one is the time to first
    token, and the usage is read from the kept head and tail (`usage.UsageScanner`).
 5. The end of the response: the outcome, recorded as the outcome API records it
