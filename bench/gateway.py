@@ -1,6 +1,7 @@
 """The endpoint picker behind the real Envoy, against Envoy balancing on its own, in one run.
 
-Run from the project root: `.venv/bin/python bench/gateway.py [--seconds S]` (a few minutes).
+Run from the project root: `.venv/bin/python bench/gateway.py [--seconds S] [--baseline REV]
+[--only latency]` (a few minutes; `--only latency` runs 1. and 4. alone, in seconds).
 Say how many cores the machine has and its load average when quoting the figures: Envoy, the
 picker, the pods, Redis and the load generators share them.
 
@@ -20,6 +21,10 @@ own policy). Configurations take turns, round after round, so that all see the s
    through the picker (`ttft` policy), round robin and least request.
 4. Decisions per CPU second: the picker process's CPU per routed request in 1., against the
    web server's per decision for POST /api/v1/score (the lean path) with the same bodies.
+
+With `--baseline REV` (e.g. main), 1. and 4. also run a second picker from REV's tree
+(exported with `git archive`) behind an Envoy of its own, in the same turns: this tree's
+picker against REV's, as ratios.
 """
 
 import argparse
@@ -41,7 +46,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.api import _cpu_seconds, score_requests, server_cpu, start_server  # noqa: E402
+from bench.api import (  # noqa: E402
+    _cpu_seconds,
+    baseline_tree,
+    score_requests,
+    server_cpu,
+    start_server,
+)
 from bench.harness import configure, percentile  # noqa: E402
 from kvadmin.redis_server import RedisServer, free_port, free_ports  # noqa: E402
 
@@ -196,10 +207,10 @@ class Rig:
     workdir: Path
     processes: list[subprocess.Popen] = field(default_factory=list)
 
-    def spawn(self, *command: str, ready: str | None = None) -> subprocess.Popen:
+    def spawn(self, *command: str, ready: str | None = None, cwd: Path = ROOT) -> subprocess.Popen:
         log = (self.workdir / f"{len(self.processes)}.log").open("w")
         process = subprocess.Popen(
-            list(command), cwd=ROOT, env=self.env, text=True,
+            list(command), cwd=cwd, env=self.env | {"PYTHONPATH": str(cwd)}, text=True,
             stdout=subprocess.PIPE if ready else log, stderr=log,
         )  # fmt: skip
         self.processes.append(process)
@@ -258,6 +269,15 @@ class Rig:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=15)
 
+    def picker(self, metrics_port: int, cwd: Path = ROOT) -> tuple[subprocess.Popen, str]:
+        """A picker process (of the tree `cwd`) and its address."""
+        port = free_port()
+        process = self.spawn(
+            sys.executable, "manage.py", "endpoint_picker", "--port", str(port),
+            "--metrics-port", str(metrics_port), ready="endpoint picker serving on", cwd=cwd,
+        )  # fmt: skip
+        return process, f"127.0.0.1:{port}"
+
 
 PICKER_METRICS = free_port()
 
@@ -297,25 +317,42 @@ def compare(title: str, gateways: dict[str, int], requests: list[bytes], seconds
     return runs
 
 
-def added(runs: dict[str, Run], fraction: float) -> float:
+def added(runs: dict[str, Run], fraction: float, picker: str = "picker") -> float:
     """The picker's percentile less round robin's, ms."""
-    ours, theirs = runs["picker"].ttfb, runs["round robin"].ttfb
+    ours, theirs = runs[picker].ttfb, runs["round robin"].ttfb
     return (percentile(ours, fraction) - percentile(theirs, fraction)) * 1000
 
 
-def bench_latency(gateways: dict[str, int], picker: subprocess.Popen, seconds: float) -> float:
-    """1.; returns the picker's CPU seconds per routed request at 8 clients."""
+def bench_latency(
+    gateways: dict[str, int], pickers: dict[str, subprocess.Popen], seconds: float
+) -> float:
+    """1.; returns this tree's picker's CPU seconds per routed request at 8 clients. With a
+    baseline picker, each picker's figures against it."""
     short = [http_request(completion(body)) for body in short_prompts()]
-    cpu = 0.0
+    cpu: dict[str, float] = {}
     for clients in (1, 8):
-        before = _cpu_seconds(picker.pid)
+        before = {name: _cpu_seconds(process.pid) for name, process in pickers.items()}
         title = f"1. added latency, short completions, {clients} client(s)"
         runs = compare(title, gateways, short, seconds, clients=clients)
-        cpu = (_cpu_seconds(picker.pid) - before) / max(len(runs["picker"].ttfb), 1)
-        print(
-            f"   added by the picker: p50 {added(runs, 0.5):.1f} ms, p99 {added(runs, 0.99):.1f} ms"
-        )
-    return cpu
+        for name, process in pickers.items():
+            spent = _cpu_seconds(process.pid) - before[name]
+            cpu[name] = spent / max(len(runs[name].ttfb), 1)
+            print(
+                f"   added by {name}: p50 {added(runs, 0.5, name):.1f} ms, "
+                f"p99 {added(runs, 0.99, name):.1f} ms; {1 / cpu[name]:.0f} requests per "
+                "CPU second"
+            )
+        if len(pickers) > 1:
+            base = next(name for name in pickers if name != "picker")
+            ratios = (
+                f"{added(runs, q) / added(runs, q, base):.2f}" if added(runs, q, base) else "-"
+                for q in (0.5, 0.99)
+            )
+            print(
+                f"   picker / {base}: added p50 {next(ratios)}, added p99 {next(ratios)}, "
+                f"CPU per request {cpu['picker'] / cpu[base]:.2f}"
+            )
+    return cpu["picker"]
 
 
 def short_prompts() -> list[str]:
@@ -379,7 +416,10 @@ def bench_load(gateways: dict[str, int], seconds: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per run and gateway")
-    seconds = parser.parse_args().seconds
+    parser.add_argument("--baseline", help="also a picker of this revision (1. and 4.)")
+    parser.add_argument("--only", choices=("latency",), help="1. and 4. alone")
+    arguments = parser.parse_args()
+    seconds = arguments.seconds
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
     with RedisServer() as redis_server, tempfile.TemporaryDirectory() as scratch:
         workdir = Path(scratch)
@@ -396,24 +436,26 @@ def main() -> None:
                 sys.executable, "-m", "celery", "-A", "kvadmin", "worker", "--pool=solo",
                 "--loglevel=ERROR", "--without-gossip", "--without-mingle",
             )  # fmt: skip
-            port = free_port()
-            picker = rig.spawn(
-                sys.executable, "manage.py", "endpoint_picker", "--port", str(port),
-                "--metrics-port", str(PICKER_METRICS), ready="endpoint picker serving on",
-            )  # fmt: skip
-            address = f"127.0.0.1:{port}"
+            picker, address = rig.picker(PICKER_METRICS)
             instant_fleet, instant = rig.fleet(0.0)
             pair = (("picker", "picker"), ("round robin", "round_robin"))
             gateways = {name: rig.envoy(instant, address, how) for name, how in pair}
-            picker_cpu = bench_latency(gateways, picker, seconds)
+            pickers = {"picker": picker}
+            if arguments.baseline:
+                name = f"picker {arguments.baseline}"
+                tree = baseline_tree(arguments.baseline, workdir)
+                pickers[name], base_address = rig.picker(free_port(), tree)
+                gateways[name] = rig.envoy(instant, base_address, "picker")
+            picker_cpu = bench_latency(gateways, pickers, seconds)
             bench_api_cpu(env, token, picker_cpu, seconds)
-            bench_long(gateways, seconds)
-            # The instant pods unregistered before the timed ones register.
-            instant_fleet.terminate()
-            instant_fleet.wait(timeout=30)
-            _, timed = rig.fleet(1.0)
-            three = (*pair, ("least request", "least_request"))
-            bench_load({name: rig.envoy(timed, address, how) for name, how in three}, seconds)
+            if arguments.only != "latency":
+                bench_long({name: gateways[name] for name, _ in pair}, seconds)
+                # The instant pods unregistered before the timed ones register.
+                instant_fleet.terminate()
+                instant_fleet.wait(timeout=30)
+                _, timed = rig.fleet(1.0)
+                three = (*pair, ("least request", "least_request"))
+                bench_load({name: rig.envoy(timed, address, how) for name, how in three}, seconds)
         finally:
             rig.stop()
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")

@@ -3,15 +3,16 @@
 answers each at once, and routes at the request body.
 
 1. Request headers: the start (TTFT is measured from here), the path, `x-request-id`, the
-   subset hint. Passed on.
+   subset hint. Passed on. A path the picker does not route goes on with no endpoint (the
+   gateway balances it itself), and Envoy sends nothing more of it.
 2. Request body (the whole, buffered by Envoy): at most PICKER_MAX_BODY_BYTES (413), JSON
    of an OpenAI completion or chat (400), a model with registered engines (404) of which
    some may take it (503). Then the routing service's decision within
    PICKER_DECISION_DEADLINE_SECONDS, or a degraded choice, named to the gateway
-   (`protocol.route_to`); the body goes on unchanged. Any other path is passed on with no
-   endpoint: the gateway balances it itself.
+   (`protocol.route_to`); the body goes on unchanged.
 3. Response headers: the status and the endpoint that served; passed on, with the
-   decision's id in `x-kvadmin-decision`.
+   decision's id in `x-kvadmin-decision`. Without a decision (a degraded choice) there is
+   no outcome to record: Envoy sends no more of the response.
 4. Response body chunks: each passed on at once; the first one is the time to first
    token, and the usage is read from the kept head and tail (`usage.UsageScanner`).
 5. The end of the response: the outcome, recorded as the outcome API records it
@@ -37,11 +38,16 @@ from kvadmin.gateway.usage import UsageScanner
 from kvadmin.redis_clients import REDIS_OUTAGES
 from kvadmin.routing import outcomes, service
 from kvadmin.routing.decisions import Decision
+from kvadmin.routing.request import MAX_REQUEST_ID
 
 if TYPE_CHECKING:
     from kvadmin.gateway.picker import EndpointPicker
 
 log = logging.getLogger(__name__)
+
+# The counters' children of every request, looked up once.
+_PASSED = counters.answers.labels("passed")
+_ROUTED = counters.answers.labels("routed")
 
 
 class Exchange:
@@ -89,16 +95,18 @@ class Exchange:
         headers = protocol.header_map(message.request_headers)
         self.path = headers.get(":path", "")
         request_id = headers.get("x-request-id")
-        self.request_id = request_id[: service.MAX_REQUEST_ID] if request_id else None
+        self.request_id = request_id[:MAX_REQUEST_ID] if request_id else None
         self.subset = protocol.subset_hint(message)
-        if message.request_headers.end_of_stream and routed_path(self.path):
+        if routed_path(self.path) is None:
+            _PASSED.inc()
+            return protocol.pass_request_headers(routed=False)
+        if message.request_headers.end_of_stream:
             return self._refuse(400, "an inference request needs a JSON body", "invalid_request")
-        return protocol.pass_request_headers()
+        return protocol.pass_request_headers(routed=True)
 
     async def _request_body(self, message: ProcessingRequest) -> ProcessingResponse:
         path = routed_path(self.path)
-        if path is None:
-            counters.answers.labels("passed").inc()
+        if path is None:  # a gateway that ignores the mode override
             return protocol.pass_request_body()
         limit = knob("PICKER_MAX_BODY_BYTES")
         if len(self.body) + len(message.request_body.body) > limit:
@@ -148,7 +156,7 @@ class Exchange:
         pods = pods[: 1 + knob("PICKER_FALLBACKS")]
         self.picker.least_recent.note(pods[0])
         if degraded is None:
-            counters.answers.labels("routed").inc()
+            _ROUTED.inc()
         else:
             counters.answers.labels("degraded").inc()
             counters.degraded.labels(degraded).inc()

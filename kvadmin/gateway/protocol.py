@@ -8,12 +8,18 @@ names it fixes and the answers a picker gives. Pure: no sockets, no state.
   `envoy.lb.subset_hint`, key `x-gateway-destination-endpoint-subset`, a list of `ip:port`.
 - The gateway says which endpoint served in `x-gateway-destination-endpoint-served` (here a
   response header the shipped Envoy config sets from the upstream address).
+
+Each ext_proc message is a gRPC round trip on the gateway's request path, so the answers
+that never change are built once, and an exchange stops the messages it does not need
+(`mode_override`, which the shipped config allows): a path it does not route sends nothing
+after its headers, a response with no decision to record sends no body.
 """
 
 from collections.abc import Iterable, Sequence
 
 import msgspec
 from envoy.config.core.v3.base_pb2 import HeaderValue, HeaderValueOption
+from envoy.extensions.filters.http.ext_proc.v3.processing_mode_pb2 import ProcessingMode
 from envoy.service.ext_proc.v3.external_processor_pb2 import (
     BodyResponse,
     CommonResponse,
@@ -87,25 +93,49 @@ def route_to(endpoints: Sequence[str]) -> ProcessingResponse:
     return ProcessingResponse(request_body=BodyResponse(response=common), dynamic_metadata=metadata)
 
 
-def pass_request_headers() -> ProcessingResponse:
-    return ProcessingResponse(request_headers=HeadersResponse())
+_NOTHING_MORE = ProcessingMode(
+    request_header_mode=ProcessingMode.SKIP,
+    request_body_mode=ProcessingMode.NONE,
+    request_trailer_mode=ProcessingMode.SKIP,
+    response_header_mode=ProcessingMode.SKIP,
+    response_body_mode=ProcessingMode.NONE,
+    response_trailer_mode=ProcessingMode.SKIP,
+)
+"""The rest of the exchange goes on without the picker."""
+
+# The constant answers, built once (gRPC only reads them).
+_PASS_REQUEST_HEADERS = ProcessingResponse(request_headers=HeadersResponse())
+_PASS_UNROUTED = ProcessingResponse(request_headers=HeadersResponse(), mode_override=_NOTHING_MORE)
+_PASS_REQUEST_BODY = ProcessingResponse(request_body=BodyResponse())
+_PASS_RESPONSE_HEADERS = ProcessingResponse(
+    response_headers=HeadersResponse(), mode_override=_NOTHING_MORE
+)
+_PASS_RESPONSE_BODY = ProcessingResponse(response_body=BodyResponse())
+
+
+def pass_request_headers(routed: bool) -> ProcessingResponse:
+    """The headers unchanged; for a request the picker does not route (`routed` false),
+    nothing more is sent to it: the gateway's own balancing places it."""
+    return _PASS_REQUEST_HEADERS if routed else _PASS_UNROUTED
 
 
 def pass_request_body() -> ProcessingResponse:
-    """The body unchanged, no endpoint named: the gateway's own balancing decides."""
-    return ProcessingResponse(request_body=BodyResponse())
+    """A chunk of a body still being buffered goes on unchanged."""
+    return _PASS_REQUEST_BODY
 
 
 def pass_response_headers(decision_id: str | None) -> ProcessingResponse:
+    """The response's headers, with the decision's id; without a decision (a degraded
+    choice) there is no outcome to record, so the body goes on without the picker."""
     if decision_id is None:
-        return ProcessingResponse(response_headers=HeadersResponse())
+        return _PASS_RESPONSE_HEADERS
     common = CommonResponse(header_mutation=_set([(DECISION_HEADER, decision_id)]))
     return ProcessingResponse(response_headers=HeadersResponse(response=common))
 
 
 def pass_response_body() -> ProcessingResponse:
     """A response chunk goes on unchanged (the picker only looks)."""
-    return ProcessingResponse(response_body=BodyResponse())
+    return _PASS_RESPONSE_BODY
 
 
 def refuse(status: int, message: str, kind: str) -> ProcessingResponse:

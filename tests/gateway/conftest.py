@@ -2,6 +2,7 @@
 endpoint picker processes (`manage.py endpoint_picker`) and the real Envoy binary with the
 shipped config (kvadmin/gateway/envoy.py renders it for this test's ports)."""
 
+import asyncio
 import http.client
 import json
 import subprocess
@@ -14,17 +15,37 @@ from typing import Any
 
 import grpc
 import pytest
+import redis
+import redis.asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.gateway import envoy
 from kvadmin.redis_server import free_port
+from kvadmin.routing import outcomes
+from kvadmin.routing.decisions import Decision
 from tests.conftest import ROOT, local_config, stop_process
 from tests.index import MODEL
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def logged(decision_id: str, redis_client: redis.Redis) -> Decision | None:
+    """The logged decision of that id (`outcomes.find_async`, as the outcome API finds it),
+    from the database `redis_client` reads."""
+    where = redis_client.connection_pool.connection_kwargs
+    address = {name: where[name] for name in ("host", "port", "db")}
+
+    async def find() -> Decision | None:
+        client = redis.asyncio.Redis(**address, decode_responses=True)
+        try:
+            return await outcomes.find_async(decision_id, client)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(find())
 
 
 @dataclass

@@ -9,6 +9,7 @@ from kvadmin.engines.models import Engine
 from kvadmin.gateway.protocol import DECISION_HEADER, DESTINATION, SERVED
 from kvadmin.redis_server import free_port
 from kvadmin.routing import outcomes
+from tests.gateway.conftest import logged
 from tests.index import MODEL
 from tests.routing.conftest import hold
 from tests.waiting import wait_until
@@ -35,7 +36,7 @@ def test_a_refusing_primary_is_retried_on_the_first_fallback(gateway_of, redis_c
         "/v1/completions", {"model": MODEL, "prompt": token_ids, "max_tokens": 2}
     )
     assert status == 200, raw
-    decision = outcomes.find(headers[DECISION_HEADER], redis_client)
+    decision = logged(headers[DECISION_HEADER], redis_client)
     assert decision is not None and decision.chosen == "gone-0.default"
     served = json.loads(raw)["kvadmin"]["pod"]
     assert gateway.pods[headers[SERVED]] == served
@@ -52,7 +53,7 @@ def test_without_a_failure_the_chosen_pod_serves(gateway_of, redis_client) -> No
     gateway = gateway_of(3)
     status, headers, _ = gateway.post("/v1/completions", {"model": MODEL, "prompt": "hello"})
     assert status == 200
-    decision = outcomes.find(headers[DECISION_HEADER], redis_client)
+    decision = logged(headers[DECISION_HEADER], redis_client)
     assert decision is not None
     assert gateway.pods[headers[SERVED]] == decision.chosen
     assert DESTINATION not in headers  # a request header for Envoy, not an answer

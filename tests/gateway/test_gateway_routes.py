@@ -8,6 +8,7 @@ import redis
 
 from kvadmin.gateway.protocol import DECISION_HEADER, SERVED
 from kvadmin.routing import decisions, outcomes
+from tests.gateway.conftest import logged
 from tests.index import MODEL
 from tests.waiting import wait_until
 
@@ -22,7 +23,7 @@ def test_a_completion_lands_on_the_decided_pod_and_its_outcome_is_recorded(
     status, headers, raw = gateway.post("/v1/completions", body, {"x-request-id": "req-1"})
     assert status == 200, raw
     answer = json.loads(raw)
-    decision = outcomes.find(headers[DECISION_HEADER], redis_client)
+    decision = logged(headers[DECISION_HEADER], redis_client)
     assert decision is not None and decision.request_id == "req-1"
     assert answer["kvadmin"]["pod"] == decision.chosen
     assert gateway.pods[headers[SERVED]] == decision.chosen

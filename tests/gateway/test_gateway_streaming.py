@@ -10,6 +10,7 @@ import redis
 
 from kvadmin.gateway.protocol import DECISION_HEADER
 from kvadmin.routing import outcomes
+from tests.gateway.conftest import logged
 from tests.index import MODEL
 from tests.waiting import wait_until
 
@@ -53,7 +54,7 @@ def test_chunks_arrive_as_the_pod_sends_them_unchanged(gateway_of, redis_client:
         return {k: v for k, v in chunk.items() if k not in ("id", "created", "usage", "kvadmin")}
 
     assert [shape(c) for c in chunks] == [shape(json.loads(line[6:])) for _, line in direct[:-1]]
-    decision = outcomes.find(headers[DECISION_HEADER], redis_client)
+    decision = logged(headers[DECISION_HEADER], redis_client)
     assert decision is not None and decision.chosen == pod
     recorded = wait_until(
         lambda: outcomes.outcomes_of(redis_client, [decision.id]).get(decision.id),

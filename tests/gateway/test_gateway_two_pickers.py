@@ -5,7 +5,7 @@ decides."""
 import pytest
 
 from kvadmin.gateway.protocol import DECISION_HEADER
-from kvadmin.routing import outcomes
+from tests.gateway.conftest import logged
 from tests.index import MODEL
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,7 +21,7 @@ def test_the_second_picker_sees_the_first_ones_speculative_entries(
     for _ in range(6):
         status, headers, raw = gateway.post("/v1/completions", {"model": MODEL, "prompt": prompt})
         assert status == 200, raw
-        decisions.append(outcomes.find(headers[DECISION_HEADER], redis_client))
+        decisions.append(logged(headers[DECISION_HEADER], redis_client))
     routed = [p.counter("kvadmin_picker_requests", answer="routed") for p in (first, second)]
     assert min(routed) >= 1 and sum(routed) == 6  # both pickers decided
     hot = decisions[0].chosen
