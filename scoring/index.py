@@ -34,6 +34,7 @@ import redis.asyncio
 
 from scoring.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCKS, block_hashes
 from scoring.keys import (
+    LOAD_FIELDS,
     block_key,
     block_keys,
     pod_media_key,
@@ -147,7 +148,7 @@ class BaselineIndexReader(PrefixReader):
                 queue, in_flight, load = state_keys(pod)
                 pipeline.hmget(queue, ["busy_until_ms", "prefill_ms"])
                 pipeline.zrange(in_flight, 0, -1, withscores=True)
-                pipeline.hmget(load, ["running", "waiting", "kv_usage", "scraped_at"])
+                pipeline.hmget(load, LOAD_FIELDS)
             if blocks:
                 pipeline.hmget(speculative_key(model), [str(block) for block in blocks])
                 pipeline.hgetall(speculative_groups_key(model))
@@ -402,10 +403,7 @@ def walk_reply(
             busy_until_ms=reply[at],
             prefill_ms=reply[at + 1],
             in_flight=int(reply[at + 2]),
-            running=reply[at + 3],
-            waiting=reply[at + 4],
-            kv_usage=reply[at + 5],
-            scraped_at=reply[at + 6],
+            **dict(zip(LOAD_FIELDS, reply[at + 3 : at + 7], strict=True)),
             speculative=tuple(
                 chain.from_iterable(
                     range(start, start + length) for start, length in zip(spans, spans, strict=True)
@@ -480,10 +478,7 @@ def _baseline_state(state: StateRequest, walk: PrefixWalk, replies: list[Any]) -
             busy_until_ms=busy_until,
             prefill_ms=prefill,
             in_flight=sum(1 for _member, end in in_flight if end > since),
-            running=load[0],
-            waiting=load[1],
-            kv_usage=load[2],
-            scraped_at=load[3],
+            **dict(zip(LOAD_FIELDS, load, strict=True)),
             speculative=speculative_positions(entries, matched, pod, now_ms),
         )
     return RouteState(now_ms, pods)

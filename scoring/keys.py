@@ -6,6 +6,7 @@ The `kvadmin:` keys are kvadmin's own bookkeeping beside them.
 """
 
 from collections.abc import Iterable
+from typing import Final
 
 from scoring.values import ValueFormat
 
@@ -304,9 +305,16 @@ def in_flight_key(pod: str) -> str:
     return f"kvadmin:inflight:{pod}"
 
 
+LOAD_FIELDS: Final = ("running", "waiting", "kv_usage", "scraped_at")
+"""The load hash's fields every reader reads, in this order: `running`, `waiting` (ints),
+`kv_usage` (float 0..1), `scraped_at` (unix seconds, float). scoring.load_hash reads them for
+the pages, metrics and health, scoring.index for routing (prefix_walk.lua's HMGET names them in
+the same order)."""
+
+
 def load_key(pod: str) -> str:
-    """HASH written by the engines' /metrics scraper: `running`, `waiting` (ints), `kv_usage`
-    (float 0..1), `scraped_at` (unix seconds, float)."""
+    """HASH written by the engines' /metrics scraper: the LOAD_FIELDS, the scrape's duration and
+    the engine's counters (kvadmin.load.scraper.load_fields)."""
     return f"kvadmin:load:{pod}"
 
 

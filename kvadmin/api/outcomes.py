@@ -24,6 +24,12 @@ _UNKNOWN = "no decision {!r} of this token in the decision log (unknown, or it l
 LIMIT = outcomes.MAX_BODY_BYTES
 
 
+def oversized(size: int) -> Answer | None:
+    """The one size check of an outcome body: the answer to a body of `size` bytes beyond LIMIT,
+    None when it fits. The fast path bounds its read at LIMIT and answers `too_large` itself."""
+    return too_large(size) if size > LIMIT else None
+
+
 def too_large(size: int | None) -> Answer:
     """The answer to a body beyond LIMIT (`size`: its length, when known)."""
     if size is None:
@@ -41,8 +47,8 @@ async def outcome_answer(
         return known
     if not outcomes.DECISION_ID.fullmatch(decision_id):
         return error_answer(404, _UNKNOWN.format(decision_id[:100]))
-    if len(raw) > LIMIT:
-        return too_large(len(raw))
+    if (refused := oversized(len(raw))) is not None:
+        return refused
     try:
         outcome = outcomes.parse(decode_json(raw))
     except InvalidJson as error:
@@ -75,8 +81,8 @@ async def decision_outcome(request: HttpRequest, decision_id: str) -> HttpRespon
         declared = int(request.headers.get("Content-Length") or 0)
     except ValueError:
         declared = 0
-    if declared > LIMIT:
-        return django_response(too_large(declared))
+    if (refused := oversized(declared)) is not None:
+        return django_response(refused)
     try:
         raw = request.body
     except RequestDataTooBig:

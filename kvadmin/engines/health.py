@@ -18,7 +18,7 @@ from kvadmin.engines.evidence import (
     number,
 )
 from kvadmin.index.status import StreamStatus
-from scoring import keys
+from scoring import keys, load_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +62,13 @@ def engine_healths(
     pipe = client.pipeline(transaction=False)
     for engine in engines:
         pipe.hgetall(keys.engine_probe_key(engine.pod))
-        pipe.hget(keys.load_key(engine.pod), "scraped_at")
+        load_hash.queue_read(pipe, engine.pod)
         pipe.hmget(keys.load_error_key(engine.pod), ["at", "reason", "message"])
     replies = iter(pipe.execute())
     limits = thresholds()
     healths = {}
     for engine in engines:
-        probe, scraped_at, error = next(replies), next(replies), next(replies)
+        probe, load, error = next(replies), load_hash.from_reply(next(replies)), next(replies)
         failed_at, reason, message = error
         facts = [
             StreamFacts(s.label, _consumed(engine, s), s.status, leased=bool(s.owner))
@@ -79,7 +79,7 @@ def engine_healths(
             enabled=engine.enabled,
             probe=probe,
             streams=facts,
-            scraped_at=number(scraped_at),
+            scraped_at=load.scraped_at,
             scrape_failed_at=number(failed_at),
             scrape_failure=f"{reason}: {message}" if reason else "",
             thresholds=limits,

@@ -209,15 +209,11 @@ class LoadScraper:
 
 
 def load_fields(load: Load, scraped_at: float, seconds: float) -> dict[str, str]:
-    """The load HASH: running, waiting, kv_usage, scraped_at (the contract the routing policy
-    reads), the scrape's duration, and the engine's counters for fitting the TTFT model."""
-    fields = {
-        "running": str(load.running),
-        "waiting": str(load.waiting),
-        "kv_usage": repr(load.kv_usage),
-        "scraped_at": f"{scraped_at:.3f}",
-        "scrape_seconds": f"{seconds:.4f}",
-    }
+    """The load HASH: the LOAD_FIELDS (the contract the routing policy and scoring.load_hash
+    read), the scrape's duration, and the engine's counters for fitting the TTFT model."""
+    read = (str(load.running), str(load.waiting), repr(load.kv_usage), f"{scraped_at:.3f}")
+    fields = dict(zip(keys.LOAD_FIELDS, read, strict=True))
+    fields["scrape_seconds"] = f"{seconds:.4f}"
     fields.update({name: repr(value) for name, value in load.counters.items()})
     return fields
 

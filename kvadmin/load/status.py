@@ -8,7 +8,7 @@ import redis
 from kvadmin.load.scraper import FAILURES
 from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
-from scoring import keys
+from scoring import keys, load_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +43,11 @@ def load_status(
     now = time.time() if now is None else now
     results = ("ok", *FAILURES)
     pipe = client.pipeline(transaction=False)
-    pipe.hgetall(keys.load_key(pod))
+    load_hash.queue_read(pipe, pod)
     pipe.hgetall(keys.load_error_key(pod))
     pipe.hmget(families.LOAD_SCRAPES.key, [label_field((pod, r)) for r in results])
-    load, error, counts = pipe.execute()
+    reply, error, counts = pipe.execute()
+    load = load_hash.from_reply(reply)
     counted = {r: int(c or 0) for r, c in zip(results, counts, strict=True)}
     failures = {r: n for r, n in counted.items() if r != "ok" and n}
     at = _number(error.get("at"))
@@ -57,17 +58,15 @@ def load_status(
         "last_error_message": error.get("message", ""),
         "last_error_at": None if at is None else int(at),
     }
-    scraped_at = _number(load.get("scraped_at"))
-    if scraped_at is None:
+    if load.scraped_at is None:
         return LoadStatus(None, None, True, **common)
-    age = max(0.0, now - scraped_at)
     return LoadStatus(
-        scraped_at,
-        age,
-        age > stale_seconds,
-        running=_whole(load.get("running")),
-        waiting=_whole(load.get("waiting")),
-        kv_usage=_number(load.get("kv_usage")),
+        load.scraped_at,
+        load.age_seconds(now),
+        load.stale(now, stale_seconds),
+        running=load.running,
+        waiting=load.waiting,
+        kv_usage=load.kv_usage,
         **common,
     )
 
@@ -77,8 +76,3 @@ def _number(text: str | None) -> float | None:
         return float(text) if text is not None else None
     except ValueError:
         return None
-
-
-def _whole(text: str | None) -> int | None:
-    number = _number(text)
-    return None if number is None else int(number)

@@ -33,7 +33,7 @@ from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_values
 from kvadmin.metrics.fleet import FleetState, read_fleet, registered_engines
 from kvadmin.redis_clients import index_client
-from scoring import keys
+from scoring import keys, load_hash
 
 STREAM_COUNTERS = {
     "batches": ("kvadmin_ingest_batches", "KV-event batches applied"),
@@ -172,7 +172,7 @@ def _load_metrics(client: redis.Redis, pods: list[str]) -> Iterator[Metric]:
     """Each enabled engine's load as last scraped (`kvadmin.load`), and whether it is stale."""
     pipe = client.pipeline(transaction=False)
     for pod in pods:
-        pipe.hmget(keys.load_key(pod), ["running", "waiting", "kv_usage", "scraped_at"])
+        load_hash.queue_read(pipe, pod)
     rows = pipe.execute() if pods else []
     gauges = [
         GaugeMetricFamily(name, doc, labels=["pod"])
@@ -190,12 +190,12 @@ def _load_metrics(client: redis.Redis, pods: list[str]) -> Iterator[Metric]:
     )
     now, limit = time.time(), knob("LOAD_STALE_SECONDS")
     for pod, row in zip(pods, rows, strict=True):
-        values = [_float(v) for v in row]
+        load = load_hash.from_reply(row)
+        values = (load.running, load.waiting, load.kv_usage, load.scraped_at)
         for gauge, value in zip(gauges, values, strict=True):
             if value is not None:
                 gauge.add_metric([pod], value)
-        scraped_at = values[3]
-        stale.add_metric([pod], float(scraped_at is None or now - scraped_at > limit))
+        stale.add_metric([pod], float(load.stale(now, limit)))
     yield from gauges
     yield stale
 
