@@ -52,14 +52,23 @@ async def score_answer(client: redis.asyncio.Redis, authorization: str, raw: byt
 
 
 async def current_weights() -> ActiveWeights:
-    """The active weights from memory; when due, checked in the background (a stalled Redis
-    must not hold the request), or first loaded in a thread."""
+    """The active weights: from memory while checked within WEIGHTS_REFRESH_SECONDS, else
+    checked first (in a thread: it may wait for Redis or the database), so no request is
+    scored with a copy older than the refresh period, on an idle process too. Concurrent
+    callers share one check; it answers within the request path's Redis timeout, keeping the
+    copy it had when Redis does not answer."""
     active, fresh = cached_weights()
-    if active is None:
-        return await asyncio.to_thread(active_weights)
-    if not fresh:
-        process_cache.in_background(asyncio.to_thread(active_weights))
-    return active
+    if fresh:
+        return active  # type: ignore[return-value]
+    loop = asyncio.get_running_loop()
+    if _weights_check is None or _weights_check[0] is not loop or _weights_check[1].done():
+        _weights_check[:] = [loop, loop.create_task(asyncio.to_thread(active_weights))]
+    # Shielded: one caller giving up (its request cancelled) must not cancel the others' check.
+    return await asyncio.shield(_weights_check[1])
+
+
+_weights_check: list = []
+"""[event loop, task] of the weights check under way in this process."""
 
 
 def _serve(engines: list[EngineRow], pods: list[str] | None) -> bool:
