@@ -61,7 +61,7 @@ async def current_weights() -> ActiveWeights:
     if fresh:
         return active  # type: ignore[return-value]
     loop = asyncio.get_running_loop()
-    if _weights_check is None or _weights_check[0] is not loop or _weights_check[1].done():
+    if not _weights_check or _weights_check[0] is not loop or _weights_check[1].done():
         _weights_check[:] = [loop, loop.create_task(asyncio.to_thread(active_weights))]
     # Shielded: one caller giving up (its request cancelled) must not cancel the others' check.
     return await asyncio.shield(_weights_check[1])

@@ -20,7 +20,8 @@ from kvadmin.engines.models import Engine
 from kvadmin.engines.removal import remove_engine
 from kvadmin.index.purge import forget_pod
 from kvadmin.redis_clients import index_client
-from kvadmin.redis_server import display_url, embedded, wait_until_ready
+from kvadmin.redis_server import embedded, wait_until_ready
+from kvadmin.redis_urls import shown
 from kvadmin.stack import running_supervisor, web_url
 from scoring.keys import DEMO_PODS_KEY
 
@@ -66,7 +67,7 @@ class Command(BaseCommand):
                 self._forget()
             except (redis.ConnectionError, redis.TimeoutError) as error:
                 raise CommandError(
-                    f"Redis at {display_url(settings.REDIS_URL)} did not answer ({error}): "
+                    f"Redis at {shown(settings.REDIS_URL)} did not answer ({error}): "
                     "start it (REDIS_URL names it), then run `make reset-demo` again."
                 ) from None
 
