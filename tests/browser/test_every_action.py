@@ -14,7 +14,6 @@ from playwright.sync_api import expect
 from kvadmin.routing import decisions
 from kvadmin.routing.consumers import FEED_ROWS
 from kvadmin.weights.config import KTHENA_DEFAULTS
-from kvadmin.weights.models import TierWeightsVersion
 from tests.browser.conftest import log_in
 from tests.browser.test_every_screen import _score, fleet  # noqa: F401 (the fixture)
 from tests.index import MODEL, engine_hash, std
@@ -109,10 +108,11 @@ def test_the_feed_explains_pauses_resumes_and_shows_more(carol, asgi_server) -> 
     expect(carol.locator("#feed-more")).to_be_hidden()
 
 
-def test_every_weights_action_shows_its_answer(carol, asgi_server) -> None:
+def test_every_weights_action_shows_its_answer(carol, asgi_server, version_one) -> None:
     # An install from before the physical defaults: its version 1 leaves media unconfigured,
     # so the index's media offer "Configure".
-    TierWeightsVersion.objects.filter(version=1).update(config=KTHENA_DEFAULTS.to_json())
+    version_one.config = KTHENA_DEFAULTS.to_json()
+    version_one.save(update_fields=["config"])
     _visit(carol, f"{asgi_server}/weights/")
     assert _triggers(carol) == sorted(
         [
