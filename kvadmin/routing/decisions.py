@@ -223,7 +223,7 @@ def recent(
     found: list[Decision] = []
     if limit <= 0:
         return found
-    for decision in _newest_first(client or index_client()):
+    for decision in newest_first(client or index_client()):
         if (
             (model is None or decision.model == model)
             and (pod is None or decision.involves(pod))
@@ -249,7 +249,8 @@ def get(log_id: str, client: redis.Redis | None = None) -> Decision | None:
     return next(decoded(entries), None)
 
 
-def _newest_first(client: redis.Redis) -> Iterator[Decision]:
+def newest_first(client: redis.Redis) -> Iterator[Decision]:
+    """Every decision the log holds, newest first, read a page at a time."""
     upper = "+"
     while True:
         entries = client.xrevrange(keys.DECISIONS_KEY, max=upper, count=_SCAN_PAGE)
