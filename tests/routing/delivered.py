@@ -62,8 +62,11 @@ def routed(
         candidates=[pod],
         chosen=pod,
         tie_break=False,
-        scores=[PodExplanation(pod=pod, score=0, matched_blocks=blocks, weighted_sum=0.0,
-                               media={}, runs=[])],  # fmt: skip
+        scores=[
+            PodExplanation(
+                pod=pod, score=0, matched_blocks=blocks, weighted_sum=0.0, media={}, runs=[]
+            )
+        ],  # fmt: skip
         dropped=Dropped(non_candidates=[], stale=[]),
         weights_version=1,
         weights={"GPU": 1.0},

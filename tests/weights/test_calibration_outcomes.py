@@ -73,9 +73,7 @@ def test_outliers_among_the_outcomes_do_not_move_the_fit(version_one, redis_clie
 
 
 @pytest.mark.django_db
-def test_a_flood_of_outcomes_from_one_requester_weighs_one_vote(
-    version_one, redis_client
-) -> None:
+def test_a_flood_of_outcomes_from_one_requester_weighs_one_vote(version_one, redis_client) -> None:
     """The engine's counters and an honest gateway's few outcomes say 4000 tokens/s; another
     requester posts ten times as many outcomes claiming a pod three times slower."""
     engine("vllm-0")
