@@ -16,6 +16,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final
 
 import redis
@@ -134,6 +135,10 @@ class ErrorBin:
     """Median of predicted / delivered: below 1, kvadmin predicts too little."""
 
     @property
+    def started_at(self) -> datetime:
+        return datetime.fromtimestamp(self.start, UTC)
+
+    @property
     def median_percent(self) -> float:
         return self.median * 100
 
@@ -148,10 +153,10 @@ def error_bins(found: Sequence[Delivered], seconds: int) -> list[ErrorBin]:
     for item in found:
         start = int(item.at // seconds * seconds)
         bins.setdefault(start, []).append(item)
-    return [summary(start, bins[start]) for start in sorted(bins, reverse=True)]
+    return [error_bin(start, bins[start]) for start in sorted(bins, reverse=True)]
 
 
-def summary(start: int, found: Sequence[Delivered]) -> ErrorBin:
+def error_bin(start: int, found: Sequence[Delivered]) -> ErrorBin:
     errors = sorted(item.error for item in found)
     ratios = [item.predicted_s / item.ttft_s for item in found if item.ttft_s > 0]
     return ErrorBin(
