@@ -15,6 +15,7 @@ from tests.conftest import http_json
 from tests.faults.conftest import site  # noqa: F401 (a web server on a Redis of its own)
 from tests.index import MODEL, NOW, IngestedIndex, block_tokens, std
 from tests.residency.conftest import register
+from tests.routing.delivered import routed
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,8 +25,9 @@ MISSING = 12345
 
 @pytest.fixture
 def fleet(redis_client, django_user_model) -> IngestedIndex:
-    """Two pods holding blocks in every styled medium, one scored request on the feed, and
-    Carol, an operator with every permission (so pages show their edit controls too)."""
+    """Two pods holding blocks in every styled medium, one scored request on the feed, outcomes
+    delivered by vllm-0 (its prediction error, and calibration's fit on /weights/), and Carol,
+    an operator with every permission (so pages show their edit controls too)."""
     register("vllm-0.default")
     register("vllm-1.default")
     index = IngestedIndex(redis_client)
@@ -34,6 +36,10 @@ def fleet(redis_client, django_user_model) -> IngestedIndex:
     index.offload("vllm-0.default", range(3, 5), "DISK", at=NOW + 60)
     index.store("vllm-1.default", range(10, 40), at=NOW + 30)
     index.offload("vllm-1.default", range(10, 12), "CPU_PINNED", at=NOW + 60)
+    for n in range(12):
+        tokens = 100 + 50 * (n % 4)
+        routed(redis_client, "vllm-0.default", model=MODEL, prompt=tokens,
+               predicted_s=0.05, ttft_s=0.02 + tokens / 5000)  # fmt: skip
     django_user_model.objects.create_superuser("carol", password="pw-carol-123")
     return index
 
