@@ -55,19 +55,30 @@ class PodPage:
         return knob("PROBE_PERIOD_SECONDS")
 
 
-def pod_page(pod: str, client: redis.Redis | None = None, span: TimeRange | None = None) -> PodPage:
+def pod_page(
+    pod: str,
+    client: redis.Redis | None = None,
+    span: TimeRange | None = None,
+    *,
+    live_only: bool = False,
+) -> PodPage:
     """Raises pods.UnknownPod for a pod neither registered nor in the index. The charts cover
-    `span` (the last hour by default)."""
+    `span` (the last hour by default). `live_only`: the page's refresh of its live part, which
+    shows no prediction error (left empty: it scans the decision log)."""
     client = client or index_client()
     span = span or parse_range({}, time.time())
     summary = pod_summary(pod, client)
     zsets = [keys.residency_key(pod, medium) for medium in summary.counts]
     recent = newest_blocks(client, summary.model, zsets, limit=RECENT_BLOCKS)
-    compared = [
-        item
-        for item in delivered(client, ERROR_OUTCOMES, pod=pod, since=span.start)
-        if item.at < span.end + 60
-    ]
+    compared = (
+        []
+        if live_only
+        else [
+            item
+            for item in delivered(client, ERROR_OUTCOMES, pod=pod, since=span.start)
+            if item.at < span.end + 60
+        ]
+    )
     minutes = max(1, math.ceil((span.end - span.start) / 60 / ERROR_ROWS))
     return PodPage(
         summary,

@@ -9,24 +9,37 @@ routed (a gateway's fallback served it elsewhere: that pod's time says nothing a
 estimate).
 
 The decision log holds the newest DECISIONS_MAX decisions: the reads scan it newest first and
-stop at `limit` comparable outcomes, one HMGET per page of the log.
+stop at `limit` comparable outcomes, one HMGET per page of the log. A decision is decoded into
+`Routed`, the few fields a comparison reads: msgspec skips the rest (the scores, the dropped
+pods, the timings) without building them, several times faster than a whole `Decision`.
 """
 
 import math
 import statistics
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
 
+import msgspec
 import redis
 
 from kvadmin.routing import decisions
-from kvadmin.routing.decisions import CandidateEstimate, Decision
+from kvadmin.routing.decisions import CandidateEstimate
 from kvadmin.routing.outcomes import Outcome, outcomes_of
 
-PAGE: Final = 500
-"""Decisions looked up per HMGET of the outcomes."""
+
+class Routed(msgspec.Struct, kw_only=True):
+    """What a comparison reads of a logged `Decision` (same names, same types)."""
+
+    id: str
+    ts: float
+    model: str
+    chosen: str | None
+    requester: str = ""
+    estimates: list[CandidateEstimate] = []
+
+
+_decoder = msgspec.json.Decoder(Routed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +83,7 @@ def delivered(
     if limit <= 0:
         return found
 
-    def wanted(decision: Decision) -> bool:
-        return decision.chosen is not None and (pod is None or decision.chosen == pod)
-
-    for page in _pages(client, wanted, since):
+    for page in _pages(client, pod, since):
         reported = outcomes_of(client, [decision.id for decision in page])
         for decision in page:
             outcome = reported.get(decision.id)
@@ -85,25 +95,27 @@ def delivered(
     return found
 
 
-def _pages(
-    client: redis.Redis, wanted: Callable[[Decision], bool], since: float
-) -> Iterator[list[Decision]]:
-    """The log's decisions that `wanted` accepts, newest first, PAGE at a time, down to
-    `since`."""
-    page: list[Decision] = []
-    for decision in decisions.newest_first(client):
-        if decision.ts < since:
-            break
-        if wanted(decision):
-            page.append(decision)
-            if len(page) >= PAGE:
-                yield page
-                page = []
-    if page:
+def _pages(client: redis.Redis, pod: str | None, since: float) -> Iterator[list[Routed]]:
+    """Each page of the log down to `since`: its decisions that chose `pod` (any pod), newest
+    first. Entries that are not decisions are skipped."""
+    for entries in decisions.newest_pages(client):
+        page, older = [], False
+        for _, fields in entries:
+            try:
+                decision = _decoder.decode(fields["d"])
+            except (KeyError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                continue
+            if decision.ts < since:
+                older = True
+                break
+            if decision.chosen is not None and pod in (None, decision.chosen):
+                page.append(decision)
         yield page
+        if older:
+            return
 
 
-def _compared(decision: Decision, outcome: Outcome) -> Delivered | None:
+def _compared(decision: Routed, outcome: Outcome) -> Delivered | None:
     if outcome.ttft_ms is None or outcome.served not in (None, decision.chosen):
         return None
     estimate = next((e for e in decision.estimates if e.pod == decision.chosen), None)

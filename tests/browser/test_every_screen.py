@@ -25,9 +25,8 @@ MISSING = 12345
 
 @pytest.fixture
 def fleet(redis_client, django_user_model) -> IngestedIndex:
-    """Two pods holding blocks in every styled medium, one scored request on the feed, outcomes
-    delivered by vllm-0 (its prediction error, and calibration's fit on /weights/), and Carol,
-    an operator with every permission (so pages show their edit controls too)."""
+    """Two pods holding blocks in every styled medium, one scored request on the feed, and
+    Carol, an operator with every permission (so pages show their edit controls too)."""
     register("vllm-0.default")
     register("vllm-1.default")
     index = IngestedIndex(redis_client)
@@ -36,12 +35,19 @@ def fleet(redis_client, django_user_model) -> IngestedIndex:
     index.offload("vllm-0.default", range(3, 5), "DISK", at=NOW + 60)
     index.store("vllm-1.default", range(10, 40), at=NOW + 30)
     index.offload("vllm-1.default", range(10, 12), "CPU_PINNED", at=NOW + 60)
+    django_user_model.objects.create_superuser("carol", password="pw-carol-123")
+    return index
+
+
+@pytest.fixture
+def delivering(fleet, redis_client) -> IngestedIndex:
+    """The fleet, and outcomes vllm-0 delivered: its pod page's prediction error and
+    calibration's fit on /weights/ have rows."""
     for n in range(12):
         tokens = 100 + 50 * (n % 4)
         routed(redis_client, "vllm-0.default", model=MODEL, prompt=tokens,
                predicted_s=0.05, ttft_s=0.02 + tokens / 5000)  # fmt: skip
-    django_user_model.objects.create_superuser("carol", password="pw-carol-123")
-    return index
+    return fleet
 
 
 def _score(base_url: str) -> None:
@@ -119,7 +125,7 @@ def _refused(page) -> None:
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_every_page_passes_axe(page, asgi_server, fleet, theme) -> None:
+def test_every_page_passes_axe(page, asgi_server, delivering, theme) -> None:
     page.emulate_media(color_scheme=theme)
     _visit(page, asgi_server, "/accounts/login/")
     found = {"login": violations(page)}
@@ -148,7 +154,7 @@ def test_every_page_passes_axe(page, asgi_server, fleet, theme) -> None:
     assert {name: v for name, v in found.items() if v} == {}
 
 
-def test_every_page_fits_a_phone(browser, asgi_server, fleet) -> None:
+def test_every_page_fits_a_phone(browser, asgi_server, delivering) -> None:
     context = browser.new_context(viewport=PHONE)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)

@@ -75,3 +75,12 @@ def _estimate(predicted: float) -> CandidateEstimate:
                              uncached_tokens=10, wait_s=0.0, queue_wait_s=0.0, engine_waiting=0,
                              prefill_s=predicted, reload_s=0.0, work_penalty_s=0.0,
                              cost_s=predicted, load_stale=False)  # fmt: skip
+
+
+def test_the_live_refresh_leaves_the_log_scan_out(browsing, redis_client) -> None:
+    """The page's 5 s refresh swaps in its live part only, which shows no prediction error."""
+    register(POD)
+    routed(redis_client, POD, prompt=100, predicted_s=0.1, ttft_s=0.1)
+    assert 'id="prediction-error"' in browsing.get(f"/pods/{POD}/").content.decode()
+    live = browsing.get(f"/pods/{POD}/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="pod-live"' in live and 'id="prediction-error"' not in live
