@@ -128,6 +128,10 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # with calibration "manual" are left alone.
     "CALIBRATION": True,
     "CALIBRATION_PERIOD_SECONDS": 2.0,
+    # ... and from the newest CALIBRATION_OUTCOMES delivered outcomes (TTFT, cached and prompt
+    # tokens) of the last CALIBRATION_OUTCOME_SECONDS (kvadmin.weights.evidence).
+    "CALIBRATION_OUTCOMES": 2000,
+    "CALIBRATION_OUTCOME_SECONDS": 900.0,
     # Each process re-reads the published tier-weights version at most this often (seconds).
     "WEIGHTS_REFRESH_SECONDS": 0.5,
     # What-if previews replay this many of the latest recorded decisions by default.

@@ -259,9 +259,24 @@ PREDICTED_TTFT = Family(
     ("model", "pod"),
     TTFT_BUCKETS,
 )
-OUTCOME_TIMINGS = {"ttft_ms": OUTCOME_TTFT, "predicted_ttft_ms": PREDICTED_TTFT}
-"""An outcome with a `ttft_ms` observes both, in seconds; the per-minute buckets keep their
-sums in ms (field suffix: the name) and their count (the name + "_n")."""
+PREDICTION_ERROR_BUCKETS = (0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0)
+"""Around issue 33's targets: a median error of at most 0.15, a p90 of at most 0.5."""
+TTFT_ERROR = Family(
+    "kvadmin_outcome_ttft_error_ratio",
+    "histogram",
+    "The ttft policy's prediction error per outcome that reported a time to first token: "
+    "abs(predicted - delivered) / delivered (the mean ratio hides errors that cancel out)",
+    ("model", "pod"),
+    PREDICTION_ERROR_BUCKETS,
+)
+OUTCOME_TIMINGS = {
+    "ttft_ms": OUTCOME_TTFT,
+    "predicted_ttft_ms": PREDICTED_TTFT,
+    "ttft_error": TTFT_ERROR,
+}
+"""An outcome with a `ttft_ms` (and a prediction) observes each, the times in seconds; the
+per-minute buckets keep their sums (field suffix: the name; times in ms) and their count (the
+name + "_n")."""
 OUTCOME_TALLIES = {
     "outcomes": OUTCOMES,
     "prompt": OUTCOME_PROMPT_TOKENS,

@@ -167,7 +167,9 @@ def pods(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def pod(request: HtmxHttpRequest, pod: str) -> HttpResponse:
     try:
-        page = pod_page(pod, span=parse_range(request.GET.dict(), time.time()))
+        page = pod_page(
+            pod, span=parse_range(request.GET.dict(), time.time()), live_only=bool(request.htmx)
+        )
     except UnknownPod:
         raise Http404(f"no pod {pod} in the registry or the index") from None
     purged = request.GET.get("purged", "")

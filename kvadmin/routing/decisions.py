@@ -250,10 +250,17 @@ def get(log_id: str, client: redis.Redis | None = None) -> Decision | None:
 
 
 def _newest_first(client: redis.Redis) -> Iterator[Decision]:
+    for page in newest_pages(client):
+        yield from decoded(page)
+
+
+def newest_pages(client: redis.Redis) -> Iterator[list[tuple[str, dict[str, str]]]]:
+    """The log's entries, newest first, a page (one XREVRANGE) at a time: for readers that
+    decode only the fields they need (`routing.prediction_error`)."""
     upper = "+"
     while True:
         entries = client.xrevrange(keys.DECISIONS_KEY, max=upper, count=_SCAN_PAGE)
-        yield from decoded(entries)
+        yield entries
         if len(entries) < _SCAN_PAGE:
             return
         upper = f"({entries[-1][0]}"

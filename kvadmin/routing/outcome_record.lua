@@ -8,7 +8,7 @@
 -- ARGV: 1 the decision id, 2 the outcome JSON, 3 the counters' label field (model US pod),
 --       4 the bucket's TTL in seconds, 5 the number of tallies, then per tally (in KEYS
 --       order): its name, its amount; then per timing (in KEYS order): its name, its bucket
---       index, its value in seconds, its value in ms.
+--       index, the histogram's value (seconds for a time), the minute bucket's (ms for a time).
 -- Reply: "recorded", "repeated", or "unknown" (the decision left the log).
 
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
@@ -25,10 +25,10 @@ for i = 1, tallies do
 end
 local at = 6 + 2 * tallies
 for k = 4 + tallies, #KEYS do
-  local name, bucket, seconds, ms = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+  local name, bucket, observed, minute = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   redis.call('HINCRBY', KEYS[k], labels .. '\30' .. bucket, 1)
-  redis.call('HINCRBYFLOAT', KEYS[k], labels .. '\30sum', seconds)
-  redis.call('HINCRBYFLOAT', KEYS[3], labels .. '\30' .. name, ms)
+  redis.call('HINCRBYFLOAT', KEYS[k], labels .. '\30sum', observed)
+  redis.call('HINCRBYFLOAT', KEYS[3], labels .. '\30' .. name, minute)
   redis.call('HINCRBY', KEYS[3], labels .. '\30' .. name .. '_n', 1)
   at = at + 4
 end

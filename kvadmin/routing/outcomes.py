@@ -11,8 +11,9 @@ three tallies per model and chosen pod, so that an operator can tell the gaps ap
 - delivered: the cached tokens the engine reported.
 
 An outcome with a `ttft_ms` also puts the delivered time to first token beside the predicted one
-(the chosen pod's wait plus prefill estimate), in two histograms per model and pod
-(families.OUTCOME_TIMINGS) and in the per-minute buckets: delivered above predicted is a fleet
+(the chosen pod's wait plus prefill estimate), in two histograms per model and pod, with the
+prediction's error abs(predicted - delivered) / delivered in a third
+(families.OUTCOME_TIMINGS), and in the per-minute buckets: delivered above predicted is a fleet
 slower than kvadmin's TTFT parameters say (refit them on /weights/), or a queue kvadmin did not
 see.
 
@@ -277,12 +278,10 @@ def _record_input(
     ]
     for name in tallies:
         args += [name, amounts[name]]
-    timings = {}
-    if outcome.ttft_ms is not None and hits.ttft_ms is not None:
-        timings = {"ttft_ms": outcome.ttft_ms, "predicted_ttft_ms": hits.ttft_ms}
-    for name, ms in timings.items():
+    timings = _timings(outcome.ttft_ms, hits.ttft_ms)
+    for name, (observed, minute_sum) in timings.items():
         family = families.OUTCOME_TIMINGS[name]
-        args += [name, bucket_of(family, ms / 1000), repr(ms / 1000), repr(ms)]
+        args += [name, bucket_of(family, observed), repr(observed), repr(minute_sum)]
     script_keys = [
         keys.DECISION_IDS_KEY,
         keys.OUTCOMES_KEY,
@@ -291,6 +290,23 @@ def _record_input(
         *(families.OUTCOME_TIMINGS[name].key for name in timings),
     ]
     return script_keys, args
+
+
+def _timings(
+    delivered_ms: float | None, predicted_ms: float | None
+) -> dict[str, tuple[float, float]]:
+    """What a timed outcome observes (families.OUTCOME_TIMINGS): name -> (the histogram's
+    value, the per-minute bucket's)."""
+    if delivered_ms is None or predicted_ms is None:
+        return {}
+    timings = {
+        "ttft_ms": (delivered_ms / 1000, delivered_ms),
+        "predicted_ttft_ms": (predicted_ms / 1000, predicted_ms),
+    }
+    if delivered_ms > 0:
+        error = abs(predicted_ms - delivered_ms) / delivered_ms
+        timings["ttft_error"] = (error, error)
+    return timings
 
 
 def _text(reply: bytes | str) -> str:

@@ -1,8 +1,9 @@
 """Continuous calibration of the `ttft` policy's parameters (issue 33 item 1), on by default.
 
 A beat task (every CALIBRATION_PERIOD_SECONDS) fits the parameters per pod and per model from
-the engines' prefill counters (kvadmin.weights.fit: robust lines, implausible windows refused,
-lower-tier hits apart), takes one guarded step towards the fit (kvadmin.weights.
+the engines' prefill counters and the delivered outcomes (kvadmin.weights.evidence, kvadmin.
+weights.fit: robust lines, implausible windows refused, lower-tier hits apart, one vote per
+engine and per requester), takes one guarded step towards the fit (kvadmin.weights.
 calibration_step) and, when something moved, appends it as a version whose author is
 "calibration" and whose reason lists what moved and the fit's confidence. A version is a
 version: the history shows it, the review diffs it, a restore undoes it, and the weights'
@@ -20,11 +21,10 @@ from celery import shared_task
 from django.db import DatabaseError
 
 from kvadmin.conf import knob
-from kvadmin.engines.models import Engine
 from kvadmin.metrics import families, recorder
 from kvadmin.redis_clients import index_client
 from kvadmin.weights.calibration_step import step
-from kvadmin.weights.fit import fit_from_engines
+from kvadmin.weights.evidence import evidence_fit
 from kvadmin.weights.versions import NothingChanged, StaleDraft, current_version, save_version
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,7 @@ def _run() -> dict[str, object]:
     config = current.weight_config
     if config.ttft.calibration == "manual":
         return {"result": "manual", "version": current.version}
-    engines = Engine.objects.filter(enabled=True).values_list("pod", "model", "kind")
-    reload = 1.0 - config.tier_weights().weight_for("CPU")
-    fitted = fit_from_engines(index_client(), engines, config.ttft, reload)
+    fitted = evidence_fit(index_client(), config)
     moved = step(config.ttft, fitted)
     if moved is None:
         return {"result": "unchanged", "version": current.version, "refused": fitted.refused}

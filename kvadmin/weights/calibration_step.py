@@ -2,8 +2,9 @@
 guard rails. Pure: no Django, no Redis (the bench runs it inside its simulation too).
 
 Guard rails (issue 33 item 1):
-- only lines with at least `min_windows` windows and a confidence of at least `min_confidence`
-  (kvadmin.weights.fit.Line: robust Theil-Sen lines, implausible windows refused) move anything;
+- only lines with at least `min_windows` windows (engine windows and delivered outcomes) and a
+  confidence of at least `min_confidence` (kvadmin.weights.fit.Line: robust Theil-Sen lines,
+  implausible windows refused) move anything;
 - each value moves at most a factor `max_step` per step (T0 also `t0_slack_s` either way, as a
   factor of a small T0 is no room), so one bad minute cannot throw the routing off;
 - changes within `deadband` of the value in effect are left out, so a converged fit adds no
@@ -70,7 +71,7 @@ def step(current: TtftParameters, fitted: Fit, rules: Rules = RULES) -> Step | N
         )
     speeds = dict(current.prefill_tokens_per_s)
     for model in fitted.models:
-        if model.tokens_per_s is None or model.windows < rules.min_windows:
+        if model.tokens_per_s is None or model.windows + model.outcomes < rules.min_windows:
             continue
         if model.confidence < rules.min_confidence:
             continue

@@ -35,6 +35,12 @@ Robust to broken and hostile engines (issue 34 item 7):
   registered pod count: no model moves another's parameters, and one moves the pooled T0 only
   within the others' range unless it holds half the fleet.
 
+Delivered outcomes (kvadmin.weights.evidence: each a window of one request) are evidence too,
+weighed so that volume buys no weight: a pod's figures are the median of one line from its
+engine's windows and one line per requester from the outcomes it reported for the pod. A
+requester flooding outcomes (or reporting wrong times) moves a pod no further than one vote
+among its sources, and moves no pod it was not routed to.
+
 `kappa` and `decode_slowdown` are not in the counters and stay as the base has them. The reload
 fraction measured per model is shown beside the fit; the tier weights stay the operator's (they
 are kthena's scoring contract too). Windows where a counter went down (the engine restarted) or
@@ -120,6 +126,10 @@ class PodFit:
     model: str
     line: Line | None
     """None: too few windows for a line of its own (the model's figures apply)."""
+    outcomes: int = 0
+    """Delivered outcomes among the line's windows."""
+    sources: int = 0
+    """Lines that voted: the engine's and one per requester that reported outcomes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +148,8 @@ class ModelFit:
     reload_fraction: float | None = None
     """The measured cost of a lower-tier hit, as a fraction of computing it (None: no
     window with lower-tier hits)."""
+    outcomes: int = 0
+    """Delivered outcomes in its pods' lines (beside the engines' `windows`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,19 +282,31 @@ def _quality(
                 round(statistics.median(errors), 3))  # fmt: skip
 
 
+Reported = Mapping[str, Mapping[str, Sequence[Window]]]
+"""Delivered outcomes as windows: pod -> requester -> windows, oldest first."""
+
+
 def fit(
     base: TtftParameters,
     by_model: Mapping[str, Mapping[str, list[Window]]],
     reload: float = DEFAULT_RELOAD_FRACTION,
+    reported: Reported | None = None,
 ) -> Fit:
-    """Fit each pod, each model and the pooled T0 (model -> pod -> windows): see the module
-    docstring. `reload`: the fraction of a computed token a lower-tier hit costs."""
+    """Fit each pod, each model and the pooled T0 (model -> pod -> engine windows, and
+    `reported` outcomes of those pods): see the module docstring. `reload`: the fraction of a
+    computed token a lower-tier hit costs."""
     slowdown = base.decode_slowdown
+    reported = reported or {}
     pooled_windows = {
         model: [w for pod in pods.values() for w in pod] for model, pods in by_model.items()
     }
+    votes_of = {
+        pod: _votes(found, reported.get(pod, {}), slowdown, reload)
+        for pods in by_model.values()
+        for pod, found in pods.items()
+    }
     pod_lines = {
-        model: {pod: line(found, slowdown, reload) for pod, found in pods.items()}
+        model: {pod: _voted([vote for vote, _ in votes_of[pod]]) for pod in pods}
         for model, pods in by_model.items()
     }
     lines = {
@@ -308,7 +332,8 @@ def fit(
         if speed is not None:
             speeds[model] = speed
         for pod, pod_line in sorted(pod_lines[model].items()):
-            pods.append(PodFit(pod, model, pod_line))
+            outcomes = sum(count for _, count in votes_of[pod])
+            pods.append(PodFit(pod, model, pod_line, outcomes, len(votes_of[pod])))
             if pod_line is not None:
                 pod_fits[pod] = (pod_line.first_token_s, pod_line.tokens_per_s)
             elif speed is not None:
@@ -325,6 +350,7 @@ def fit(
                 own.confidence if own else 0.0,
                 own.error if own else None,
                 _reload_fraction(found, slowdown, through, speed),
+                sum(count for pod in pod_lines[model] for _, count in votes_of[pod]),
             )
         )
     parameters = replace(
@@ -336,21 +362,45 @@ def fit(
     return Fit(parameters, models, round(pooled, 4) if pooled is not None else None, pods=pods)
 
 
+def _votes(
+    found: Sequence[Window],
+    reports: Mapping[str, Sequence[Window]],
+    slowdown: float,
+    reload: float,
+) -> list[tuple[Line, int]]:
+    """A pod's lines, each with the outcomes in it: its engine's, then one per requester."""
+    engine = line(found, slowdown, reload)
+    votes = [] if engine is None else [(engine, 0)]
+    for windows_of_one in reports.values():
+        reported = line(windows_of_one, slowdown, reload)
+        if reported is not None:
+            votes.append((reported, reported.windows))
+    return votes
+
+
 def _model_line(
     pods: Mapping[str, Line | None], found: Sequence[Window], slowdown: float, reload: float
 ) -> Line | None:
     """A model's own figures: the median of its pods' own lines, each pod one vote (pods of
     one model run on different GPUs, and a line through all their windows mixes them); the
     line through all its windows when no pod has one."""
-    own = [pod for pod in pods.values() if pod is not None]
-    if not own:
-        return line(found, slowdown, reload)
+    return _voted([pod for pod in pods.values() if pod is not None]) or line(
+        found, slowdown, reload
+    )
+
+
+def _voted(votes: Sequence[Line]) -> Line | None:
+    """The median of `votes`, value by value (None without a vote)."""
+    if not votes:
+        return None
+    if len(votes) == 1:
+        return votes[0]
     return Line(
-        statistics.median(pod.first_token_s for pod in own),
-        float(round(statistics.median(pod.tokens_per_s for pod in own))),
-        sum(pod.windows for pod in own),
-        statistics.median(pod.confidence for pod in own),
-        statistics.median(pod.error for pod in own),
+        statistics.median(vote.first_token_s for vote in votes),
+        float(round(statistics.median(vote.tokens_per_s for vote in votes))),
+        sum(vote.windows for vote in votes),
+        statistics.median(vote.confidence for vote in votes),
+        statistics.median(vote.error for vote in votes),
     )
 
 
@@ -455,8 +505,11 @@ def fit_from_engines(
     engines: Iterable[tuple[str, str, str]],
     base: TtftParameters,
     reload: float = DEFAULT_RELOAD_FRACTION,
+    reported: Reported | None = None,
 ) -> Fit:
-    """Fit from the samples of `engines` ((pod, model, kind) each)."""
+    """Fit from the samples of `engines` ((pod, model, kind) each) and the outcomes
+    `reported` for them (the pods of other engines are not read)."""
+    reported = reported or {}
     engines = list(engines)
     samples = read_samples(client, [pod for pod, _, _ in engines])
     by_model: dict[str, dict[str, list[Window]]] = {}
@@ -464,6 +517,9 @@ def fit_from_engines(
     for pod, model, kind in engines:
         found, implausible = screened(kind, samples[pod])
         refused += implausible
+        if not found and reported.get(pod):
+            by_model.setdefault(model, {})[pod] = []
+            continue
         if not found:
             why = "fewer than two samples" if len(samples[pod]) < 2 else "no usable window"
             if implausible:
@@ -473,5 +529,5 @@ def fit_from_engines(
             skipped.append(f"{pod}: {why}")
             continue
         by_model.setdefault(model, {})[pod] = found
-    result = fit(base, by_model, reload)
+    result = fit(base, by_model, reload, reported)
     return replace(result, skipped=skipped, refused=refused)

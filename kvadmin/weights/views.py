@@ -23,13 +23,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_POST
 
 from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
 from kvadmin.index.serving import Serving, index_serving
 from kvadmin.redis_clients import index_client
-from kvadmin.weights import advice, export, fit, whatif
+from kvadmin.weights import advice, calibration_step, export, fit, whatif
 from kvadmin.weights.active import active_weights
 from kvadmin.weights.config import (
     KTHENA_DEFAULTS,
@@ -43,6 +44,7 @@ from kvadmin.weights.models import TierWeightsVersion
 from kvadmin.weights.overview import editor_rows, other_media
 from kvadmin.weights.parameters import ParameterChange
 from kvadmin.weights.seen import SeenMedium, media_in_index
+from kvadmin.weights.standing import standing
 from kvadmin.weights.versions import (
     EDIT_PERMISSION,
     REASON_MAX_LENGTH,
@@ -291,6 +293,11 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "",
         draft = Draft.from_config(config, current.version)
     seen, unavailable = _seen()
     serving = None if unavailable else _serving()  # a stall costs one timeout, not two
+    # Fitting reads the decision log: only the templates that show it (the page and the
+    # workspace, not the editor's re-renders) pay for it.
+    calibration = (
+        None if unavailable else SimpleLazyObject(lambda: standing(index_client(), current))
+    )
     return {
         "current": current,
         "active": active_weights(),
@@ -309,6 +316,8 @@ def _context(request: HttpRequest, draft: Draft | None = None, notice: str = "",
         "notice": notice or unavailable,
         "whatif_default": knob("WHATIF_DECISIONS"),
         "restore_reason_max": RESTORE_REASON_MAX_LENGTH,
+        "calibration": calibration,
+        "calibration_rules": calibration_step.RULES,
         **extra,
     }
 

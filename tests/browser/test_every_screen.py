@@ -15,6 +15,7 @@ from tests.conftest import http_json
 from tests.faults.conftest import site  # noqa: F401 (a web server on a Redis of its own)
 from tests.index import MODEL, NOW, IngestedIndex, block_tokens, std
 from tests.residency.conftest import register
+from tests.routing.delivered import routed
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,6 +37,17 @@ def fleet(redis_client, django_user_model) -> IngestedIndex:
     index.offload("vllm-1.default", range(10, 12), "CPU_PINNED", at=NOW + 60)
     django_user_model.objects.create_superuser("carol", password="pw-carol-123")
     return index
+
+
+@pytest.fixture
+def delivering(fleet, redis_client) -> IngestedIndex:
+    """The fleet, and outcomes vllm-0 delivered: its pod page's prediction error and
+    calibration's fit on /weights/ have rows."""
+    for n in range(12):
+        tokens = 100 + 50 * (n % 4)
+        routed(redis_client, "vllm-0.default", model=MODEL, prompt=tokens,
+               predicted_s=0.05, ttft_s=0.02 + tokens / 5000)  # fmt: skip
+    return fleet
 
 
 def _score(base_url: str) -> None:
@@ -113,7 +125,7 @@ def _refused(page) -> None:
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_every_page_passes_axe(page, asgi_server, fleet, theme) -> None:
+def test_every_page_passes_axe(page, asgi_server, delivering, theme) -> None:
     page.emulate_media(color_scheme=theme)
     _visit(page, asgi_server, "/accounts/login/")
     found = {"login": violations(page)}
@@ -142,7 +154,7 @@ def test_every_page_passes_axe(page, asgi_server, fleet, theme) -> None:
     assert {name: v for name, v in found.items() if v} == {}
 
 
-def test_every_page_fits_a_phone(browser, asgi_server, fleet) -> None:
+def test_every_page_fits_a_phone(browser, asgi_server, delivering) -> None:
     context = browser.new_context(viewport=PHONE)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)

@@ -43,6 +43,7 @@ REQUIRED_ALERTS = {
     "KvadminHitRatioDropped",
     "KvadminEngineLoadStale",
     "KvadminTtftPredictionDrift",
+    "KvadminTtftPredictionErrorHigh",
 }
 
 

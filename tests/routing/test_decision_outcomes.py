@@ -72,6 +72,10 @@ def test_a_timed_outcome_puts_delivered_beside_predicted_ttft_on_metrics(
     summed = f"kvadmin_outcome_predicted_ttft_seconds_sum{{{labels}}} "
     line = next(line for line in text.splitlines() if line.startswith(summed))
     assert float(line.removeprefix(summed)) == pytest.approx(predicted)
+    error = f"kvadmin_outcome_ttft_error_ratio_sum{{{labels}}} "
+    line = next(line for line in text.splitlines() if line.startswith(error))
+    assert float(line.removeprefix(error)) == pytest.approx(abs(predicted - 0.04) / 0.04)
+    assert f"kvadmin_outcome_ttft_error_ratio_count{{{labels}}} 1.0" in text
 
 
 def test_the_decisions_api_shows_predicted_vs_delivered_once_it_arrived(
