@@ -17,6 +17,8 @@ from scoring.route_state import (
 
 NOW_MS = 1_760_000_000_000
 NOW_S = NOW_MS / 1000
+QUEUE_ONLY = PodLoad(wait_s=pytest.approx(0.3), running=4, stale=True, queued=pytest.approx(6.0))
+"""300 ms of virtual queue at 50 ms per prefill; the 4 requests in flight stand for running."""
 
 
 def raw(busy_in_ms: float | None = 300, **load: str | None) -> RawPodState:
@@ -35,7 +37,7 @@ def fresh(waiting: int, age_s: float = 0.1) -> dict[str, str]:
 
 def test_without_a_scrape_the_virtual_queue_prices_the_pod_and_it_is_flagged_stale() -> None:
     reading = load_reading(raw(), NOW_MS, 3.0, 0.2)
-    assert reading.load == PodLoad(wait_s=pytest.approx(0.3), running=4, stale=True, queued=pytest.approx(6.0))
+    assert reading.load == QUEUE_ONLY
     assert (reading.engine_waiting, reading.load_age_s) == (None, None)
 
 
@@ -72,7 +74,7 @@ def test_before_any_routing_the_callers_prefill_stands_for_the_mean() -> None:
 )
 def test_a_stale_or_bad_scrape_is_not_believed(load: dict[str, str]) -> None:
     reading = load_reading(raw(**load), NOW_MS, 3.0, 0.2)
-    assert reading.load == PodLoad(wait_s=pytest.approx(0.3), running=4, stale=True, queued=pytest.approx(6.0))
+    assert reading.load == QUEUE_ONLY
 
 
 def test_a_drained_queue_waits_nothing() -> None:
