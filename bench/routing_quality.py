@@ -16,9 +16,10 @@ slowdown the running requests at that rate cause. For one workload and seed, eve
 the same trace and the same arrival times (one set of unit exponential gaps, scaled per rate).
 
 The routers (`bench/sim/routers.py`) see what they would in production; kvadmin's `ttft` calls
-`scoring.policy.choose_pod`, the function the API uses, with its default parameters; the
-simulated pods' true timing uses those same values (as if fitted from the engines' metrics), and
-the tier weights are set to the pods' true reload costs.
+`scoring.policy.choose_pod`, the function the API uses, on loads priced by the product's own
+`scoring.route_state.load_reading` from the state the product keeps, with its default
+parameters; the simulated pods' true timing uses those same values (as if fitted from the
+engines' metrics), and the tier weights are set to the pods' true reload costs.
 
 Printed per workload and load: p50/p90/p99 TTFT pooled over seeds, hit rate by medium, prefill
 tokens computed, load max/mean and the p90 ratio to the oracle; then the issue's targets with
@@ -35,10 +36,20 @@ shipped before (kthena's default weights, default parameters). It adds per-seed 
 recovery curve (p90 per 200 requests from the cold start) and the prediction error by load.
 `--loads` and `--routers` pick a subset.
 
+`--slow`: the hard case with every pod 2x slower than the defaults (T0 twice, half the speed);
+the report's "first 1,000 requests" line is issue 33's target for it. `--sustained`: 4,000
+requests at 0.8 load (unless `--requests` / `--loads` say otherwise), long enough to show
+whether the hit rate holds. `--baseline REV`: REV's own `kvadmin ttft` (a `git archive` of it,
+in processes of its own) on the same traces and pods, printed as "ttft @REV" beside this tree's:
+a before/after in one run. Every run reports, per workload and load, each ttft's p90 over the
+oracle's as the median of the seeds' own ratios, its worst seed over that seed's best baseline,
+the hit rate against the oracle's, the prediction error, and the load average.
+
 Robustness: `--misfit` makes the pods slower than kvadmin's parameters assume (the oracle still
 knows the truth); `--no-resync` leaves ttft's virtual queue to its own predictions.
 
 Run: .venv/bin/python bench/routing_quality.py [--requests N] [--seeds N] [--jobs N]
+     [--hard | --slow] [--sustained] [--baseline REV] [--routers A,B] [--loads L,M]
      [--misfit] [--no-resync] [--kappa K] [--hicache-write-policy P] [--quick]
      (about 5 minutes on one busy core with the defaults; --quick: 600 requests, one seed)
 """
@@ -500,7 +511,7 @@ def main() -> None:
     )
     print(f"kvadmin ttft prices with {parameters}")
     if args.hard:
-        print("the pods take their own timing, drawn per seed (hard_truths); kvadmin ttft")
+        print(f"the pods take their own timing, drawn per seed ({setup.draw}); kvadmin ttft")
         print("starts from the defaults above and calibrates (kvadmin's defaults: a sample")
         print("every 1 s, a step every 2 s)")
     else:

@@ -11,13 +11,13 @@ kthena's
   queues, 1 when all are equal); the metrics are the pods' true current ones (llm-d scrapes every
   50 ms: this flatters it slightly).
 - kvadmin ttft: `scoring.policy.choose_pod`, the function `/api/v1/score` uses, fed the delayed
-  index, kvadmin's own speculative entries (blocks it routed, until `speculative_ttl_s` after their
-  request's predicted prefill end), its
-  own virtual queue of predicted prefill times, its requests in flight (recent work, for ties),
-  and running counts from the last scrape. With
-  `resync`, every scrape trims the virtual queue to the requests the pod reports waiting or
-  prefilling (the pod serves in kvadmin's routing order, so those are the latest routed) and
-  restarts its clock from the scrape.
+  index, kvadmin's own speculative entries (blocks it routed, until `speculative_ttl_s` after
+  their request's predicted prefill end), and the pods' loads priced by the product's own
+  `scoring.route_state.load_reading` from the state the product keeps: the virtual queue
+  (advanced as route_record.lua does, restarted from the engine's waiting requests at every
+  scrape as queue_resync.lua does), the requests in flight, the last scrape, and the delivered
+  wait correction each outcome moves (outcome_record.lua's rule). With `resync` off the scrapes
+  never reach it: the virtual queue alone, every load stale.
 - oracle: the same function fed the truth: every pod's true cache, the blocks its queued
   requests will have placed, its true backlog and its running count. It minimises the same
   estimated TTFT plus work penalty, with perfect information, and breaks ties the same way
