@@ -56,7 +56,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import configure, percentile
+from bench.harness import baseline_tree, configure, percentile
 from kvadmin.redis_server import RedisServer, free_port
 from scoring import keys
 
@@ -114,17 +114,6 @@ def build(rng: random.Random, pods: list[str]) -> tuple[list[list[int]], str, st
                 pipeline.hset(block_key(MODEL, block), pod, block_value(now - 60, medium))
     pipeline.execute()
     return requests, token, cookie
-
-
-def baseline_tree(rev: str, workdir: Path) -> Path:
-    """The project as it was at `rev`, exported beside the benchmark's files."""
-    tree = workdir / f"baseline-{rev}"
-    tree.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return tree
 
 
 @dataclass

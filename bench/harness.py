@@ -2,7 +2,10 @@
 Redis and a throwaway SQLite database."""
 
 import os
+import subprocess
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -30,3 +33,14 @@ def configure(redis_url: str, workdir: Path, **knobs: str) -> dict[str, str]:
 
     django.setup()
     return os.environ.copy()
+
+
+def baseline_tree(rev: str, workdir: Path) -> Path:
+    """The project as it was at `rev`, exported beside the benchmark's files."""
+    tree = workdir / f"baseline-{rev}"
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree

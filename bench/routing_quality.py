@@ -16,9 +16,10 @@ slowdown the running requests at that rate cause. For one workload and seed, eve
 the same trace and the same arrival times (one set of unit exponential gaps, scaled per rate).
 
 The routers (`bench/sim/routers.py`) see what they would in production; kvadmin's `ttft` calls
-`scoring.policy.choose_pod`, the function the API uses, with its default parameters; the
-simulated pods' true timing uses those same values (as if fitted from the engines' metrics), and
-the tier weights are set to the pods' true reload costs.
+`scoring.policy.choose_pod`, the function the API uses, on loads priced by the product's own
+`scoring.route_state.load_reading` from the state the product keeps, with its default
+parameters; the simulated pods' true timing uses those same values (as if fitted from the
+engines' metrics), and the tier weights are set to the pods' true reload costs.
 
 Printed per workload and load: p50/p90/p99 TTFT pooled over seeds, hit rate by medium, prefill
 tokens computed, load max/mean and the p90 ratio to the oracle; then the issue's targets with
@@ -35,19 +36,33 @@ shipped before (kthena's default weights, default parameters). It adds per-seed 
 recovery curve (p90 per 200 requests from the cold start) and the prediction error by load.
 `--loads` and `--routers` pick a subset.
 
+`--slow`: the hard case with every pod 2x slower than the defaults (T0 twice, half the speed);
+the report's "first 1,000 requests" line is issue 33's target for it. `--sustained`: 4,000
+requests at 0.8 load (unless `--requests` / `--loads` say otherwise), long enough to show
+whether the hit rate holds. `--baseline REV`: REV's own `kvadmin ttft` (a `git archive` of it,
+in processes of its own) on the same traces and pods, printed as "ttft @REV" beside this tree's:
+a before/after in one run. Every run reports, per workload and load, each ttft's p90 over the
+oracle's as the median of the seeds' own ratios, its worst seed over that seed's best baseline,
+the hit rate against the oracle's, the prediction error, and the load average.
+
 Robustness: `--misfit` makes the pods slower than kvadmin's parameters assume (the oracle still
 knows the truth); `--no-resync` leaves ttft's virtual queue to its own predictions.
 
 Run: .venv/bin/python bench/routing_quality.py [--requests N] [--seeds N] [--jobs N]
+     [--hard | --slow] [--sustained] [--baseline REV] [--routers A,B] [--loads L,M]
      [--misfit] [--no-resync] [--kappa K] [--hicache-write-policy P] [--quick]
      (about 5 minutes on one busy core with the defaults; --quick: 600 requests, one seed)
 """
 
 import argparse
+import json
 import math
+import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -56,6 +71,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.harness import baseline_tree
 from bench.sim.calibration import Calibration
 from bench.sim.fleet import TPOT_S, Outcome, PodSpec, Simulation
 from bench.sim.routers import (
@@ -98,6 +114,21 @@ def hard_truths(pods: tuple[PodSpec, ...], seed: int) -> tuple[PodSpec, ...]:
         )
         drawn.append(replace(pod, truth=truth))
     return tuple(drawn)
+
+
+def slow_truths(pods: tuple[PodSpec, ...], seed: int) -> tuple[PodSpec, ...]:
+    """Issue 33's slow fleet, `--slow`: every pod 2x slower than kvadmin's defaults (T0 twice,
+    half the prefill speed), which ttft must find on its own within the first 1,000 requests."""
+    truth = TtftParameters(
+        first_token_s=2 * DEFAULT_PARAMETERS.first_token_s,
+        default_prefill_tokens_per_s=DEFAULT_PARAMETERS.default_prefill_tokens_per_s / 2,
+        decode_slowdown=DEFAULT_PARAMETERS.decode_slowdown,
+    )
+    return tuple(replace(pod, truth=truth) for pod in pods)
+
+
+DRAWS = {"hard": hard_truths, "slow": slow_truths}
+"""How `--hard` and `--slow` give every pod its true timing, per seed."""
 
 
 def mean_truth(pods: tuple[PodSpec, ...]) -> TtftParameters:
@@ -220,7 +251,8 @@ class Setup:
     resync: bool
     pods: tuple[PodSpec, ...]
     hard: bool = False
-    """Every pod's own true timing, drawn per seed (`hard_truths`); ttft calibrates."""
+    """Every pod's own true timing, drawn per seed (`DRAWS[draw]`); ttft calibrates."""
+    draw: str = "hard"
 
 
 def simulate(cell: Cell, setup: Setup) -> tuple[Cell, Outcome]:
@@ -228,7 +260,7 @@ def simulate(cell: Cell, setup: Setup) -> tuple[Cell, Outcome]:
     if key not in _TRACES:
         _TRACES[key] = WORKLOADS[cell.workload](setup.requests, cell.seed)
     trace = _TRACES[key]
-    specs = hard_truths(setup.pods, cell.seed) if setup.hard else setup.pods
+    specs = DRAWS[setup.draw](setup.pods, cell.seed) if setup.hard else setup.pods
     truth = mean_truth(specs) if setup.hard else setup.truth
     rate = cell.load * ideal_rate(trace, len(specs), truth)
     gaps = random.Random(cell.seed * 7919).expovariate
@@ -288,9 +320,92 @@ def summarize(outcomes: list[Outcome]) -> Row:
     )
 
 
+BASELINE_RUNNER = """
+import json, sys
+from dataclasses import fields, replace
+import bench.routing_quality as rq
+from scoring.ttft import TtftParameters
+job = json.load(sys.stdin)
+truths = {int(seed): pods for seed, pods in job["truths"].items()}
+def drawn(pods, seed):
+    own = {name: TtftParameters(first_token_s=t0, default_prefill_tokens_per_s=speed,
+                                decode_slowdown=slowdown)
+           for name, t0, speed, slowdown in truths[seed]}
+    return tuple(replace(pod, truth=own[pod.name]) for pod in pods)
+rq.hard_truths = drawn
+parameters = rq.DEFAULT_PARAMETERS
+if job["kappa"] is not None:
+    parameters = replace(parameters, kappa=job["kappa"])
+setup = rq.Setup(job["requests"], job["index_delay_s"], parameters,
+                 rq.MISFIT if job["misfit"] else rq.TRUTH, job["resync"],
+                 rq.fleet(job["write_policy"]), job["hard"])
+for workload, load, seed in job["cells"]:
+    _cell, outcome = rq.simulate(rq.Cell(workload, load, seed, "kvadmin ttft"), setup)
+    found = {field.name: getattr(outcome, field.name) for field in fields(outcome)}
+    print(json.dumps([workload, load, seed, {**found, "hit_tokens": dict(outcome.hit_tokens)}]),
+          flush=True)
+"""
+"""Run in a `git archive` of the baseline revision: its own `kvadmin ttft` on the given cells,
+the pods' true timing passed in (so a revision without `--slow` still serves the same pods);
+one JSON line of its Outcome per cell."""
+
+
+def baseline_outcomes(rev: str, cells: list[Cell], setup: Setup, args, jobs: int) -> dict:
+    """`rev`'s `kvadmin ttft` on `cells` (as router "ttft @rev"), in `jobs` processes of its
+    own tree: the before of a before/after in one run, on the same traces and pods."""
+    truths = {
+        seed: [
+            (p.name, p.truth.first_token_s, p.truth.default_prefill_tokens_per_s,
+             p.truth.decode_slowdown)
+            for p in DRAWS[setup.draw](setup.pods, seed)
+            if p.truth is not None
+        ]
+        for seed in {cell.seed for cell in cells}
+    }  # fmt: skip
+    job = {
+        "truths": truths,
+        "kappa": args.kappa,
+        "requests": setup.requests,
+        "index_delay_s": setup.index_delay_s,
+        "misfit": args.misfit,
+        "resync": setup.resync,
+        "write_policy": args.hicache_write_policy,
+        "hard": setup.hard,
+    }
+    name = f"ttft @{rev}"
+    found: dict[Cell, Outcome] = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        tree = baseline_tree(rev, Path(workdir))
+        runs = []
+        for part in range(jobs):
+            mine = [(c.workload, c.load, c.seed) for c in cells[part::jobs]]
+            process = subprocess.Popen(
+                [sys.executable, "-c", BASELINE_RUNNER],
+                cwd=tree,
+                env={**os.environ, "PYTHONPATH": str(tree)},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert process.stdin is not None
+            process.stdin.write(json.dumps({**job, "cells": mine}))
+            process.stdin.close()
+            runs.append(process)
+        for process in runs:
+            assert process.stdout is not None
+            for line in process.stdout:
+                workload, load, seed, fields = json.loads(line)
+                fields["ttft_by_index"] = {int(i): t for i, t in fields["ttft_by_index"].items()}
+                fields["hit_tokens"] = Counter(fields["hit_tokens"])
+                found[Cell(workload, load, seed, name)] = Outcome(**fields)
+            if process.wait():
+                raise SystemExit(f"the baseline {rev} failed ({process.returncode})")
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=1200, help="per workload and seed")
+    parser.add_argument("--requests", type=int, help="per workload and seed (default 1200)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (2 cores, shared)")
     parser.add_argument("--index-delay-ms", type=float, default=50.0)
@@ -304,7 +419,20 @@ def main() -> None:
         action="store_true",
         help="every pod's true timing drawn away from the defaults; ttft calibrates (issue 33)",
     )
-    parser.add_argument("--loads", default=",".join(str(load) for load in LOADS))
+    parser.add_argument(
+        "--slow",
+        action="store_true",
+        help="every pod 2x slower than the defaults (with --hard's calibration)",
+    )
+    parser.add_argument(
+        "--sustained",
+        action="store_true",
+        help="4,000 requests at 0.8 load unless --requests/--loads say otherwise",
+    )
+    parser.add_argument(
+        "--baseline", default=None, help="a git revision whose kvadmin ttft runs beside this one"
+    )
+    parser.add_argument("--loads", default=None)
     parser.add_argument("--routers", default="", help="a subset of the routers (oracle always)")
     parser.add_argument(
         "--hicache-write-policy",
@@ -318,8 +446,14 @@ def main() -> None:
     parser.add_argument(
         "--no-resync", action="store_true", help="ttft's virtual queue never hears from pods"
     )
+    parser.set_defaults(requests=None)
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.requests is None:
+        args.requests = 4000 if args.sustained else 1200
+    if args.loads is None:
+        args.loads = "0.8" if args.sustained else ",".join(str(load) for load in LOADS)
+    args.hard = args.hard or args.slow
     workloads = args.workloads.split(",")
     loads = tuple(float(load) for load in args.loads.split(","))
     routers = HARD_ROUTERS if args.hard else ROUTERS
@@ -349,13 +483,21 @@ def main() -> None:
         not args.no_resync,
         pods,
         args.hard,
+        "slow" if args.slow else "hard",
     )
+    if args.baseline:
+        baseline_cells = [c for c in cells if c.router == "kvadmin ttft"]
+        outcomes.update(
+            baseline_outcomes(args.baseline, baseline_cells, setup, args, max(args.jobs, 1))
+        )
+        at = routers.index("kvadmin ttft")
+        routers = (*routers[:at], f"ttft @{args.baseline}", *routers[at:])
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
             futures = [pool.submit(simulate, cell, setup) for cell in cells]
-            outcomes = dict(future.result() for future in futures)
+            outcomes.update(future.result() for future in futures)
     else:
-        outcomes = dict(simulate(cell, setup) for cell in cells)
+        outcomes.update(simulate(cell, setup) for cell in cells)
     seeds = range(1, args.seeds + 1)
     rows = {
         (w, load, router): summarize([outcomes[Cell(w, load, seed, router)] for seed in seeds])
@@ -369,7 +511,7 @@ def main() -> None:
     )
     print(f"kvadmin ttft prices with {parameters}")
     if args.hard:
-        print("the pods take their own timing, drawn per seed (hard_truths); kvadmin ttft")
+        print(f"the pods take their own timing, drawn per seed ({setup.draw}); kvadmin ttft")
         print("starts from the defaults above and calibrates (kvadmin's defaults: a sample")
         print("every 1 s, a step every 2 s)")
     else:
@@ -397,30 +539,66 @@ def main() -> None:
                     f"{row.p90 / oracle:>11.2f}"
                 )
     print()
+    ttfts = [r for r in routers if r.startswith("ttft") or r == "kvadmin ttft"]
+    _seed_ratios(outcomes, workloads, loads, seeds, ttfts, routers)
+    _first_requests(outcomes, workloads, loads, seeds, ttfts)
     if args.hard:
-        _seed_ratios(outcomes, workloads, loads, seeds)
         _recovery(outcomes, workloads, loads, seeds)
-        _prediction_errors(outcomes, workloads, loads, seeds)
-    _targets(rows, workloads, loads)
-    print(f"\n{len(cells)} simulations in {time.perf_counter() - started:.0f} s")
+    _prediction_errors(outcomes, workloads, loads, seeds, ttfts)
+    _targets(rows, outcomes, workloads, loads, seeds, routers)
+    print(
+        f"\n{len(cells)} simulations in {time.perf_counter() - started:.0f} s; load average "
+        f"{'/'.join(f'{n:.2f}' for n in os.getloadavg())}"
+    )
 
 
-def _seed_ratios(outcomes: dict, workloads: list[str], loads: tuple, seeds: range) -> None:
-    """Per workload and load, the median over seeds of each seed's p90 ratio to the oracle."""
-    print("p90 / oracle, median of the seeds' own ratios (each seed: [ratios])")
+def _p90(outcomes: dict, w: str, load: float, seed: int, router: str) -> float:
+    return summarize([outcomes[Cell(w, load, seed, router)]]).p90
+
+
+def _over_best(outcomes: dict, w: str, load: float, seed: int, router: str, routers) -> float:
+    """`router`'s p90 over the best baseline's, on one seed."""
+    best = min(_p90(outcomes, w, load, seed, b) for b in BASELINES if b in routers)
+    return _p90(outcomes, w, load, seed, router) / best
+
+
+def _seed_ratios(outcomes: dict, workloads, loads, seeds: range, ttfts, routers) -> None:
+    """Per workload and load, each ttft's p90 over the oracle's (the median of the seeds' own
+    ratios, then each seed's) and over the best baseline's of the same seed (the worst seed)."""
+    print("p90 / oracle, median of the seeds' own ratios [each seed]; worst seed / best baseline")
     for w in workloads:
         for load in loads:
             parts = []
-            for router in ("ttft uncalibrated", "kvadmin ttft"):
-                if Cell(w, load, seeds[0], router) not in outcomes:
-                    continue
+            for router in ttfts:
                 ratios = [
-                    summarize([outcomes[Cell(w, load, s, router)]]).p90
-                    / summarize([outcomes[Cell(w, load, s, "oracle")]]).p90
+                    _p90(outcomes, w, load, s, router) / _p90(outcomes, w, load, s, "oracle")
                     for s in seeds
                 ]
+                worst = max(_over_best(outcomes, w, load, s, router, routers) for s in seeds)
                 listed = ", ".join(f"{r:.2f}" for r in ratios)
-                parts.append(f"{router} {statistics.median(ratios):.2f}x [{listed}]")
+                parts.append(f"{router} {statistics.median(ratios):.2f}x [{listed}] {worst:.2f}x")
+            print(f"  {w} at {load:.0%}: " + "; ".join(parts))
+    print()
+
+
+def _first_requests(outcomes: dict, workloads, loads, seeds: range, ttfts, first: int = 1000):
+    """The first `first` requests from the cold start (warm-up included): p90 over the
+    oracle's, median of the seeds (issue 33: 2x slower pods, `--slow`, within 1,000)."""
+    print(f"the first {first:,} requests from a cold start: p90 / oracle, median of the seeds")
+    for w in workloads:
+        for load in loads:
+            parts = []
+            for router in ttfts:
+                ratios = []
+                for s in seeds:
+                    p90s = [
+                        _percentile(
+                            [t for i, t in outcomes[Cell(w, load, s, r)].ttft_by_index.items()
+                             if i < first], 0.9)
+                        for r in (router, "oracle")
+                    ]  # fmt: skip
+                    ratios.append(p90s[0] / p90s[1])
+                parts.append(f"{router} {statistics.median(ratios):.2f}x")
             print(f"  {w} at {load:.0%}: " + "; ".join(parts))
     print()
 
@@ -457,49 +635,81 @@ def _recovery(outcomes: dict, workloads: list[str], loads: tuple, seeds: range) 
     print()
 
 
-def _prediction_errors(outcomes: dict, workloads: list[str], loads: tuple, seeds: range) -> None:
-    print("kvadmin ttft's prediction: abs(predicted - delivered) / delivered, after warm-up")
+def _prediction_errors(outcomes: dict, workloads, loads, seeds: range, ttfts) -> None:
+    print("prediction: abs(predicted - delivered) / delivered, after warm-up, median / p90")
     for load in loads:
-        errors = [
-            e
-            for w in workloads
-            for s in seeds
-            for e in outcomes[Cell(w, load, s, "kvadmin ttft")].prediction_errors
-        ]
-        print(f"  {load:.0%} load: median {_percentile(errors, 0.5):.1%}, "
-              f"p90 {_percentile(errors, 0.9):.1%} ({len(errors)} requests)")  # fmt: skip
+        parts = []
+        for router in ttfts:
+            errors = [
+                e
+                for w in workloads
+                for s in seeds
+                for e in outcomes[Cell(w, load, s, router)].prediction_errors
+            ]
+            if errors:
+                parts.append(f"{router} {_percentile(errors, 0.5):.1%} / "
+                             f"{_percentile(errors, 0.9):.1%}")  # fmt: skip
+        print(f"  {load:.0%} load ({len(errors)} requests each): " + "; ".join(parts))
     print()
 
 
-def _targets(rows: dict, workloads: list[str], loads: tuple = LOADS) -> None:
+def _targets(rows: dict, outcomes: dict, workloads, loads, seeds: range, routers) -> None:
+    """Issue 33's targets for kvadmin ttft, as its checker measures them."""
+
     def check(label: str, ok: bool, detail: str) -> None:
         print(f"  {'PASS' if ok else 'FAIL'}  {label}: {detail}")
 
     print("targets (kvadmin ttft)")
+    ttft = "kvadmin ttft"
     for load, bound in ((0.6, 1.10), (0.8, 1.25)):
         if load not in loads:
             continue
-        ratios = {w: rows[(w, load, "kvadmin ttft")].p90 / rows[(w, load, "oracle")].p90
-                  for w in workloads}  # fmt: skip
+        ratios = {
+            w: statistics.median(
+                _p90(outcomes, w, load, s, ttft) / _p90(outcomes, w, load, s, "oracle")
+                for s in seeds
+            )
+            for w in workloads
+        }
         detail = ", ".join(f"{w} {r:.2f}x" for w, r in ratios.items())
-        check(f"p90 <= {bound:.2f}x oracle at {load:.0%}", max(ratios.values()) <= bound, detail)
-    worst = []
-    for w in workloads:
-        for load in loads:
-            best = min(rows[(w, load, b)].p90 for b in BASELINES if (w, load, b) in rows)
-            worst.append((rows[(w, load, "kvadmin ttft")].p90 / best, w, load))
-    ratio, w, load = max(worst)
-    check("p90 never > 5% worse than the best baseline", ratio <= 1.05,
-          f"worst {ratio:.2f}x the best baseline ({w} at {load:.0%})")  # fmt: skip
+        check(f"p90 <= {bound:.2f}x oracle at {load:.0%} (median of seeds)",
+              max(ratios.values()) <= bound, detail)  # fmt: skip
+    worst = max(
+        (_over_best(outcomes, w, load, s, ttft, routers), w, load, s)
+        for w in workloads
+        for load in loads
+        for s in seeds
+    )
+    ratio, w, load, seed = worst
+    check("no seed > 1.10x the best baseline", ratio <= 1.10,
+          f"worst {ratio:.2f}x (seed {seed}, {w} at {load:.0%})")  # fmt: skip
+    gaps = {
+        (w, load): sum(rows[(w, load, "oracle")].hit_by_medium.values())
+        - sum(rows[(w, load, ttft)].hit_by_medium.values())
+        for w in workloads
+        for load in loads
+    }
+    (w, load), gap = max(gaps.items(), key=lambda item: item[1])
+    check("hit rate within 3 points of the oracle's", gap <= 0.03,
+          f"worst {gap * 100:+.1f} points below ({w} at {load:.0%})")  # fmt: skip
+    for load in loads:
+        if load < 0.8:
+            continue
+        errors = [e for w in workloads for s in seeds
+                  for e in outcomes[Cell(w, load, s, ttft)].prediction_errors]  # fmt: skip
+        if errors:
+            median, p90 = _percentile(errors, 0.5), _percentile(errors, 0.9)
+            check(f"prediction error at {load:.0%}: median <= 15%, p90 <= 50%",
+                  median <= 0.15 and p90 <= 0.50, f"{median:.1%}, {p90:.1%}")  # fmt: skip
     for metric, label in (("busy_spread", "busy"), ("request_spread", "requests")):
-        spread, w, load = max((getattr(rows[(w, load, "kvadmin ttft")], metric), w, load)
+        spread, w, load = max((getattr(rows[(w, load, ttft)], metric), w, load)
                               for w in workloads for load in loads)  # fmt: skip
         oracle = getattr(rows[(w, load, "oracle")], metric)
         detail = f"worst {spread:.2f} ({w} at {load:.0%}; the oracle there: {oracle:.2f})"
         check(f"load max/mean <= 1.5 ({label})", spread <= 1.5, detail)
     if {"llm-d", "llm-d+preamble"} <= set(workloads):
-        ratios = [rows[("llm-d+preamble", load, "kvadmin ttft")].p90
-                  / rows[("llm-d", load, "kvadmin ttft")].p90 for load in loads]  # fmt: skip
+        ratios = [rows[("llm-d+preamble", load, ttft)].p90
+                  / rows[("llm-d", load, ttft)].p90 for load in loads]  # fmt: skip
         check("no collapse with the shared preamble (p90 <= 1.10x without it)",
               max(ratios) <= 1.10, ", ".join(f"{r:.2f}x" for r in ratios))  # fmt: skip
 

@@ -146,7 +146,7 @@ class BaselineIndexReader(PrefixReader):
                 pipeline.time()
             for pod in state_pods:
                 queue, in_flight, load = state_keys(pod)
-                pipeline.hmget(queue, ["busy_until_ms", "prefill_ms"])
+                pipeline.hmget(queue, ["busy_until_ms", "prefill_ms", "wait_log"])
                 pipeline.zrange(in_flight, 0, -1, withscores=True)
                 pipeline.hmget(load, LOAD_FIELDS)
             if blocks:
@@ -397,20 +397,21 @@ def walk_reply(
     now_ms, at = int(reply[at]), at + 1
     pods: dict[str, RawPodState] = {}
     for pod in state.pods:
-        n_spans = reply[at + 7]
-        spans = iter(reply[at + 8 : at + 8 + 2 * n_spans])
+        n_spans = reply[at + 8]
+        spans = iter(reply[at + 9 : at + 9 + 2 * n_spans])
         pods[pod] = RawPodState(
             busy_until_ms=reply[at],
             prefill_ms=reply[at + 1],
-            in_flight=int(reply[at + 2]),
-            **dict(zip(LOAD_FIELDS, reply[at + 3 : at + 7], strict=True)),
+            wait_log=reply[at + 2],
+            in_flight=int(reply[at + 3]),
+            **dict(zip(LOAD_FIELDS, reply[at + 4 : at + 8], strict=True)),
             speculative=tuple(
                 chain.from_iterable(
                     range(start, start + length) for start, length in zip(spans, spans, strict=True)
                 )
             ),
         )
-        at += 8 + 2 * n_spans
+        at += 9 + 2 * n_spans
     return walk, RouteState(now_ms, pods)
 
 
@@ -473,10 +474,11 @@ def _baseline_state(state: StateRequest, walk: PrefixWalk, replies: list[Any]) -
     matched = {pod: sum(count for _m, count in runs) for pod, runs in walk.runs.items()}
     pods: dict[str, RawPodState] = {}
     for i, pod in enumerate(state.pods):
-        (busy_until, prefill), in_flight, load = pod_replies[3 * i : 3 * i + 3]
+        (busy_until, prefill, wait_log), in_flight, load = pod_replies[3 * i : 3 * i + 3]
         pods[pod] = RawPodState(
             busy_until_ms=busy_until,
             prefill_ms=prefill,
+            wait_log=wait_log,
             in_flight=sum(1 for _member, end in in_flight if end > since),
             **dict(zip(LOAD_FIELDS, load, strict=True)),
             speculative=speculative_positions(entries, matched, pod, now_ms),

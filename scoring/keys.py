@@ -295,7 +295,9 @@ def speculative_keys(model: str) -> list[str]:
 
 def queue_key(pod: str) -> str:
     """HASH: the pod's virtual queue: `busy_until_ms` (unix ms at which the prefills kvadmin
-    routed to it are predicted to be done) and `prefill_ms` (a moving mean of their S_est)."""
+    routed to it are predicted to be done; the scraper restarts it from the engine's waiting
+    requests), `prefill_ms` (a moving mean of their S_est) and `wait_log` (the log of the
+    delivered correction of its wait, moved by outcomes: scoring.route_state)."""
     return f"kvadmin:queue:{pod}"
 
 

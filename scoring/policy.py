@@ -2,12 +2,20 @@
 
 - `ttft` (the default): the lowest estimated time to first token plus a work penalty,
 
-      cost = predicted_wait + S_est + kappa * (S_est - min over candidates of S_est)
+      cost = predicted_wait + S_est + (kappa + queued) * (S_est - min over candidates of S_est)
 
   with S_est from `scoring.ttft`. The penalty charges the extra prefill a placement adds over
-  the cheapest one: that work delays every later request on the pod, so without it the router
-  leaves a warm pod for a cold one as soon as the warm one has any queue and then recomputes
-  the prefix there (over-spreading). Rendezvous hashing breaks only exact ties.
+  the cheapest one to the requests it delays: without it the router leaves a warm pod for a
+  cold one as soon as the warm one has any queue and then recomputes the prefix there
+  (over-spreading). Two kinds of request wait behind the extra work. `queued`, the requests
+  waiting on the pod now (`PodLoad.queued`): by Little's law as many arrive behind this one
+  while it waits and prefills as wait there now, and each of them starts that much later.
+  `kappa`, a parameter: the later requests of its prefix, which the move splits across two
+  pods (bench/routing_quality.py found 1.5 best at low load, where no queue forms). With
+  kappa alone the penalty stayed flat as queues grew: under sustained load every pod has a
+  queue, moving looked cheap, the recomputed prefixes added work, the queues grew and moving
+  looked cheaper still (issue 33: the hit rate fell from 75% to 50%). Rendezvous hashing
+  breaks only exact ties.
 - `kthena`: the highest kthena score, as kthena's kvcache-aware plugin alone picks
   (`scoring.choice.choose`).
 
@@ -58,6 +66,9 @@ class PodLoad:
     running: int = 0
     """Requests the pod is running (decoding), which slow its prefill."""
     stale: bool = False
+    queued: float = 0.0
+    """Requests waiting on the pod before this one (the engine's count, or the wait in mean
+    prefills): those the extra work of a placement there delays (the module docstring)."""
 
 
 UNKNOWN_LOAD: Final = PodLoad(stale=True)
@@ -203,7 +214,7 @@ def choose_pod(
     cheapest = min(prefill.seconds for _p, _m, _s, prefill, _l, _r in estimates)
     costs = []
     for pod, matched, speculative_blocks, prefill, load, runs in estimates:
-        penalty = parameters.kappa * (prefill.seconds - cheapest)
+        penalty = (parameters.kappa + max(load.queued, 0.0)) * (prefill.seconds - cheapest)
         costs.append(
             CandidateCost(
                 pod=pod,

@@ -17,12 +17,26 @@ first block the pod neither holds in its matched run nor has an entry for cannot
 match (scoring.policy.matched_runs), so the readers stop there, and a decision costs Redis the
 blocks some candidate reaches rather than every block of every candidate.
 
-Predicted wait (the resync rule): the virtual queue's wait, `max(0, busy_until - now)`. When the
-engine's load is fresh (scraped at most `fresh_s` ago), the engine's own queue corrects it:
-`max(queue wait, waiting * mean predicted prefill)`, so requests kvadmin did not route (other
-routers, retries) and prefills slower than predicted still count; the engine's `running` prices
-the decode slowdown. When the load is stale or absent, the virtual queue alone counts, the
-requests in flight stand for `running`, and the pod's load is flagged stale.
+Predicted wait (the resync rule): the virtual queue's wait, `max(0, busy_until - now)`. Every
+scrape restarts the queue from the engine's own (queue_resync.lua, run by the scraper with the
+load it writes): `busy_until = now + waiting * mean predicted prefill`, so requests kvadmin did
+not route (other routers, retries) and prefills slower or faster than predicted stop drifting
+it, and what kvadmin routes after the scrape adds to it. When the engine's load is fresh
+(scraped at most `fresh_s` ago), its queue is also a floor: `max(queue wait, waiting * mean -
+the scrape's age)` (a queue key that expired meanwhile, or a scrape the resync missed); the
+engine's `running` prices the decode slowdown. When the load is stale or absent, the virtual
+queue alone counts, the requests in flight stand for `running`, and the pod's load is flagged
+stale.
+
+The wait so blended is then corrected by what the pod delivered: the queue hash keeps the log of
+a per-pod factor (`wait_log`), which outcome_record.lua moves with every outcome whose predicted
+wait was a real part of its predicted TTFT (`corrected_wait_log`, the rule both follow): the
+wait the pod actually imposed (delivered TTFT minus the predicted prefill) over the predicted
+wait. Queues under-predict more as load grows (each prefill predicted a little short adds to
+every later one's wait, and engines serve what kvadmin did not route), so a constant factor of
+the wait, learned per pod, holds where a constant offset would not. The step is a bounded share
+of the log ratio (one outlier moves the factor by at most WAIT_STEP_BOUND * WAIT_LEARNING), and
+the factor stays within WAIT_FACTOR_BOUNDS whatever outcomes say.
 """
 
 import json
@@ -33,9 +47,21 @@ from typing import Final
 
 from scoring.keys import in_flight_key, load_key, queue_key
 from scoring.policy import PodLoad
+from scoring.scripts import script
 
+QUEUE_RESYNC: Final = script("queue_resync")
+"""Restarts a pod's virtual queue from its engine's waiting requests (the resync rule)."""
 MAX_LOAD_COUNT: Final = 1_000_000
 """More running or waiting requests than any engine holds: the scrape is not believed."""
+WAIT_FACTOR_BOUNDS: Final = (0.5, 4.0)
+"""The delivered correction never more than halves a wait, nor more than quadruples it."""
+WAIT_LEARNING: Final = 0.05
+"""The share of an outcome's log ratio a step takes: about the last 20 outcomes count."""
+WAIT_STEP_BOUND: Final = math.log(2.0)
+"""An outcome's log ratio is taken at most this far (a hung request, a clock jump)."""
+WAIT_MIN_SHARE: Final = 0.2
+"""An outcome teaches the wait only when the predicted wait was at least this share of its
+predicted TTFT: otherwise the delivered time is about the prefill, which calibration fits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +83,8 @@ class RawPodState:
 
     busy_until_ms: str | None = None
     prefill_ms: str | None = None
+    wait_log: str | None = None
+    """The log of the pod's delivered wait correction (`corrected_wait_log`)."""
     in_flight: int = 0
     running: str | None = None
     waiting: str | None = None
@@ -95,6 +123,8 @@ class LoadReading:
     recent_work_s: float = 0.0
     """What kvadmin routed to the pod lately: its requests in flight times the mean predicted
     prefill (`RouteRequest.recent_work`, which breaks the policy's ties)."""
+    wait_factor: float = 1.0
+    """The delivered correction the wait was multiplied by."""
 
 
 def state_keys(pod: str) -> list[str]:
@@ -146,14 +176,48 @@ def load_reading(
     mean_ms = _number(raw.prefill_ms)
     mean = mean_ms / 1000 if mean_ms is not None and mean_ms >= 0 else fallback_prefill_s
     recent = max(raw.in_flight, 0) * mean
+    factor = wait_factor(raw.wait_log)
     scraped = scraped_load(raw)
     age = now_ms / 1000 - scraped.scraped_at if scraped is not None else None
     if scraped is None or age is None or not -fresh_s <= age <= fresh_s:
-        load = PodLoad(wait_s=queue_wait, running=raw.in_flight, stale=True)
-        return LoadReading(load, queue_wait, None, age, recent)
-    wait = max(queue_wait, scraped.waiting * mean)
-    load = PodLoad(wait, scraped.running, False)
-    return LoadReading(load, queue_wait, scraped.waiting, age, recent)
+        wait = queue_wait * factor
+        load = PodLoad(wait, raw.in_flight, True, _queued(wait, mean))
+        return LoadReading(load, queue_wait, None, age, recent, factor)
+    wait = max(queue_wait, scraped.waiting * mean - max(age, 0.0)) * factor
+    load = PodLoad(wait, scraped.running, False, max(scraped.waiting, _queued(wait, mean)))
+    return LoadReading(load, queue_wait, scraped.waiting, age, recent, factor)
+
+
+def wait_factor(wait_log: str | None) -> float:
+    """The delivered correction a queue hash's `wait_log` stands for (1 without one), within
+    WAIT_FACTOR_BOUNDS."""
+    value = _number(wait_log)
+    low, high = WAIT_FACTOR_BOUNDS
+    return 1.0 if value is None else min(max(math.exp(min(value, 10.0)), low), high)
+
+
+def corrected_wait_log(
+    wait_log: float, predicted_wait_s: float, predicted_prefill_s: float, delivered_s: float
+) -> float:
+    """The pod's `wait_log` after one outcome: the decision predicted `predicted_wait_s`
+    (corrected already) and `predicted_prefill_s`, the pod delivered its first token after
+    `delivered_s`. outcome_record.lua applies the same rule; this is its reference.
+
+    The step is taken on the corrected wait, so repeated outcomes drive the ratio of imposed to
+    predicted wait to 1 (the factor integrates what is left). A wait the pod did not impose at
+    all (delivered no later than the prefill alone) counts as the factor's lower bound."""
+    low, high = (math.log(bound) for bound in WAIT_FACTOR_BOUNDS)
+    predicted = predicted_wait_s + predicted_prefill_s
+    if not predicted_wait_s > 0 or predicted_wait_s < WAIT_MIN_SHARE * predicted:
+        return wait_log
+    imposed = max(delivered_s - predicted_prefill_s, predicted_wait_s * WAIT_FACTOR_BOUNDS[0])
+    ratio = min(max(math.log(imposed / predicted_wait_s), -WAIT_STEP_BOUND), WAIT_STEP_BOUND)
+    return min(max(wait_log + WAIT_LEARNING * ratio, low), high)
+
+
+def _queued(wait_s: float, mean_s: float) -> float:
+    """Requests ahead on the pod: its wait in mean prefills."""
+    return wait_s / mean_s if mean_s > 0 else 0.0
 
 
 def speculative_blocks(state: RouteState, blocks: Sequence[int]) -> dict[str, frozenset[int]]:

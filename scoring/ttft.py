@@ -33,10 +33,10 @@ DEFAULT_FIRST_TOKEN_S: Final = 0.015
 DEFAULT_PREFILL_TOKENS_PER_S: Final = 10_000.0
 """An 8B model on one current datacenter GPU prefills on the order of 10k tokens/s."""
 DEFAULT_KAPPA: Final = 1.5
-"""How much a placement's extra prefill work counts beyond its own TTFT: the work also delays
-every later request on that pod. 0 is greedy TTFT, which over-spreads under load. 1.5 is the
-value `bench/routing_quality.py` found best across all its workloads and loads (0.5 spreads too
-much at 80% load, 2 and more keep hot prefixes on queued pods at 60%)."""
+"""How much a placement's extra prefill work counts beyond its own TTFT when no queue forms:
+the work also delays the later requests of its prefix (the policy adds the requests queued on
+the pod, `scoring.policy`). 0 is greedy TTFT, which over-spreads. 1.5 is the value
+`bench/routing_quality.py` found best at low load (2 and more keep hot prefixes on busy pods)."""
 DEFAULT_DECODE_SLOWDOWN: Final = 0.02
 """Per running request: 2% slower prefill, a typical cost of a decode batch sharing the step."""
 MAX_SECONDS: Final = 3600.0

@@ -250,6 +250,8 @@ class Simulation:
                 remaining -= 1
                 pod.prefilled(job)
                 outcome.ttft_by_index[job.index] = now - job.arrival
+                if hasattr(router, "delivered"):  # routers that learn from outcomes
+                    router.delivered(job.index, now - job.arrival)
                 if job.index >= warmup:
                     self._record(outcome, pod, job, now)
                 decode_s = job.request.output_tokens * TPOT_S

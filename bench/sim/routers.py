@@ -11,13 +11,13 @@ kthena's
   queues, 1 when all are equal); the metrics are the pods' true current ones (llm-d scrapes every
   50 ms: this flatters it slightly).
 - kvadmin ttft: `scoring.policy.choose_pod`, the function `/api/v1/score` uses, fed the delayed
-  index, kvadmin's own speculative entries (blocks it routed, until `speculative_ttl_s` after their
-  request's predicted prefill end), its
-  own virtual queue of predicted prefill times, its requests in flight (recent work, for ties),
-  and running counts from the last scrape. With
-  `resync`, every scrape trims the virtual queue to the requests the pod reports waiting or
-  prefilling (the pod serves in kvadmin's routing order, so those are the latest routed) and
-  restarts its clock from the scrape.
+  index, kvadmin's own speculative entries (blocks it routed, until `speculative_ttl_s` after
+  their request's predicted prefill end), and the pods' loads priced by the product's own
+  `scoring.route_state.load_reading` from the state the product keeps: the virtual queue
+  (advanced as route_record.lua does, restarted from the engine's waiting requests at every
+  scrape as queue_resync.lua does), the requests in flight, the last scrape, and the delivered
+  wait correction each outcome moves (outcome_record.lua's rule). With `resync` off the scrapes
+  never reach it: the virtual queue alone, every load stale.
 - oracle: the same function fed the truth: every pod's true cache, the blocks its queued
   requests will have placed, its true backlog and its running count. It minimises the same
   estimated TTFT plus work penalty, with perfect information, and breaks ties the same way
@@ -25,19 +25,19 @@ kthena's
 """
 
 import random
-from collections import deque
 from collections.abc import Iterator, Set
 
 from bench.sim.calibration import Calibration
 from bench.sim.fleet import MAX_ROUTED_BLOCKS, Job, PodReport, Simulation, runs_of
 from scoring.policy import PodLoad, RouteRequest, choose_pod
 from scoring.route_record import MEAN_WEIGHT
+from scoring.route_state import RawPodState, corrected_wait_log, load_reading
+from scoring.score import PrefixWalk, score_walk
+from scoring.ttft import TtftParameters, estimate_prefill
+from scoring.weights import TierWeights
 
 IN_FLIGHT_S = 2.0
 """kvadmin's ROUTING_IN_FLIGHT_SECONDS default."""
-from scoring.score import PrefixWalk, score_walk
-from scoring.ttft import TtftParameters
-from scoring.weights import TierWeights
 
 
 class RandomRouter:
@@ -135,8 +135,11 @@ class RecentWork:
         self.mean: list[float] = [0.0] * pods
 
     def of(self, now: float) -> list[float]:
+        return [count * mean for count, mean in zip(self.counts(now), self.mean, strict=True)]
+
+    def counts(self, now: float) -> list[int]:
         self.ends = [[end for end in ends if end > now - IN_FLIGHT_S] for ends in self.ends]
-        return [len(ends) * mean for ends, mean in zip(self.ends, self.mean, strict=True)]
+        return [len(ends) for ends in self.ends]
 
     def routed(self, pod: int, end: float, prefill_s: float) -> None:
         self.ends[pod].append(end)
@@ -145,6 +148,11 @@ class RecentWork:
 
 
 class TtftRouter:
+    """kvadmin's `ttft` as the product runs it: the state route_record.lua keeps per pod (the
+    virtual queue's `busy_until` and moving mean predicted prefill, the requests in flight,
+    the delivered wait correction outcome_record.lua keeps), the scraper's last load, and the
+    product's own pricing of them (`scoring.route_state.load_reading`)."""
+
     name = "kvadmin ttft"
 
     def __init__(
@@ -155,18 +163,22 @@ class TtftRouter:
         speculative_ttl_s: float = 1.0,
         resync: bool = True,
         calibration: Calibration | None = None,
+        stale_s: float = 3.0,
     ) -> None:
         self.weights, self.parameters = weights, parameters
         self.calibration = calibration
         self.predicted: dict[int, float] = {}
         """Per request index, the chosen pod's predicted TTFT (wait + prefill)."""
-        self.ttl, self.resync = speculative_ttl_s, resync
+        self.decided: dict[int, tuple[int, float, float]] = {}
+        """Per request index in flight: (pod, predicted wait, predicted prefill), its outcome's
+        input to the wait correction."""
+        self.ttl, self.resync, self.stale_s = speculative_ttl_s, resync, stale_s
         self.speculative: list[dict[int, float]] = [{} for _ in range(pods)]
-        self.queue: list[deque[list[float]]] = [deque() for _ in range(pods)]
-        """Per pod, [predicted finish, predicted prefill seconds] of requests routed there."""
-        self.running = [0] * pods
-        self.recent = RecentWork(pods)
+        self.busy_until = [0.0] * pods
+        self.wait_log = [0.0] * pods
+        self.scrapes: list[PodReport | None] = [None] * pods
         self.scraped_at: float | None = None
+        self.recent = RecentWork(pods)
         self.stale_decisions = 0
 
     def choose(self, sim: Simulation, job: Job, now: float) -> int:
@@ -176,36 +188,61 @@ class TtftRouter:
         for i, pod in enumerate(sim.pods):
             if run := runs_of(sim.index.held[i], blocks, pod.spec.media):
                 runs[names[i]] = run
-        stale = self.scraped_at is None or now - self.scraped_at > 3 * sim.scrape_interval_s
-        loads = {}
-        for i, name in enumerate(names):
-            queue = self.queue[i]
-            while queue and queue[0][0] <= now:
-                queue.popleft()
-            wait = queue[-1][0] - now if queue else 0.0
-            loads[name] = PodLoad(wait, self.running[i], stale)
+        cold = estimate_prefill(
+            "sim", job.request.prompt_tokens, (), 16, 0, self.weights, self.parameters
+        ).seconds
+        in_flight = self.recent.counts(now)
+        now_ms = round(now * 1000)
+        readings = {
+            name: load_reading(self._raw(i, in_flight[i], now), now_ms, self.stale_s, cold)
+            for i, name in enumerate(names)
+        }
         speculative = {names[i]: _Speculative(self.speculative[i], now) for i in range(len(names))}
-        recent = dict(zip(names, self.recent.of(now), strict=True))
-        prompt = job.request.prompt_tokens
         request = RouteRequest(
-            "sim", blocks, prompt, 16, names, runs, {}, speculative, loads, recent
+            "sim",
+            blocks,
+            job.request.prompt_tokens,
+            16,
+            names,
+            runs,
+            {},
+            speculative,
+            {name: reading.load for name, reading in readings.items()},
+            {name: reading.recent_work_s for name, reading in readings.items()},
         )
         choice = choose_pod(request, self.weights, "ttft", self.parameters)
         self.stale_decisions += bool(choice.stale_pods)
         chosen = names.index(choice.chosen)  # type: ignore[arg-type]
-        cost = choice.candidates[
-            [c.pod for c in choice.candidates].index(choice.chosen)  # type: ignore[arg-type]
-        ]
-        predicted = cost.prefill_s
+        cost = next(c for c in choice.candidates if c.pod == choice.chosen)
         self.predicted[job.index] = cost.wait_s + cost.prefill_s
-        queue = self.queue[chosen]
-        queue.append([max(queue[-1][0] if queue else now, now) + predicted, predicted])
-        self.recent.routed(chosen, queue[-1][0], predicted)
-        expiry = queue[-1][0] + self.ttl  # after the predicted prefill end, as kvadmin keeps it
+        self.decided[job.index] = (chosen, cost.wait_s, cost.prefill_s)
+        # route_record.lua's advance: the prefill starts when the queue is predicted done.
+        done = max(self.busy_until[chosen], now) + cost.prefill_s
+        self.busy_until[chosen] = done
+        self.recent.routed(chosen, done, cost.prefill_s)
+        expiry = done + self.ttl  # after the predicted prefill end, as kvadmin keeps it
         entries = self.speculative[chosen]
         for block in blocks:
             entries[block] = expiry
         return chosen
+
+    def _raw(self, pod: int, in_flight: int, now: float) -> RawPodState:
+        scrape = self.scrapes[pod] if self.resync else None
+        return RawPodState(
+            busy_until_ms=repr(self.busy_until[pod] * 1000),
+            prefill_ms=repr(self.recent.mean[pod] * 1000) if self.recent.mean[pod] else None,
+            wait_log=repr(self.wait_log[pod]),
+            in_flight=in_flight,
+            running=None if scrape is None else str(scrape.running),
+            waiting=None if scrape is None else str(scrape.waiting),
+            kv_usage=None if scrape is None else repr(scrape.kv_usage),
+            scraped_at=None if self.scraped_at is None else repr(self.scraped_at),
+        )
+
+    def delivered(self, index: int, ttft_s: float) -> None:
+        """The request's outcome, as the gateway reports it: outcome_record.lua's correction."""
+        pod, wait, prefill = self.decided.pop(index)
+        self.wait_log[pod] = corrected_wait_log(self.wait_log[pod], wait, prefill, ttft_s)
 
     def scraped(self, sim: Simulation, now: float, reports: list[PodReport]) -> None:
         self.scraped_at = now
@@ -213,19 +250,12 @@ class TtftRouter:
             self.calibration.scraped(now, [report.counters for report in reports])
             self.parameters = self.calibration.stepped(now, self.parameters)
         for i, report in enumerate(reports):
-            self.running[i] = report.running
+            self.scrapes[i] = report
+            if self.resync and self.recent.mean[i]:  # queue_resync.lua
+                self.busy_until[i] = now + report.waiting * self.recent.mean[i]
             entries = self.speculative[i]
             for block in [block for block, expiry in entries.items() if expiry <= now]:
                 del entries[block]
-            if not self.resync:
-                continue
-            queue = self.queue[i]
-            while len(queue) > report.waiting + report.prefilling:
-                queue.popleft()
-            clock = now - (0.5 * queue[0][1] if queue and report.prefilling else 0.0)
-            for entry in queue:
-                clock += entry[1]
-                entry[0] = clock
 
 
 class OracleRouter:
@@ -263,7 +293,7 @@ class OracleRouter:
             pending[name] = pod.pending.keys()
             scale = self.slowdowns.get(name, self.parameters.decode_slowdown)
             running = pod.decoding * scale / self.parameters.decode_slowdown
-            loads[name] = PodLoad(pod.backlog_s(now), running)  # type: ignore[arg-type]
+            loads[name] = PodLoad(pod.backlog_s(now), running, queued=len(pod.queue))  # type: ignore[arg-type]
         recent = dict(zip(names, self.recent.of(now), strict=True))
         request = RouteRequest(
             "sim", blocks, job.request.prompt_tokens, 16, names, runs, {}, pending, loads, recent

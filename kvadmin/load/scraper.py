@@ -36,6 +36,7 @@ from kvadmin.loop_guard import LoopGuard
 from kvadmin.metrics import families as f
 from kvadmin.metrics import recorder
 from scoring import keys
+from scoring.route_state import QUEUE_RESYNC
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,8 @@ class LoadScraper:
             pipe.delete(load_key)
             pipe.hset(load_key, mapping=load_fields(outcome.load, now, outcome.seconds))
             pipe.expire(load_key, ttl)
+            # The routing policy's virtual queue restarts from the engine's own queue.
+            pipe.eval(QUEUE_RESYNC.text, 1, keys.queue_key(outcome.pod), outcome.load.waiting)
             if outcome.load.counters:
                 self._sample(pipe, outcome.pod, outcome.load, now)
         pipe.execute()

@@ -73,6 +73,10 @@ class CandidateEstimate(msgspec.Struct, kw_only=True):
     """The engine's load was stale or absent: the virtual queue alone priced the wait."""
     running: int = 0
     """The running requests that priced the decode slowdown."""
+    queued: float = 0.0
+    """The requests waiting on the pod, which its work penalty charges (scoring.policy)."""
+    wait_factor: float = 1.0
+    """The delivered correction `wait_s` includes (scoring.route_state)."""
     runs: list[tuple[str | None, int]] = []
     """The media of the blocks the pod was priced as holding, in block order (speculative
     blocks as GPU): with `wait_s` and `running`, what a what-if needs to price the pod again
@@ -134,6 +138,9 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     def score_of(self, pod: str | None) -> PodExplanation | None:
         return next((scored for scored in self.scores if scored.pod == pod), None)
+
+    def estimate_of(self, pod: str | None) -> "CandidateEstimate | None":
+        return next((estimate for estimate in self.estimates if estimate.pod == pod), None)
 
     def involves(self, pod: str) -> bool:
         """The pod was chosen or scored (held the first block)."""

@@ -4,12 +4,20 @@
 --
 -- KEYS: 1 the decision id index ZSET, 2 the outcomes HASH, 3 this minute's outcome bucket,
 --       then one counter family HASH per tally, then one histogram family HASH per timing
---       observed (none when the outcome reported no time to first token).
+--       observed (none when the outcome reported no time to first token), then the chosen
+--       pod's queue HASH when the outcome corrects its wait.
 -- ARGV: 1 the decision id, 2 the outcome JSON, 3 the counters' label field (model US pod),
 --       4 the bucket's TTL in seconds, 5 the number of tallies, then per tally (in KEYS
---       order): its name, its amount; then per timing (in KEYS order): its name, its bucket
---       index, the histogram's value (seconds for a time), the minute bucket's (ms for a time).
+--       order): its name, its amount; then the number of timings, and per timing (in KEYS
+--       order): its name, its bucket index, the histogram's value (seconds for a time), the
+--       minute bucket's (ms for a time); then, with the queue key, the wait correction's
+--       inputs: the predicted wait, predicted prefill and delivered TTFT in seconds, the
+--       learning share, the step bound, the least share of the predicted TTFT the wait must
+--       be, the factor's bounds as logs (low, high).
 -- Reply: "recorded", "repeated", or "unknown" (the decision left the log).
+--
+-- The wait correction is scoring.route_state.corrected_wait_log, step for step; a queue that
+-- expired (the pod idle for a minute) is not brought back by a late outcome.
 
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return 'unknown'
@@ -23,8 +31,9 @@ for i = 1, tallies do
   redis.call('HINCRBY', KEYS[3 + i], labels, amount)
   redis.call('HINCRBY', KEYS[3], labels .. '\30' .. name, amount)
 end
-local at = 6 + 2 * tallies
-for k = 4 + tallies, #KEYS do
+local timings = tonumber(ARGV[6 + 2 * tallies])
+local at = 7 + 2 * tallies
+for k = 4 + tallies, 3 + tallies + timings do
   local name, bucket, observed, minute = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   redis.call('HINCRBY', KEYS[k], labels .. '\30' .. bucket, 1)
   redis.call('HINCRBYFLOAT', KEYS[k], labels .. '\30sum', observed)
@@ -33,4 +42,18 @@ for k = 4 + tallies, #KEYS do
   at = at + 4
 end
 redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
+
+local queue = KEYS[4 + tallies + timings]
+if queue and redis.call('HEXISTS', queue, 'busy_until_ms') == 1 then
+  local wait, prefill, delivered = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  local share, bound, least = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])
+  local low, high = tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7])
+  if wait > 0 and wait >= least * (wait + prefill) then
+    local old = tonumber(redis.call('HGET', queue, 'wait_log') or '') or 0
+    local imposed = math.max(delivered - prefill, wait * math.exp(low))
+    local ratio = math.min(math.max(math.log(imposed / wait), -bound), bound)
+    local new = math.min(math.max(old + share * ratio, low), high)
+    redis.call('HSET', queue, 'wait_log', string.format('%.17g', new))
+  end
+end
 return 'recorded'

@@ -53,6 +53,12 @@ from kvadmin.metrics.recorder import HITS_TTL_SECONDS, bucket_of, outcome_minute
 from kvadmin.routing import answer, decisions, requesters
 from kvadmin.routing.decisions import Decision
 from scoring import keys
+from scoring.route_state import (
+    WAIT_FACTOR_BOUNDS,
+    WAIT_LEARNING,
+    WAIT_MIN_SHARE,
+    WAIT_STEP_BOUND,
+)
 from scoring.scripts import script_at
 
 DECISION_ID = re.compile(r"[0-9a-f]{1,64}")
@@ -279,6 +285,7 @@ def _record_input(
     for name in tallies:
         args += [name, amounts[name]]
     timings = _timings(outcome.ttft_ms, hits.ttft_ms)
+    args.append(len(timings))
     for name, (observed, minute_sum) in timings.items():
         family = families.OUTCOME_TIMINGS[name]
         args += [name, bucket_of(family, observed), repr(observed), repr(minute_sum)]
@@ -289,6 +296,13 @@ def _record_input(
         *(family.key for family in tallies.values()),
         *(families.OUTCOME_TIMINGS[name].key for name in timings),
     ]
+    chosen = decision.estimate_of(decision.chosen) if decision.chosen else None
+    if outcome.ttft_ms is not None and chosen is not None:
+        # The delivered time corrects the pod's wait (scoring.route_state, corrected_wait_log).
+        script_keys.append(keys.queue_key(chosen.pod))
+        args += [repr(chosen.wait_s), repr(chosen.prefill_s), repr(outcome.ttft_ms / 1000)]
+        args += [repr(WAIT_LEARNING), repr(WAIT_STEP_BOUND), repr(WAIT_MIN_SHARE)]
+        args += [repr(math.log(bound)) for bound in WAIT_FACTOR_BOUNDS]
     return script_keys, args
 
 

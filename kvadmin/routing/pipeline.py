@@ -244,6 +244,8 @@ def _estimates(
                 cost_s=cost.cost_s,
                 load_stale=cost.load_stale,
                 running=route.loads[cost.pod].running if cost.pod in route.loads else 0,
+                queued=route.loads[cost.pod].queued if cost.pod in route.loads else 0.0,
+                wait_factor=reading.wait_factor if reading else 1.0,
                 runs=list(cost.runs),
             )
         )

@@ -163,7 +163,9 @@ def _ttft_choice(decision: Decision, config: WeightConfig, scores: dict[str, int
         runs=runs,
         scores=scores,
         speculative={},
-        loads={e.pod: PodLoad(e.wait_s, e.running, e.load_stale) for e in decision.estimates},
+        loads={
+            e.pod: PodLoad(e.wait_s, e.running, e.load_stale, e.queued) for e in decision.estimates
+        },
     )
     choice = choose_pod(request, config.tier_weights(), "ttft", config.ttft)
     if choice.tie_broken:

@@ -16,7 +16,7 @@ from kvadmin.load.scraper import LoadScraper, ScrapeSettings, Target
 from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
 from kvadmin.redis_server import free_port
-from scoring.keys import load_error_key, load_fit_samples_key, load_key
+from scoring.keys import load_error_key, load_fit_samples_key, load_key, queue_key
 from scoring.ttft import TtftParameters
 from tests.conftest import http_json, local_config
 from tests.fleet.conftest import StartFleet
@@ -237,3 +237,15 @@ def test_prefill_counters_are_sampled_once_per_interval_and_capped(
         "prefix_cache_hits_total": 0.0,
     }
     assert 0 < redis_client.ttl(load_fit_samples_key("vllm-0.default")) <= 30
+
+
+def test_a_scrape_restarts_the_routing_queue_from_the_engines_own(redis_client, busy_fleet) -> None:
+    """kvadmin's virtual queue of vllm-0 drifted a minute ahead of the engine, which waits on
+    nothing: the scrape brings it back to now. SGLang's pod had no queue: none appears."""
+    queue = queue_key("vllm-0.default")
+    drifted = (time.time() + 60) * 1000
+    redis_client.hset(queue, mapping={"busy_until_ms": repr(drifted), "prefill_ms": "40"})
+    before = time.time() * 1000
+    _scraper(redis_client, _targets(busy_fleet)).tick()
+    assert before - 1 <= float(redis_client.hget(queue, "busy_until_ms")) <= time.time() * 1000
+    assert not redis_client.exists(queue_key("sglang-0.default"))

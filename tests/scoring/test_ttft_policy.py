@@ -171,3 +171,23 @@ def test_no_candidate_chooses_nothing() -> None:
 def test_an_unknown_policy_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown policy"):
         choose_pod(request(), WEIGHTS, "fastest")  # type: ignore[arg-type]
+
+
+def test_a_warm_pod_is_not_abandoned_when_the_move_adds_more_work_than_it_saves() -> None:
+    """Every pod has a queue (sustained load). c holds the prefix and waits 250 ms; a waits
+    100 ms behind 4 requests. Moving recomputes 768 tokens (76.8 ms) on a, which delays those
+    4 requests too: c stays. With kappa alone (the old penalty) a looked 73 ms cheaper."""
+    runs = {"c": (("GPU", 48),)}
+    loads = {"c": PodLoad(wait_s=0.25, queued=4), "a": PodLoad(wait_s=0.1, queued=4)}
+    choice = choose_pod(request(runs, loads, pods=["a", "c"]), WEIGHTS, "ttft", PARAMETERS)
+    assert choice.chosen == "c"
+    moved = next(c for c in choice.candidates if c.pod == "a")
+    assert moved.work_penalty_s == pytest.approx((1.0 + 4) * 768 / 10_000)
+
+
+def test_an_idle_pod_still_takes_the_request_off_a_long_queue() -> None:
+    """No request waits on a: the recomputed prefix delays nobody, and c's second wins."""
+    runs = {"c": (("GPU", 48),)}
+    loads = {"c": PodLoad(wait_s=1.0, queued=12), "a": PodLoad()}
+    choice = choose_pod(request(runs, loads, pods=["a", "c"]), WEIGHTS, "ttft", PARAMETERS)
+    assert choice.chosen == "a"

@@ -1,0 +1,79 @@
+"""The delivered correction of the wait, end to end (issue 33 item 4): a timed outcome moves
+the chosen pod's factor by outcome_record.lua's step (the rule of
+`scoring.route_state.corrected_wait_log`), and the next decision prices the pod's wait with it,
+read in the decision's one round trip."""
+
+import time
+
+import pytest
+
+from scoring.keys import queue_key
+from scoring.route_state import corrected_wait_log, wait_factor
+from tests.index import MODEL
+from tests.routing.conftest import PODS, hold, request_tokens
+from tests.routing.test_decision_outcomes import post_outcome  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+def _queue_everywhere(client, wait_ms: float) -> None:
+    """Every pod's virtual queue busy for `wait_ms`, so the request stays on its warm pod."""
+    busy = time.time() * 1000 + wait_ms
+    for pod in PODS:
+        client.hset(queue_key(pod), mapping={"busy_until_ms": repr(busy), "prefill_ms": "5"})
+
+
+def _chosen(answer: dict) -> dict:
+    return next(e for e in answer["estimates"] if e["pod"] == answer["chosen"])
+
+
+def test_a_slow_outcome_raises_the_pods_wait_and_the_next_decision_prices_it(
+    post_score,
+    engines,
+    redis_client,
+    post_outcome,  # noqa: F811
+) -> None:
+    hold(redis_client, PODS[0], request_tokens(3), ["GPU", "GPU"])
+    _queue_everywhere(redis_client, 2_000)
+    status, first = post_score({"model": MODEL, "token_ids": request_tokens(3)})
+    assert status == 200 and first["chosen"] == PODS[0]
+    chosen = _chosen(first)
+    assert chosen["wait_factor"] == 1.0
+    delivered_s = 3 * (chosen["wait_s"] + chosen["prefill_s"])
+
+    status, _ = post_outcome(
+        first["decision_id"],
+        {"cached_tokens": 32, "prompt_tokens": 48, "ttft_ms": delivered_s * 1000},
+    )
+    assert status == 201
+    stored = float(redis_client.hget(queue_key(PODS[0]), "wait_log"))
+    assert stored == pytest.approx(
+        corrected_wait_log(0.0, chosen["wait_s"], chosen["prefill_s"], delivered_s)
+    )
+    assert stored > 0
+
+    _queue_everywhere(redis_client, 2_000)
+    _, second = post_score({"model": MODEL, "token_ids": request_tokens(3)})
+    again = next(e for e in second["estimates"] if e["pod"] == PODS[0])
+    assert again["wait_factor"] == pytest.approx(wait_factor(repr(stored)))
+    assert again["wait_s"] == pytest.approx(again["queue_wait_s"] * again["wait_factor"])
+    assert again["wait_s"] > again["queue_wait_s"]
+
+
+def test_an_outcome_about_the_prefill_or_for_an_expired_queue_changes_no_wait(
+    post_score,
+    engines,
+    redis_client,
+    post_outcome,  # noqa: F811
+) -> None:
+    hold(redis_client, PODS[0], request_tokens(3), ["GPU", "GPU"])
+    status, idle = post_score({"model": MODEL, "token_ids": request_tokens(3)})
+    assert status == 200 and _chosen(idle)["wait_s"] == 0.0
+    post_outcome(idle["decision_id"], {"cached_tokens": 32, "prompt_tokens": 48, "ttft_ms": 900})
+    assert redis_client.hget(queue_key(idle["chosen"]), "wait_log") is None
+
+    _queue_everywhere(redis_client, 2_000)
+    _, queued = post_score({"model": MODEL, "token_ids": request_tokens(3)})
+    redis_client.delete(queue_key(queued["chosen"]))  # idle a minute: the queue expired
+    post_outcome(queued["decision_id"], {"cached_tokens": 32, "prompt_tokens": 48, "ttft_ms": 9e3})
+    assert not redis_client.exists(queue_key(queued["chosen"]))
