@@ -50,11 +50,11 @@ from scoring.keys import BLOCK_KEY_PREFIX
 FAMILIES = (
     ("matrix hashes", BLOCK_KEY_PREFIX),
     ("mapping keys", "vllm:kv:block:"),
-    ("engine blocks", "kvadmin:eh:"),
+    ("engine blocks", "kvadmin:eb:"),
     ("residency", "kvadmin:res:"),
     ("refcounts", "kvadmin:rc:"),
     ("stream status", "kvadmin:stream:"),
-    ("retired blocks", "kvadmin:eh-retired:"),
+    ("retired generations", "kvadmin:eb-retired:"),
 )
 """Key families by prefix, first match wins; every other key is "other"."""
 
