@@ -94,7 +94,7 @@ def engine_blocks_key(pod: str, stream: str, generation: int, bucket: int) -> st
     the stream (`kvadmin.index.engine_blocks.slot` gives the bucket and the field). The source of
     truth for removals. A clear or a stream purge retires the live generation whole (the
     stream status's `generation` names the live one)."""
-    return f"kvadmin:eb:{pod}|{stream}|{generation}:{bucket}"
+    return f"kvadmin:eb:{pod}|{stream}|{generation}:{bucket:03d}"
 
 
 def refcount_key(pod: str) -> str:

@@ -144,7 +144,7 @@ def _pod_keys(pod: str, model: str, kind: str) -> tuple[tuple[str, ...], tuple[s
         pod,
         _prefix(keys.block_key(model, 0), "0"),
         _prefix(keys.engine_hash_key(kind, pod, "0"), "0"),
-        _prefix(keys.engine_blocks_key(pod, "0", 0, 0), "0|0:0"),
+        _prefix(keys.engine_blocks_key(pod, "0", 0, 0), "0|0:000"),
         _prefix(keys.residency_key(pod, "0"), "0"),
         _prefix(keys.stream_status_key(pod, "0"), "0"),
         _prefix(keys.legacy_engine_blocks_key(pod, "0"), "0"),

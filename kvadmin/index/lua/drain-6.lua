@@ -26,8 +26,9 @@ for i = 1, #retired, 2 do
   local member, bucket = retired[i], tonumber(retired[i + 1])
   local prefix = EB .. member .. ':'
   while bucket < BUCKETS and budget > 0 do
-    local key = prefix .. bucket
-    local fields = release_entries(call('HRANDFIELD', key, budget, 'WITHVALUES'), bucket)
+    local name = bucket_name(bucket)
+    local key = prefix .. name
+    local fields = release_entries(call('HRANDFIELD', key, budget, 'WITHVALUES'), name)
     if #fields > 0 then
       call('HDEL', key, unpack(fields))
     end

@@ -38,7 +38,8 @@ local rank, bucket, cutoff, count =
 own_prefix = live_prefix(rank)
 local owned, fields, scanned = 0, 0, 0
 while bucket < BUCKETS and scanned < count do
-  local eb = own_prefix .. bucket
+  local name = bucket_name(bucket)
+  local eb = own_prefix .. name
   local flat = call('HGETALL', eb)
   for i = 1, #flat, 2 do
     local f, v = flat[i], flat[i + 1]
@@ -53,7 +54,7 @@ while bucket < BUCKETS and scanned < count do
       end
     end
     if #gone > 0 then
-      keep(eb, f, engine_hash(f, bucket), std, kept)
+      keep(eb, f, engine_hash(f, name), std, kept)
       for _, x in ipairs(gone) do
         local went = release(std, x)
         if went then

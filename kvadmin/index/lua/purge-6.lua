@@ -28,12 +28,13 @@ local removed = 0
 -- (BUCKETS when all are), having spent the budget on the way.
 local function pop(prefix, bucket)
   while bucket < BUCKETS and budget > 0 do
-    local key = prefix .. bucket
+    local name = bucket_name(bucket)
+    local key = prefix .. name
     local fields = call('HRANDFIELD', key, budget)
     if #fields > 0 then
       local mapping = {}
       for i, f in ipairs(fields) do
-        mapping[i] = MAPPING .. engine_hash(f, bucket)
+        mapping[i] = MAPPING .. engine_hash(f, name)
       end
       call('DEL', unpack(mapping))
       call('HDEL', key, unpack(fields))

@@ -7,29 +7,36 @@
 -- rest of its text: the 17 digits left of a 20-digit hash fit Redis's 8-byte integer
 -- encoding, 12 bytes less than the text. Any other lives whole, after a ':' (which no engine
 -- hash text holds), in the bucket of its last three bytes read as digits.
--- Returns the bucket and the field; found with one string.byte and no number parsing.
+-- Buckets are named by three digits, "000" to "999" (bucket_name).
+-- Returns the bucket's name and the field: for an integer, two substrings of the hash (no
+-- number is parsed or printed, which costs Lua more than the rest of the lookup).
 local function slot(eh)
   local n = #eh
   local a, b, c = 48, 48, 48
   if n >= 3 then
     a, b, c = byte(eh, n - 2, n)
     if n > 3 and a >= 48 and a <= 57 and b >= 48 and b <= 57 and c >= 48 and c <= 57 then
-      return a * 100 + b * 10 + c - 5328, sub(eh, 1, n - 3)
+      return sub(eh, -3), sub(eh, 1, -4)
     end
   elseif n == 2 then
     b, c = byte(eh, 1, 2)
   elseif n == 1 then
     c = byte(eh)
   end
-  return (a * 100 + b * 10 + c - 5328) % BUCKETS, ':' .. eh
+  return string.format('%03d', (a * 100 + b * 10 + c - 5328) % BUCKETS), ':' .. eh
 end
 
--- The engine hash of field `f` of bucket `bucket` (the inverse of slot).
+-- The name of bucket number `i` (0 to BUCKETS - 1).
+local function bucket_name(i)
+  return string.format('%03d', i)
+end
+
+-- The engine hash of field `f` of the bucket named `bucket` (the inverse of slot).
 local function engine_hash(f, bucket)
   if byte(f, 1) == 58 then
     return sub(f, 2)
   end
-  return f .. string.format('%03d', bucket)
+  return f .. bucket
 end
 
 -- The prefix of the bucket keys of one generation of stream `name`.

@@ -2,7 +2,7 @@
 --- @include "release"
 --- @include "engine_blocks"
 
--- Release the engine blocks `flat` (field, value, ...) of a retired bucket (`bucket`; nil for
+-- Release the engine blocks `flat` (field, value, ...) of a retired bucket (its name; nil for
 -- a hash of the layout before issue 35, whose fields are engine hashes) and their mapping keys
 -- unless a live stream still holds them; returns their fields.
 local function release_entries(flat, bucket)
