@@ -390,7 +390,8 @@ def run(n_blocks: int, rounds: int) -> None:
             print(f"  {label:42} {median / before:5.1f}x the newest-50 read ({before:.1f} ms)")
     steps = _full_scan_steps(PODS[0])
     print(
-        f"(a full engine-hash scan of {PODS[0]} takes {steps} steps of {block_detail.SCAN_COUNT})"
+        f"(a full engine-hash scan of {PODS[0]} takes {steps} steps of "
+        f"{block_detail.SCAN_BUCKETS} buckets)"
     )
 
     # The /weights/ review replays recent decisions under the draft, inside the request.
@@ -418,13 +419,13 @@ def _report(label: str, times: list[float]) -> None:
 
 def _full_scan_steps(pod: str) -> int:
     """How many engine-hash scan steps a whole scan of the pod's rank 0 takes."""
+    from kvadmin.index import engine_blocks
     from kvadmin.redis_clients import index_client
-    from kvadmin.residency.block_detail import SCAN_COUNT
-    from scoring.keys import engine_blocks_key
+    from kvadmin.residency.block_detail import SCAN_BUCKETS
 
     cursor, steps = 0, 0
     while True:
-        cursor, _ = index_client().hscan(engine_blocks_key(pod, 0), cursor, count=SCAN_COUNT)
+        cursor, _ = engine_blocks.scan(index_client(), pod, "0", cursor, SCAN_BUCKETS)
         steps += 1
         if not cursor:
             return steps

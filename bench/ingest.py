@@ -280,7 +280,11 @@ def against(url: str, streams: list[list[list[Event]]], ref: str, rounds: int) -
         for _ in range(rounds):
             for side, tree in (("before", before), ("after", ROOT)):
                 run = [sys.executable, "-c", _APPLIER_RUN, str(tree), url, str(recorded)]
-                out = subprocess.run(run, check=True, stdout=subprocess.PIPE, text=True).stdout
+                # In the tree's own directory: from this checkout's, the other side's modules
+                # imported some of this checkout's (sys.path's "" is the working directory).
+                out = subprocess.run(
+                    run, check=True, stdout=subprocess.PIPE, text=True, cwd=tree
+                ).stdout
                 runs[side].append(tuple(float(x) for x in out.split()))
     # Per side, the best run of each figure: wall seconds, applier CPU, Redis script CPU.
     best = {side: [min(f) for f in zip(*times, strict=True)] for side, times in runs.items()}

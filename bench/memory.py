@@ -15,9 +15,9 @@ kthena-style baseline, on the ingest benchmark's recorded stream, in the same ru
    size of each value), and names each family's Redis encodings.
 4. Applies it with kvadmin's applier again with pod ids as long as Kubernetes makes them, under
    Redis's default hash-max-listpack-value (64) and under the embedded server's.
-5. Measures the layouts kvadmin could move to (docs/capacity.md section 1): 100,000 residency
-   entries and engine blocks in one sorted set or hash, against the same spread over 1,000
-   small ones that Redis keeps as listpacks.
+5. Measures bucketed layouts (docs/capacity.md section 1; the engine blocks moved to one with
+   issue 35): 100,000 residency entries and engine blocks in one sorted set or hash, against
+   the same spread over 1,000 small ones that Redis keeps as listpacks.
 6. Times both appliers on the same stream (in process, as `bench/ingest.py` step 3 does): the
    memory layout must not cost ingest throughput.
 
@@ -50,11 +50,11 @@ from scoring.keys import BLOCK_KEY_PREFIX
 FAMILIES = (
     ("matrix hashes", BLOCK_KEY_PREFIX),
     ("mapping keys", "vllm:kv:block:"),
-    ("engine blocks", "kvadmin:eh:"),
+    ("engine blocks", "kvadmin:eb:"),
     ("residency", "kvadmin:res:"),
     ("refcounts", "kvadmin:rc:"),
     ("stream status", "kvadmin:stream:"),
-    ("retired blocks", "kvadmin:eh-retired:"),
+    ("retired generations", "kvadmin:eb-retired:"),
 )
 """Key families by prefix, first match wins; every other key is "other"."""
 

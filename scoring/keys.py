@@ -81,10 +81,20 @@ def stream_lease_key(pod: str, stream: str) -> str:
     return f"kvadmin:lease:{pod}|{stream}"
 
 
-def engine_blocks_key(pod: str, stream: str) -> str:
-    """HASH: engine hash text -> "{std_hash}|{medium},{medium}...", the media in which this
-    stream holds that engine block. The source of truth for removals."""
-    return f"kvadmin:eh:{pod}|{stream}"
+ENGINE_BLOCK_BUCKETS = 1000
+"""How many hashes hold one generation of a stream's engine blocks, one per value of an engine
+hash's last three decimal digits: a stream of up to about 128,000 blocks keeps each of them
+under Redis's hash-max-listpack-entries (128), so they stay listpacks (docs/capacity.md
+section 1). `kvadmin.index.engine_blocks` owns the layout."""
+
+
+def engine_blocks_key(pod: str, stream: str, generation: int, bucket: int) -> str:
+    """HASH: engine hash field -> "{std_hash}|{medium},{medium}...", the media in which this
+    stream holds that engine block, for the engine hashes of one bucket of one generation of
+    the stream (`kvadmin.index.engine_blocks.slot` gives the bucket and the field). The source of
+    truth for removals. A clear or a stream purge retires the live generation whole (the
+    stream status's `generation` names the live one)."""
+    return f"kvadmin:eb:{pod}|{stream}|{generation}:{bucket:03d}"
 
 
 def refcount_key(pod: str) -> str:
@@ -125,18 +135,32 @@ name the pod's engine-hash mapping keys."""
 
 
 def pod_ranks_key(pod: str) -> str:
-    """SET: the `{stream}` names of the pod whose engine_blocks HASH may hold entries."""
+    """SET: the `{stream}` names of the pod whose engine blocks may hold entries."""
     return f"kvadmin:ranks:{pod}"
 
 
-def retired_blocks_key(pod: str, stream: str, generation: int) -> str:
-    """HASH, same shape as engine_blocks_key: a stream's engine blocks retired by
-    AllBlocksCleared or a stream purge, still counted in the refcounts until drained in chunks."""
+def retired_set_key(pod: str) -> str:
+    """HASH: "{stream}|{generation}" of every retired generation of the pod's engine blocks
+    not yet drained -> the next bucket to drain."""
+    return f"kvadmin:eb-retired:{pod}"
+
+
+# The engine blocks as builds before issue 35 kept them, one hash per stream: read only to
+# upgrade a pod to the layout above (`kvadmin.index.engine_blocks`).
+
+
+def legacy_engine_blocks_key(pod: str, stream: str) -> str:
+    """HASH, as `engine_blocks_key` for the whole stream."""
+    return f"kvadmin:eh:{pod}|{stream}"
+
+
+def legacy_retired_blocks_key(pod: str, stream: str, generation: int) -> str:
+    """HASH, as `legacy_engine_blocks_key`: a stream's engine blocks retired by a clear."""
     return f"kvadmin:eh-retired:{pod}|{stream}|{generation}"
 
 
-def retired_set_key(pod: str) -> str:
-    """SET: "{stream}|{generation}" of every retired_blocks_key of the pod not yet drained."""
+def legacy_retired_set_key(pod: str) -> str:
+    """SET: "{stream}|{generation}" of every `legacy_retired_blocks_key` of the pod."""
     return f"kvadmin:retired:{pod}"
 
 

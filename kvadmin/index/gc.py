@@ -9,7 +9,7 @@ leftovers by scanning 100 matrix keys an hour; here every run covers every pod:
    their streams with them (the pods hash is read before the registry, so a pod registered
    meanwhile is never mistaken for removed).
 2. For each remaining pod: retired engine blocks a dead worker left undrained are released;
-   then every rank's engine blocks are scanned in HSCAN steps and each medium whose residency
+   then every rank's engine blocks are scanned a few buckets a step and each medium whose residency
    (the pod's last store of the block in that medium) is older than the cutoff is dropped
    exactly as a removal event drops it (`lua/expire-6.lua`: refcounts, residency, engine
    blocks, mapping keys, the matrix value's best medium); finally residency entries older

@@ -14,6 +14,7 @@ import redis
 from hiredis import pack_command
 from redis.exceptions import NoScriptError
 
+from kvadmin.index.engine_blocks import is_legacy_layout
 from kvadmin.index.events import UNKNOWN_TAGS_MAX, EventBatch
 from kvadmin.index.streams import IndexedStream, StreamId
 from scoring import keys
@@ -256,12 +257,17 @@ class ApplySession:
     def _again(self, failed: list[tuple[ScriptCall, redis.ResponseError]]) -> None:
         """Run failed calls again, in order, once their causes are removed."""
         purged: set[str] = set()
+        upgraded: set[str] = set()
         for call, error in failed:
             pod = call.submission.stream.pod
             if str(error).startswith("MODEL_CHANGED"):
                 if pod not in purged:
                     self.applier.purge_pod(pod)
                     purged.add(pod)
+            elif is_legacy_layout(error):
+                if pod not in upgraded:
+                    self.applier.upgrade_pod(pod)
+                    upgraded.add(pod)
             elif not (isinstance(error, NoScriptError) or str(error).startswith("OUT_OF_ORDER")):
                 raise error
             submission = call.submission

@@ -26,8 +26,12 @@ engine spelled it, "" for none, std = decimal standardized hash):
   not take it from a rank that holds it. The count of holders is read from the other streams'
   engine-blocks hashes, not kept apart. Garbage collection and purges delete the keys of what
   they drop whatever the setting, so those left from when it was on go too.
-- `kvadmin:eh:{pod}|{stream}` HASH engine hash -> "{std}|{m1},{m2}": what this stream holds.
+- `kvadmin:eb:{pod}|{stream}|{gen}:{bucket}` HASH engine hash -> "{std}|{m1},{m2}": what this
+  stream holds, spread over `keys.ENGINE_BLOCK_BUCKETS` buckets by the engine hash's last
+  digits (`kvadmin.index.engine_blocks`, the one reader of them) so that each stays a small
+  listpack: a third of the bytes of one large hash per stream (docs/capacity.md section 1).
   The first medium is the primary tier (stored with tokens); placeholders append theirs.
+  `gen` is the stream status's `generation`: the live one, which a clear moves on.
 - `kvadmin:res:{pod}|{m}` ZSET std -> last store time (`keys.residency_score`: unix
   microseconds), present iff some (stream, engine hash) holds std in m. Within one second,
   whole-second scores would order stores by hash, scattering each insert over the skiplist;
@@ -40,9 +44,13 @@ engine spelled it, "" for none, std = decimal standardized hash):
 - `kvadmin:media:{pod}` SET of m with a residency ZSET; `kvadmin:ranks:{pod}` SET of stream
   names (`keys.stream_name`) with engine blocks; `kvadmin:pods` / `kvadmin:pod-kinds` HASH
   pod -> model / engine kind.
-- `kvadmin:eh-retired:{pod}|{stream}|{gen}` HASH (registered in `kvadmin:retired:{pod}`): a
-  stream's engine blocks moved aside by AllBlocksCleared or `purge_stream`, still counted in
-  the refcounts until drained in chunks.
+- `kvadmin:eb-retired:{pod}` HASH "{stream}|{gen}" -> next bucket: the generations of engine
+  blocks retired by AllBlocksCleared or `purge_stream`, still counted in the refcounts until
+  drained in chunks, bucket by bucket.
+- Builds before issue 35 kept a stream's engine blocks in one hash, `kvadmin:eh:{pod}|{stream}`
+  (and retired ones in `kvadmin:eh-retired:...`). Every command refuses a pod still holding
+  any ("LEGACY_LAYOUT", nothing written) and the applier upgrades it (`upgrade_pod`) and runs
+  the command again: an index is upgraded by the first command that touches each pod.
 - `kvadmin:stream:{pod}|{stream}` HASH: last_seq, last_batch_ts (the engine's publish time of
   the last applied batch that has one), last_digest (the last applied batch's payload digest,
   absent when it had none), generation and the counters batches, events,
@@ -64,10 +72,10 @@ Decisions:
 4. Tokens that do not pair with the hashes (vLLM hybrid models skip blocks) cannot be split
    safely: the event is counted and its hashes handled like placeholders.
 5. A store whose engine hash is known with another std replaces the old entry (counted).
-6. AllBlocksCleared renames the stream's engine-blocks hash away in O(1); the rename keeps
-   the refcounts right whatever follows, and the blocks are released in bounded chunks after
-   the batch, before `apply_batches` returns. Purges are chunked the same way; nothing scans
-   the keyspace.
+6. AllBlocksCleared moves the stream on to a new generation of engine blocks in O(1); the
+   old generation keeps the refcounts right whatever follows, and the blocks are released in
+   bounded chunks after the batch, before `apply_batches` returns. Purges are chunked the
+   same way; nothing scans the keyspace.
 7. A pod whose served model changed while it still has entries is purged first: its cached
    blocks belong to the old model.
 """
@@ -79,6 +87,7 @@ from typing import Any
 
 import redis
 
+from kvadmin.index.engine_blocks import is_legacy_layout
 from kvadmin.index.events import (
     AllBlocksCleared,
     BlockRemoved,
@@ -135,10 +144,13 @@ def _pod_keys(pod: str, model: str, kind: str) -> tuple[tuple[str, ...], tuple[s
         pod,
         _prefix(keys.block_key(model, 0), "0"),
         _prefix(keys.engine_hash_key(kind, pod, "0"), "0"),
-        _prefix(keys.engine_blocks_key(pod, "0"), "0"),
+        _prefix(keys.engine_blocks_key(pod, "0", 0, 0), "0|0:000"),
         _prefix(keys.residency_key(pod, "0"), "0"),
         _prefix(keys.stream_status_key(pod, "0"), "0"),
-        _prefix(keys.retired_blocks_key(pod, "0", 0), "0|0"),
+        _prefix(keys.legacy_engine_blocks_key(pod, "0"), "0"),
+        _prefix(keys.legacy_retired_blocks_key(pod, "0", 0), "0|0"),
+        keys.legacy_retired_set_key(pod),
+        str(keys.ENGINE_BLOCK_BUCKETS),
         model,
         kind,
     )
@@ -284,7 +296,7 @@ class Applier:
         self.blocks_per_call = blocks_per_call
         self.scripts = {
             command: script(command)
-            for command in ("apply", "retire", "drain", "purge", "expire", "sweep")
+            for command in ("apply", "retire", "drain", "purge", "expire", "sweep", "upgrade")
         }
 
     def apply_batch(
@@ -372,9 +384,17 @@ class Applier:
         model, kind = self._pod_identity(pod)
         self.drain(pod, model, kind)
 
+    def upgrade_pod(self, pod: str) -> None:
+        """Move the pod's engine blocks from the layout of builds before issue 35 to today's,
+        in bounded steps (lua/upgrade-6.lua). Commands run it themselves when they meet such
+        a pod."""
+        model, kind = self._pod_identity(pod)
+        while self._run("upgrade", pod, model, kind, [str(self.chunk_size)]):
+            pass
+
     def expire_step(self, pod: str, stream: str, cursor: str, cutoff: int) -> ExpireStep:
-        """One bounded garbage-collection step over a stream's engine blocks (an HSCAN step
-        of about `chunk_size` entries): media whose residency is older than `cutoff` (unix
+        """One bounded garbage-collection step over a stream's engine blocks (whole buckets,
+        about `chunk_size` entries): media whose residency is older than `cutoff` (unix
         seconds) are dropped as removals would drop them. Start at cursor "0"; the returned
         cursor is "0" again when the scan is complete."""
         model, kind = self._pod_identity(pod)
@@ -437,7 +457,14 @@ class Applier:
         preference: MediaPreference | None = None,
     ) -> Any:
         script_keys, args = self.script_args(pod, model, kind, preference or self.preference())
-        return self.scripts[command](keys=script_keys, args=[*args, *own], client=self.client)
+        run = self.scripts[command]
+        try:
+            return run(keys=script_keys, args=[*args, *own], client=self.client)
+        except redis.ResponseError as error:
+            if not is_legacy_layout(error) or command == "upgrade":
+                raise
+        self.upgrade_pod(pod)
+        return run(keys=script_keys, args=[*args, *own], client=self.client)
 
     def _pod_identity(self, pod: str) -> tuple[str, str]:
         """The pod's model and engine kind as the index knows them ("" when it does not)."""

@@ -5,13 +5,14 @@ Reads: the block's matrix key, then per owner its media, ranks and kind, then pe
 medium its residency score and refcount and per stream its status: four round trips whatever
 the index size.
 
-Engine hashes: the index maps engine hash -> std (the engine-blocks hashes
-`kvadmin:eh:{pod}|{rank}` and kthena's mapping keys, both keyed by engine hash) and keeps no
-reverse map, because ingestion never needs one. Finding the engine hashes of one std is a scan
-of the pod's engine blocks, so the page does it on request and in bounded steps: each request
-reads one HSCAN step of `SCAN_COUNT` entries of one stream and answers with what it found plus
-where to continue; htmx asks for the next step until the scan ends. A step costs Redis about a
-millisecond, and a pod with 100,000 cached blocks takes about twenty steps.
+Engine hashes: the index maps engine hash -> std (each stream's engine blocks,
+`kvadmin.index.engine_blocks`, and kthena's mapping keys, both keyed by engine hash) and keeps
+no reverse map, because ingestion never needs one. Finding the engine hashes of one std is a
+scan of the pod's engine blocks, so the page does it on request and in bounded steps: each
+request reads `SCAN_BUCKETS` of the 1,000 buckets of one stream and answers with what it found
+plus where to continue; htmx asks for the next step until the scan ends. A pod with 100,000
+cached blocks holds about 100 per bucket: a step reads about 10,000 entries, ten steps a
+stream.
 """
 
 import time
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.engines.models import Engine
+from kvadmin.index import engine_blocks
 from kvadmin.index.inventory import read_inventory
 from kvadmin.index.status import StreamStatus
 from kvadmin.index.streams import StreamId
@@ -32,7 +34,7 @@ from kvadmin.residency.streams import (
 from scoring import keys
 from scoring.values import BlockValue, is_stale, parse_value
 
-SCAN_COUNT = 5000
+SCAN_BUCKETS = 100
 
 
 class UnknownBlock(LookupError):
@@ -160,18 +162,17 @@ class ScanStep:
 def scan_engine_hashes(
     pod: str, std: int, stream: StreamId | None, cursor: str, client: redis.Redis | None = None
 ) -> ScanStep:
-    """One HSCAN step over the engine blocks of `stream` of `pod` (the first stream when
-    None) for the engine hashes naming `std`. The pod's ranks SET names every stream with
-    engine blocks; the step moves on to the next stream when this stream's scan ends."""
+    """One step over the engine blocks of `stream` of `pod` (the first stream when None) for
+    the engine hashes naming `std`; `cursor` is the bucket to start at. The pod's ranks SET
+    names every stream with engine blocks; the step moves on to the next stream when this
+    stream's scan ends."""
     client = client or index_client()
     streams = pod_streams(pod, 0, client.smembers(keys.pod_ranks_key(pod)))
     if stream is None:
         if not streams:
             return ScanStep(pod, None, [], None, "0")
         stream = streams[0]
-    next_cursor, entries = client.hscan(
-        keys.engine_blocks_key(pod, stream.name), cursor=int(cursor), count=SCAN_COUNT
-    )
+    next_cursor, entries = engine_blocks.scan(client, pod, stream.name, int(cursor), SCAN_BUCKETS)
     prefix = f"{std}|"
     matches = [(eh, value) for eh, value in entries.items() if value.startswith(prefix)]
     found: list[EngineBlock] = []

@@ -5,9 +5,10 @@ never a keyspace scan:
 
 - a block hash (standardized, decimal or 0x hex): one EXISTS per known model;
 - an engine hash (what vLLM and SGLang log: a 64-bit integer in decimal, signed or unsigned,
-  or in 0x hex; or digest hex): one HGET of each known pod's streams' engine blocks
-  `kvadmin:eh:{pod}|{stream}` per form (two round trips: the streams, then the entries), which
-  hold it whether or not kthena's mapping keys are kept (compatibility.md 2.3). An integer is
+  or in 0x hex; or digest hex): one HGET of each known pod's streams' engine blocks per form
+  (`kvadmin.index.engine_blocks.lookup`; three round trips: the streams, their generations,
+  then the entries), which hold it whether or not kthena's mapping keys are kept
+  (compatibility.md 2.3). An integer is
   looked up in both its signed and unsigned spelling (SGLang's are signed, vLLM's unsigned);
 - a pod or a model: the registry and the index's pod table, exact or as a part of the name;
 - a decision id: its first 11 hex digits are the decision's millisecond, so one XRANGE of the
@@ -28,6 +29,7 @@ import redis
 from django.urls import reverse
 
 from kvadmin.engines.models import Engine
+from kvadmin.index import engine_blocks
 from kvadmin.routing import decisions
 from scoring import keys
 
@@ -178,11 +180,8 @@ def _engine_hashes(
     asked = [(pod, name, text) for pod, name in streams for text in texts]
     if not asked:
         return []
-    pipe = client.pipeline(transaction=False)
-    for pod, name, text in asked:
-        pipe.hget(keys.engine_blocks_key(pod, name), text)
     found = []
-    for (pod, _, text), entry in zip(asked, pipe.execute(), strict=True):
+    for (pod, _, text), entry in zip(asked, engine_blocks.lookup(client, asked), strict=True):
         std = entry.partition("|")[0] if entry is not None else ""
         if std.isdigit():
             url = reverse("block", args=[models[pod], int(std)])

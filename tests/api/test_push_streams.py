@@ -17,6 +17,7 @@ from kvadmin.ingest.decode import decode_batch
 from kvadmin.ingest.streams import StreamSpec
 from kvadmin.ingest.tasks import apply_pushed
 from scoring import keys
+from tests.engine_blocks import bucket_keys, stream_blocks
 from tests.index import MODEL
 from tests.ingest.blocks import key, stored
 from tests.ingest.conftest import snapshot
@@ -70,12 +71,12 @@ def test_a_pushed_rank_0_batch_leaves_the_zmq_rank_0_stream_alone(
     token, redis_client, zmq_state, celery_worker
 ) -> None:
     zmq_before = status.read_statuses(redis_client, [ZMQ_RANK_0])[0].status
-    engine_blocks = redis_client.hgetall(keys.engine_blocks_key(POD, "0"))
+    engine_blocks = stream_blocks(redis_client, POD, "0")
     assert _post(_clear(0), token).status_code == 202
     assert _post(_batch(stored(2)), token).status_code == 202
     wait_until(lambda: redis_client.hget(key(2), POD), what="the push applied")
     assert status.read_statuses(redis_client, [ZMQ_RANK_0])[0].status == zmq_before
-    assert redis_client.hgetall(keys.engine_blocks_key(POD, "0")) == engine_blocks
+    assert stream_blocks(redis_client, POD, "0") == engine_blocks
     assert redis_client.hget(key(1), POD)  # the ZMQ stream's block survived the pushed clear
     assert status.last_seq(redis_client, push_stream(POD, 0)) == 2
 
@@ -143,8 +144,9 @@ def test_a_pushed_stream_kept_by_an_older_build_is_purged_before_the_next_push_a
     blocks would stay in the index for good (the new stream's removals cannot reach them)."""
     spec = StreamSpec(push_stream(POD, 0), MODEL, "vllm", "", None, b"", 16)
     Applier(redis_client).apply_batches(spec, [(3, decode_batch(_batch(stored(1))))])
-    for make in (keys.engine_blocks_key, keys.stream_status_key):
-        redis_client.rename(make(POD, "push:0"), make(POD, "-1"))
+    for bucket in bucket_keys(redis_client, POD, "push:0"):
+        redis_client.rename(bucket, bucket.replace("|push:0|", "|-1|"))
+    redis_client.rename(keys.stream_status_key(POD, "push:0"), keys.stream_status_key(POD, "-1"))
     redis_client.srem(keys.pod_ranks_key(POD), "push:0")
     redis_client.sadd(keys.pod_ranks_key(POD), "-1")
 
@@ -152,5 +154,5 @@ def test_a_pushed_stream_kept_by_an_older_build_is_purged_before_the_next_push_a
     wait_until(lambda: redis_client.hget(key(2), POD), what="the push applied")
     assert redis_client.hget(key(1), POD) is None
     assert redis_client.smembers(keys.pod_ranks_key(POD)) == {"push:0"}
-    assert not redis_client.exists(keys.engine_blocks_key(POD, "-1"))
+    assert not bucket_keys(redis_client, POD, "-1")
     assert not redis_client.exists(keys.stream_status_key(POD, "-1"))

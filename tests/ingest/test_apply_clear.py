@@ -7,7 +7,8 @@ import redis
 from kvadmin.index.events import AllBlocksCleared, BlockStored, Event, EventBatch
 from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
-from scoring.keys import block_key, engine_blocks_key, engine_hash_key, retired_set_key
+from scoring.keys import block_key, engine_hash_key, retired_set_key
+from tests.engine_blocks import by_stream, stream_blocks
 from tests.index import MODEL
 
 TOKENS = tuple(range(16 * 35))
@@ -44,9 +45,10 @@ def test_a_clear_drops_the_stream_and_nothing_else(
     assert redis_client.hgetall(block_key(MODEL, STDS[0])) == {"a.ns": "100|GPU", "b.ns": "100|GPU"}
     for std in STDS[1:]:
         assert redis_client.hgetall(block_key(MODEL, std)) == {"b.ns": "100|GPU"}
-    assert not redis_client.exists(engine_blocks_key("a.ns", 0))
-    assert redis_client.hlen(engine_blocks_key("a.ns", 1)) == 1
-    assert redis_client.hlen(engine_blocks_key("b.ns", 0)) == len(HASHES)
+    assert stream_blocks(redis_client, "a.ns", 0) == {}
+    assert len(stream_blocks(redis_client, "a.ns", 1)) == 1
+    assert len(stream_blocks(redis_client, "b.ns", 0)) == len(HASHES)
+    assert set(by_stream(redis_client)) == {"engine blocks a.ns|1", "engine blocks b.ns|0"}
     assert not redis_client.exists(engine_hash_key("vllm", "a.ns", HASHES[5]))
     assert not redis_client.exists(retired_set_key("a.ns"))
 

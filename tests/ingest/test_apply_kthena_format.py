@@ -13,13 +13,13 @@ from kvadmin.index.writer import Applier
 from scoring.hashing import block_hashes
 from scoring.keys import (
     block_key,
-    engine_blocks_key,
     engine_hash_key,
     residency_key,
     residency_score,
 )
 from scoring.values import ValueFormat
 from tests.conftest import CONFORMANCE
+from tests.engine_blocks import stream_blocks
 from tests.index import MAPPING_KEYS, MODEL, VALUE_FORMATS
 
 NOW = 1_700_000_000
@@ -87,8 +87,8 @@ def test_the_stream_keeps_what_the_mapping_key_says_in_either_setting(
     """Engine-hash search, the block pages and placeholders read the stream's engine blocks."""
     applier.apply_batch(vector["pod"], vector["model"], vector["engine"], 0, 0, _store(vector), NOW)
 
-    entry = redis_client.hget(
-        engine_blocks_key(vector["pod"], 0), engine_hash_text(vector["engine_hash"])
+    entry = stream_blocks(redis_client, vector["pod"], 0).get(
+        engine_hash_text(vector["engine_hash"])
     )
     assert entry == f"{vector['writes']['mapping_value']}|GPU"
 
@@ -137,7 +137,7 @@ def test_each_block_pairs_with_its_own_slice_of_the_tokens(
         assert redis_client.get(engine_hash_key("vllm", "p.ns", engine_hash)) == (
             str(std) if mapping_keys else None
         )
-        assert redis_client.hget(engine_blocks_key("p.ns", 0), engine_hash) == f"{std}|GPU"
+        assert stream_blocks(redis_client, "p.ns", 0).get(engine_hash) == f"{std}|GPU"
         assert redis_client.hget(block_key(MODEL, std), "p.ns") == value_format.field_value(
             NOW, "GPU"
         )

@@ -9,7 +9,8 @@ import redis
 from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored, Event, EventBatch
 from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
-from scoring.keys import ENGINE_HASH_TTL_SECONDS, engine_blocks_key, engine_hash_key
+from scoring.keys import ENGINE_HASH_TTL_SECONDS, engine_hash_key
+from tests.engine_blocks import stream_blocks
 from tests.index import MODEL
 
 POD = "p.ns"
@@ -81,7 +82,7 @@ def test_a_placeholder_of_the_other_rank_still_resolves_after_one_rank_let_go(
     """The reason the key matters inside kvadmin too: offload placeholders carry no tokens."""
     pod.send(0, BlockRemoved(("7",), "GPU"))
     pod.send(0, BlockStored(("7",), (), 0, "CPU"))  # rank 0 reloads it from CPU offload
-    assert redis_client.hget(engine_blocks_key(POD, 0), "7") == f"{STD}|CPU"
+    assert stream_blocks(redis_client, POD, 0).get("7") == f"{STD}|CPU"
 
 
 def test_garbage_collection_of_one_rank_keeps_the_key_the_other_holds(
@@ -94,5 +95,5 @@ def test_garbage_collection_of_one_rank_keeps_the_key_the_other_holds(
     pod.send(1, BlockStored(("7",), TOKENS, 16, "GPU"), now=500)
     step = applier.expire_step(POD, "0", "0", cutoff=300)
     assert step.ownerships == 1
-    assert not redis_client.hexists(engine_blocks_key(POD, 0), "7")
+    assert "7" not in stream_blocks(redis_client, POD, 0)
     assert redis_client.get(MAPPING) == STD

@@ -9,7 +9,8 @@ import redis
 from kvadmin.index.events import BlockStored, Event, EventBatch
 from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
-from scoring.keys import block_key, engine_blocks_key, engine_hash_key
+from scoring.keys import block_key, engine_hash_key
+from tests.engine_blocks import stream_blocks
 from tests.index import MODEL
 
 POD = "p.ns"
@@ -50,7 +51,7 @@ def test_a_placeholder_of_another_rank_resolves_in_either_setting(
 
     pod.send(1, BlockStored(("7",), (), 0, "CPU"))  # rank 1 holds it offloaded
 
-    assert redis_client.hget(engine_blocks_key(POD, 1), "7") == f"{STD}|CPU"
+    assert stream_blocks(redis_client, POD, 1).get("7") == f"{STD}|CPU"
 
 
 def test_keys_left_from_when_it_was_on_go_with_garbage_collection(

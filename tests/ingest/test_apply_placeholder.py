@@ -8,11 +8,11 @@ from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import (
     block_key,
-    engine_blocks_key,
     residency_key,
     residency_score,
     stream_status_key,
 )
+from tests.engine_blocks import stream_blocks
 from tests.index import MODEL
 
 POD = "p.ns"
@@ -35,7 +35,7 @@ def test_a_placeholder_adds_cpu_to_blocks_stored_with_tokens(
     assert counts["blocks_stored"] == 2
     assert counts.get("token_mismatch", 0) == 0
     assert set(redis_client.zrange(residency_key(POD, "CPU"), 0, -1)) == {str(FIRST), str(SECOND)}
-    assert redis_client.hgetall(engine_blocks_key(POD, 0)) == {
+    assert stream_blocks(redis_client, POD, 0) == {
         "1": f"{FIRST}|GPU,CPU",
         "2": f"{SECOND}|GPU,CPU",
     }
@@ -61,7 +61,7 @@ def test_a_placeholder_resolves_through_another_ranks_mapping(
     counts = _send(applier, 1, 0, BlockStored(("1",), (), 0, "CPU"))
 
     assert counts["blocks_stored"] == 1
-    assert redis_client.hgetall(engine_blocks_key(POD, 1)) == {"1": f"{FIRST}|CPU"}
+    assert stream_blocks(redis_client, POD, 1) == {"1": f"{FIRST}|CPU"}
     assert redis_client.hget(block_key(MODEL, FIRST), POD) == "100|GPU"
     assert redis_client.zscore(residency_key(POD, "CPU"), str(FIRST)) == residency_score(100)
 

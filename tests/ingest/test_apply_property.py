@@ -20,7 +20,6 @@ from scoring.keys import (
     POD_KINDS_KEY,
     POD_MODELS_KEY,
     block_key,
-    engine_blocks_key,
     engine_hash_key,
     pod_media_key,
     pod_ranks_key,
@@ -31,6 +30,8 @@ from scoring.keys import (
 )
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
+from tests.engine_blocks import PREFIX as ENGINE_BLOCKS_PREFIX
+from tests.engine_blocks import by_stream
 from tests.index import MAPPING_KEYS, MODEL, VALUE_FORMATS
 
 PODS = ("a.ns", "b.ns")
@@ -217,7 +218,7 @@ def _expected_keys(
                 expected[engine_hash_key("vllm", pod, eh)] = str(std)
     for (pod, rank), blocks in ref.held.items():
         if blocks:
-            expected[engine_blocks_key(pod, rank)] = {
+            expected[f"engine blocks {pod}|{rank}"] = {
                 eh: f"{std}|{','.join(media)}" for eh, (std, media) in blocks.items()
             }
     for pod in PODS:
@@ -242,9 +243,9 @@ def _expected_keys(
 
 
 def _actual_keys(client: redis.Redis) -> dict[str, object]:
-    actual: dict[str, object] = {}
+    actual: dict[str, object] = dict(by_stream(client))
     for key in client.keys("*"):
-        if key.startswith("kvadmin:stream:"):
+        if key.startswith(("kvadmin:stream:", ENGINE_BLOCKS_PREFIX)):
             continue
         kind = client.type(key)
         if kind == "hash":

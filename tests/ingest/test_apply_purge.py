@@ -13,10 +13,10 @@ from scoring.keys import (
     BLOCK_KEY_PREFIX,
     POD_MODELS_KEY,
     block_key,
-    engine_blocks_key,
     refcount_key,
     residency_key,
 )
+from tests.engine_blocks import bucket_keys
 from tests.index import MODEL, OTHER_MODEL
 from tests.ingest.conftest import snapshot
 
@@ -99,7 +99,7 @@ def test_a_stream_purge_keeps_the_other_ranks(applier: Applier, redis_client: re
 
     applier.purge_stream("a.ns", 0)
 
-    assert not redis_client.exists(engine_blocks_key("a.ns", 0))
+    assert not bucket_keys(redis_client, "a.ns", "0")
     for std in STDS[:3]:
         assert redis_client.hget(block_key(MODEL, std), "a.ns") == "100|GPU"
     for std in STDS[3:]:

@@ -9,11 +9,11 @@ from kvadmin.index.writer import Applier
 from scoring.hashing import hash_block
 from scoring.keys import (
     block_key,
-    engine_blocks_key,
     refcount_key,
     residency_key,
     residency_score,
 )
+from tests.engine_blocks import stream_blocks
 from tests.index import MODEL
 
 POD = "p.ns"
@@ -111,4 +111,4 @@ def test_a_known_engine_hash_with_new_content_replaces_the_old_block(
     assert counts["std_conflicts"] == 1
     assert not redis_client.exists(KEY)
     assert redis_client.hget(block_key(MODEL, hash_block(other)), POD) == "100|GPU"
-    assert redis_client.hget(engine_blocks_key(POD, 0), "1") == f"{hash_block(other)}|GPU"
+    assert stream_blocks(redis_client, POD, 0) == {"1": f"{hash_block(other)}|GPU"}

@@ -5,7 +5,7 @@ Simulated vLLM and SGLang pods (one with two data-parallel ranks) publish over r
 real Celery worker processes consume them through leases; the comparison covers residency per
 medium, kthena's matrix values (owner, best medium, value format) and kthena's engine-hash
 mapping keys (one per engine block any rank of the pod holds with KVADMIN_SIDECAR_MAPPING_KEYS
-on, none with it off).
+on, none with it off) and, in both settings, kvadmin's own engine blocks of each rank.
 """
 
 import os
@@ -30,6 +30,7 @@ from scoring.keys import (
 )
 from scoring.weights import TierWeights
 from tests.conftest import start_worker, stop_process
+from tests.engine_blocks import stream_blocks
 from tests.index import MAPPING_KEYS, MODEL
 from tests.waiting import wait_until
 
@@ -118,11 +119,31 @@ def _expected_mappings(fleet: Fleet, mapping_keys: bool) -> dict[str, set[str]]:
     }
 
 
+def _engine_blocks(redis_client, fleet: Fleet) -> dict[tuple[str, int], set[str]]:
+    """The engine hashes each stream's engine blocks hold, per (pod, rank)."""
+    return {
+        (pod.name, rank): set(stream_blocks(redis_client, pod.name, rank))
+        for pod in fleet.pods
+        for rank in range(len(pod.caches))
+    }
+
+
+def _expected_engine_blocks(fleet: Fleet) -> dict[tuple[str, int], set[str]]:
+    """Every engine hash each rank holds, whatever the mapping-key setting."""
+    return {
+        (pod.name, rank): {eh for eh, _ in cache.engine_contents()}
+        for pod in fleet.pods
+        for rank, cache in enumerate(pod.caches)
+    }
+
+
 def _matches(redis_client, fleet: Fleet, mapping_keys: bool) -> bool:
     truth = fleet.contents()
     if any(_index(redis_client, pod) != held for pod, held in truth.items()):
         return False
     if _mappings(redis_client, fleet) != _expected_mappings(fleet, mapping_keys):
+        return False
+    if _engine_blocks(redis_client, fleet) != _expected_engine_blocks(fleet):
         return False
     matrix = _matrix(redis_client)
     expected = _expected_matrix(truth)

@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 
 import redis
 
+from kvadmin.index import engine_blocks
 from kvadmin.index.events import BlockStored
 from scoring.keys import residency_score, residency_seconds
 from scoring.weights import TierWeights
+from tests.engine_blocks import PREFIX as ENGINE_BLOCKS_PREFIX
 from tests.index import IngestedIndex, block_tokens
 
 PODS = {"vllm-0.ns": ("vllm", 2), "vllm-1.ns": ("vllm", 1), "sglang-0.ns": ("sglang", 1)}
@@ -109,16 +111,18 @@ def expected_after_gc(
         elif key.startswith("kvadmin:rc:"):
             pod = key.removeprefix("kvadmin:rc:")
             _put(after, key, {f: c for f, c in content.items() if _holds(held, pod, f)})
-        elif key.startswith("kvadmin:eh:"):
-            pod = key.removeprefix("kvadmin:eh:").rpartition("|")[0]
+        elif key.startswith(ENGINE_BLOCKS_PREFIX):
+            head, _, bucket = key.removeprefix(ENGINE_BLOCKS_PREFIX).rpartition(":")
+            pod = head.partition("|")[0]
             kind = "sglang" if pod.startswith("sglang") else "vllm"
             kept = {}
-            for engine_hash, text in content.items():
+            for name, text in content.items():
                 std, _, media = text.partition("|")
                 left = [m for m in media.split(",") if m in held.get((pod, std), {})]
                 if left:
-                    kept[engine_hash] = f"{std}|{','.join(left)}"
+                    kept[name] = f"{std}|{','.join(left)}"
                 else:
+                    engine_hash = engine_blocks.engine_hash(name, int(bucket))
                     after.pop(f"{kind}:kv:block:{pod}@{engine_hash}", None)
             _put(after, key, kept)
         elif key.startswith("matrix:kv:block:"):

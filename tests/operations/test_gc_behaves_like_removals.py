@@ -10,12 +10,12 @@ from kvadmin.index.events import AllBlocksCleared, BlockRemoved, BlockStored
 from kvadmin.index.writer import Applier
 from scoring.keys import (
     block_key,
-    engine_blocks_key,
     engine_hash_key,
     refcount_key,
     residency_key,
     residency_score,
 )
+from tests.engine_blocks import stream_blocks
 from tests.index import MODEL, block_tokens, std
 
 POD = "vllm-0.ns"
@@ -64,7 +64,7 @@ def test_a_stale_gpu_copy_goes_and_the_fresh_cpu_copy_takes_over(redis_client, i
 
     assert (report.ownerships, report.blocks) == (1, 0)
     assert redis_client.hget(block_key(MODEL, std(1)), POD) == f"{NOW - 10}|CPU"
-    assert redis_client.hget(engine_blocks_key(POD, 0), "101") == f"{std(1)}|CPU"
+    assert stream_blocks(redis_client, POD, 0).get("101") == f"{std(1)}|CPU"
     assert redis_client.get(engine_hash_key("vllm", POD, 101)) == str(std(1))
     assert redis_client.zscore(residency_key(POD, "GPU"), str(std(1))) is None
 

@@ -91,9 +91,9 @@ def test_the_engine_hashes_of_a_block_are_found_on_every_rank(
     browsing, index, monkeypatch, redis_client, mapping_keys
 ) -> None:
     """The scan reads the streams' engine blocks; kthena's mapping key is shown when kept."""
-    monkeypatch.setattr(block_detail, "SCAN_COUNT", 10)
+    monkeypatch.setattr(block_detail, "SCAN_BUCKETS", 300)
     index.applier = Applier(redis_client, mapping_keys=mapping_keys)
-    index.store("vllm-0.default", range(600), at=NOW)  # past listpack size: HSCAN steps
+    index.store("vllm-0.default", range(600), at=NOW)  # over several steps of 300 buckets
     index.store("vllm-0.default", [7, 8], at=NOW, rank=1)
     index.offload("vllm-0.default", [7], "CPU", at=NOW)
 

@@ -4,7 +4,7 @@ arguments and documents the data layout. Standardized hashes stay strings here: 
 doubles and would round 63-bit hashes.
 
 Input:
-  KEYS[1..6]  refcounts, pod media, pod ranks, retired set, pod models, pod kinds
+  KEYS[1..6]  refcounts, pod media, pod ranks, retired generations, pod models, pod kinds
   ARGV        the pod arguments (includes/pod_args.lua), then
     stream name, now (residency score: unix microseconds), mapping TTL (used with the mapping
     keys on), the most distinct unknown tags a stream's status keeps, after (the last seq of
@@ -16,10 +16,12 @@ Output:
     blocks_stored, blocks_removed, clears, unresolved_placeholders, unknown_removals,
     std_conflicts }
   Error "OUT_OF_ORDER ..." when the call sent before this one is not applied; "MODEL_CHANGED
-  {model}" when the pod still has entries of another model (nothing written).
+  {model}" when the pod still has entries of another model, "LEGACY_LAYOUT ..." while it keeps
+  engine blocks as before issue 35 (nothing written).
 
 Each operation calls Redis directly: 6.4 commands per stored block on the benchmark's mix with
 the mapping keys on; off, a store with tokens and a block's last removal make one call fewer.
+An operation finds its engine block's bucket key once (includes/engine_blocks.lua).
 Tried and measured slower: caching the stream's engine blocks and the pod's residency in Lua
 tables (read with HMGET/ZMSCORE up front, written back with one variadic command per key) cut
 that to 2 commands per block, but Redis spent 25-30% more time per block: in Redis's Lua, a new
@@ -29,7 +31,6 @@ table entry costs about as much as the redis.call it saves.
 --- @include "release"
 --- @include "hold"
 --- @include "retire"
---- @include "engine_blocks"
 --- @include "set_value"
 --- @include "pod_media"
 
@@ -40,8 +41,14 @@ local rank, ttl, max_tags, after = ARGV[p], ARGV[p + 2], tonumber(ARGV[p + 3]), 
 now = ARGV[p + 1]
 now_seconds = seconds(now)
 p = p + 5
-local eb, status = EB .. rank, STATUS .. rank
-local last = tonumber(call('HGET', status, 'last_seq') or '-1')
+local refused = refuse_legacy()
+if refused then
+  return refused
+end
+local status = STATUS .. rank
+local state = call('HMGET', status, 'last_seq', 'generation')
+local last = tonumber(state[1] or '-1')
+own_prefix = generation_prefix(rank, state[2] or '0')
 if after ~= '' and last < tonumber(after) then
   return redis.error_reply('OUT_OF_ORDER the stream is applied through seq ' .. last
     .. ', this call follows seq ' .. after)
@@ -75,10 +82,12 @@ local names = {
 
 -- 'S': a store with tokens. Engines announce new blocks: one call creates the entry.
 local function store(eh, std, m)
-  if call('HSETNX', eb, eh, std .. '|' .. m) == 1 then
+  local bucket, f = slot(eh)
+  local eb = own_prefix .. bucket
+  if call('HSETNX', eb, f, std .. '|' .. m) == 1 then
     add_holder(std, m)
   else
-    local old_std, media_text = parse(call('HGET', eb, eh))
+    local old_std, media_text = parse(call('HGET', eb, f))
     if old_std ~= std then
       for _, x in ipairs(split(media_text)) do
         release(old_std, x)
@@ -86,7 +95,7 @@ local function store(eh, std, m)
       media_text = nil
       c[6] = c[6] + 1
     end
-    hold(eb, eh, std, media_text, m, true)
+    hold(eb, f, std, media_text, m, true)
   end
   if mapping_keys then
     -- SETEX, not SET EX: one argument less to convert, 2% of a store's Redis work.
@@ -97,17 +106,19 @@ end
 
 -- 'P': a placeholder, the stream now holds `eh` in `m` too.
 local function place(eh, m)
-  local old = call('HGET', eb, eh)
+  local bucket, f = slot(eh)
+  local eb = own_prefix .. bucket
+  local old = call('HGET', eb, f)
   if old then
     local std, media_text = parse(old)
-    hold(eb, eh, std, media_text, m, false)
+    hold(eb, f, std, media_text, m, false)
     c[1] = c[1] + 1
   else
     -- Another rank of the pod may have stored it: engine hash -> content is a function of
     -- the engine, and the placeholder says this rank holds it.
-    local other = held_elsewhere(eh, eb)
+    local other = held_elsewhere(eh)
     if other then
-      hold(eb, eh, (parse(other)), nil, m, false)
+      hold(eb, f, (parse(other)), nil, m, false)
       c[1] = c[1] + 1
     else
       c[4] = c[4] + 1
@@ -117,7 +128,9 @@ end
 
 -- 'R': the stream no longer holds `eh` in `m`.
 local function remove(eh, m)
-  local old = call('HGET', eb, eh)
+  local bucket, f = slot(eh)
+  local eb = own_prefix .. bucket
+  local old = call('HGET', eb, f)
   if not old then
     c[5] = c[5] + 1
     return
@@ -126,7 +139,7 @@ local function remove(eh, m)
   local x
   if only(media_text, m) then
     x = media_text
-    drop(eb, eh)
+    drop(eb, f, eh)
   else
     local list = split(media_text)
     local at = removal_at(list, m)
@@ -135,7 +148,7 @@ local function remove(eh, m)
       return
     end
     x = table.remove(list, at)
-    keep(eb, eh, std, list)
+    keep(eb, f, eh, std, list)
   end
   release(std, x)
   c[2] = c[2] + 1
@@ -148,7 +161,9 @@ end
 -- which settles it from the media left (or, while other holders keep the top medium,
 -- writes it as the placeholder would have).
 local function move(eh, to, from)
-  local old = call('HGET', eb, eh)
+  local bucket, f = slot(eh)
+  local eb = own_prefix .. bucket
+  local old = call('HGET', eb, f)
   if not old then
     place(eh, to)
     remove(eh, from)
@@ -159,7 +174,7 @@ local function move(eh, to, from)
   if media_text ~= to and only(media_text, from) then
     -- The usual offload: the block's one medium gives way to `to`.
     placed, at, x = true, 1, media_text
-    write(eb, eh, std, to)
+    write(eb, f, std, to)
   else
     local list = split(media_text)
     placed = not index_of(list, to)
@@ -172,7 +187,7 @@ local function move(eh, to, from)
       table.remove(list, at)
     end
     if placed or at then
-      keep(eb, eh, std, list)
+      keep(eb, f, eh, std, list)
     end
   end
   local later = x and top_listed and rank_of(x) == 0
@@ -231,7 +246,7 @@ while p <= argc do
     while p <= body_end do
       local op = ARGV[p]
       if op == 'C' then
-        retire(rank)
+        own_prefix = retire(rank)
         c[3] = c[3] + 1
         p = p + 1
       else
@@ -299,5 +314,5 @@ if applied > 0 then
   end
 end
 settle_media()
-out[1] = call('SCARD', RETIRED)
+out[1] = call('HLEN', RETIRED)
 return out

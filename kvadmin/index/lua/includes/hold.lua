@@ -3,10 +3,10 @@
 --- @include "refresh"
 --- @include "add_holder"
 
--- The stream holds engine block `eh` (= std) in `m`. `media_text` is its current media list,
--- nil for a new entry. Stores with tokens put their medium first (the primary tier, which a
+-- The stream holds the engine block of field `f` of bucket key `eb` (= std) in `m`.
+-- `media_text` is its current media list, nil for a new entry. Stores with tokens put their medium first (the primary tier, which a
 -- removal without a medium means); placeholders append theirs.
-local function hold(eb, eh, std, media_text, m, primary)
+local function hold(eb, f, std, media_text, m, primary)
   if media_text then
     if has(media_text, m) then
       refresh(std, m)
@@ -20,6 +20,6 @@ local function hold(eb, eh, std, media_text, m, primary)
   else
     media_text = m
   end
-  write(eb, eh, std, media_text)
+  write(eb, f, std, media_text)
   add_holder(std, m)
 end

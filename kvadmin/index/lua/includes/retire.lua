@@ -1,16 +1,15 @@
---- @include "pod_args"
+--- @include "engine_blocks"
 
--- Move a stream's engine blocks aside in O(1); they keep their references until drained.
-local function retire(rank)
-  local eb = EB .. rank
-  if call('EXISTS', eb) == 0 then
-    return
-  end
-  local member, key
+-- Retire the live generation of a stream's engine blocks in O(1): the stream moves on to a new
+-- generation, and the old one keeps its references until drained (drain-6.lua, from its first
+-- bucket). Returns the new generation's key prefix.
+local function retire(name)
+  local status = STATUS .. name
+  call('HSET', RETIRED, name .. '|' .. (call('HGET', status, 'generation') or '0'), 0)
+  local generation
   repeat
-    member = rank .. '|' .. call('HINCRBY', STATUS .. rank, 'generation', 1)
-    key = RETIRED_EB .. member
-  until call('EXISTS', key) == 0
-  call('RENAME', eb, key)
-  call('SADD', RETIRED, member)
+    generation = call('HINCRBY', status, 'generation', 1)
+  until call('HEXISTS', RETIRED, name .. '|' .. generation) == 0
+  stream_ebs = nil
+  return generation_prefix(name, generation)
 end
