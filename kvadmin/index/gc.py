@@ -65,6 +65,8 @@ class GcReport:
     purged_blocks: int = 0
     """Matrix fields removed by purging unregistered pods."""
     steps: int = 0
+    largest_step: int = 0
+    """The most engine blocks one step looked at (the bound on how long a script runs)."""
     longest_step_ms: float = 0.0
 
     @property
@@ -172,6 +174,7 @@ class _Run:
 
     def count(self, step: ExpireStep) -> None:
         self.report.scanned += step.scanned
+        self.report.largest_step = max(self.report.largest_step, step.scanned)
         self.report.ownerships += step.ownerships
         self.report.blocks += step.fields
 

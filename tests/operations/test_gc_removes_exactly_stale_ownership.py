@@ -65,13 +65,14 @@ def test_the_report_counts_what_went(redis_client, large_index) -> None:
 
 
 def test_every_step_is_bounded(redis_client, large_index) -> None:
-    """No step handles more than about one chunk, so no script blocks Redis for long."""
+    """No step handles more than about one chunk, so no script blocks Redis for long (counted
+    in blocks, not timed: the time depends on the machine)."""
     report = gc.collect_garbage(
         Applier(redis_client, chunk_size=500), MAX_AGE, registered=lambda: set(PODS), now=NOW
     )
 
     assert report.steps >= BLOCKS // 500
-    assert report.longest_step_ms < 100
+    assert 0 < report.largest_step <= 2 * 500
 
 
 def test_a_second_run_finds_nothing_left(redis_client, large_index) -> None:
