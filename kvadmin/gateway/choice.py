@@ -2,9 +2,11 @@
 score API's lean path), or, when it cannot be had in time, a cheap degraded choice from this
 process's memory.
 
-`decide` is the one call into kvadmin/routing/service.py: the same policy, weights, TTFT
-parameters, speculative entries, decision log, live feed and explanation as
-POST /api/v1/score, in the same one Redis round trip for the read and one for the record.
+`decide` and `record` are the calls into kvadmin/routing/service.py: the same policy,
+weights, TTFT parameters, speculative entries, decision log, live feed and explanation as
+POST /api/v1/score, in the same one Redis round trip for the read and one for the record. The
+record is apart so that the picker answers the gateway first, and sheds a request before
+anything of it is recorded.
 """
 
 import time
@@ -16,6 +18,7 @@ import redis.asyncio
 from kvadmin.gateway.inference_request import InferenceRequest
 from kvadmin.routing import requesters, service
 from kvadmin.routing.decisions import Decision
+from kvadmin.routing.pipeline import RecordPlan
 from kvadmin.routing.request import request_of
 from kvadmin.weights.active import ActiveWeights
 
@@ -52,9 +55,9 @@ async def decide(
     request: InferenceRequest,
     pods: list[str],
     request_id: str | None,
-) -> Decision:
-    """The routing service's decision among `pods` (raises its `ScoreError`s and Redis's
-    outage errors as it does)."""
+) -> tuple[Decision, RecordPlan]:
+    """The routing service's decision among `pods` and its recording, not yet written
+    (raises its `ScoreError`s and Redis's outage errors as it does)."""
     given = {"token_ids": request.token_ids, "prompt": request.prompt, "messages": request.messages}
     asked = request_of(
         request.model,
@@ -62,7 +65,7 @@ async def decide(
         pods=pods,
         request_id=request_id,
     )
-    return await service.score_async(
+    return await service.decided_async(
         client, engines, active, asked, requester=requesters.ENDPOINT_PICKER
     )
 

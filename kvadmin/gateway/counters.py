@@ -20,6 +20,13 @@ degraded = Counter(
     ["reason"],
     registry=registry,
 )
+late_decisions = Counter(
+    "kvadmin_picker_late_decisions",
+    "Decisions finished after their deadline had answered with a degraded choice: let "
+    "finish rather than cancelled (a Redis command cancelled in flight drops its "
+    "connection), then dropped, nothing recorded.",
+    registry=registry,
+)
 refused = Counter(
     "kvadmin_picker_refused",
     "Requests answered at once by the picker, by HTTP status.",

@@ -9,7 +9,9 @@ answers each at once, and routes at the request body.
    of an OpenAI completion or chat (400), a model with registered engines (404) of which
    some may take it (503). Then the routing service's decision within
    PICKER_DECISION_DEADLINE_SECONDS, or a degraded choice, named to the gateway
-   (`protocol.route_to`); the body goes on unchanged.
+   (`protocol.route_to`); the body goes on unchanged. A shed request (429) is refused
+   before anything of it is recorded; a routed one's decision is recorded once the gateway
+   has its answer.
 3. Response headers: the status and the endpoint that served; passed on, with the
    decision's id in `x-kvadmin-decision`. Without a decision (a degraded choice) there is
    no outcome to record: Envoy sends no more of the response.
@@ -20,6 +22,7 @@ answers each at once, and routes at the request body.
    end records nothing and is counted.
 """
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -59,6 +62,8 @@ class Exchange:
         self.subset: list[str] | None = None
         self.body = bytearray()
         self.decision: Decision | None = None
+        self.recording: asyncio.Task | None = None
+        """The decision's recording, under way once the gateway has its answer."""
         self.addresses: dict[str, str] = {}
         self.status = ""
         self.served = ""
@@ -141,15 +146,18 @@ class Exchange:
         if not eligible.pods:
             which = "of the subset hint " if self.subset is not None else ""
             return self._refuse(503, f"no ready endpoint {which}serves {model!r}", "no_endpoint")
-        decision, reason = await self.picker.decide(rows, request, eligible.pods, self.request_id)
-        if decision is None:
+        decided, reason = await self.picker.decide(rows, request, eligible.pods, self.request_id)
+        if decided is None:
             return self._route_to(self.picker.least_recent.ranked(eligible.pods), reason)
-        if isinstance(decision, service.ScoreError):
-            return self._refuse(decision.status, decision.message, "invalid_request")
+        if isinstance(decided, service.ScoreError):
+            return self._refuse(decided.status, decided.message, "invalid_request")
+        decision, recording = decided
         shed = knob("PICKER_SHED_WAIT_SECONDS")
         if shed > 0 and decision.estimates and min(e.wait_s for e in decision.estimates) > shed:
+            # Before recording: a shed request neither queues on a pod nor enters the log.
             return self._refuse(429, "every endpoint's predicted wait is too long", "overloaded")
         self.decision = decision
+        self.recording = self.picker.record_decision(recording)
         return self._route_to(choice.ranked(decision, eligible.pods), None)
 
     def _route_to(self, pods: list[str], degraded: str | None) -> ProcessingResponse:

@@ -1,13 +1,15 @@
 """The endpoint picker as a gRPC service: Envoy's ext_proc `ExternalProcessor`, one stream
 per request (`exchange.Exchange`), and what the streams of one process share: the Redis
-client, the registry and weights caches, the degraded choice's memory, the outage window.
+client, the registry and weights caches, the degraded choice's memory, the outage window,
+and the work that outlives an exchange (a late decision, the recordings).
 """
 
 import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from typing import Any, TypeVar
 
 import grpc
 import redis
@@ -25,8 +27,14 @@ from kvadmin.log_once import OncePerKind
 from kvadmin.redis_clients import REDIS_OUTAGES, async_index_client
 from kvadmin.routing import outcomes, service
 from kvadmin.routing.decisions import Decision
+from kvadmin.routing.pipeline import RecordPlan
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def _count_late(_: asyncio.Task) -> None:
+    counters.late_decisions.inc()
 
 
 class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
@@ -34,7 +42,8 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         self.least_recent = choice.LeastRecent()
         self._client: redis.asyncio.Redis | None = None
         self._outage_until = float("-inf")
-        self._recording: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task] = set()
+        """Decisions past their deadline, decisions' and outcomes' recordings."""
         self._failing = OncePerKind(log)
 
     @property
@@ -50,14 +59,16 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         try:
             async for message in request_iterator:
                 yield await exchange.on(message)
-                if exchange.refused:
-                    return
-                if exchange.ended and exchange.decision is not None:
-                    self._record(exchange)
+                if exchange.refused or exchange.ended:
                     return
         finally:
-            if exchange.decision is not None and not exchange.ended:
-                counters.outcomes.labels("unfinished").inc()
+            # Here, not after the last answer: gRPC may close the stream (and this generator,
+            # at its `yield`) as soon as Envoy has the answer to the end of the response.
+            if exchange.decision is not None:
+                if exchange.ended:
+                    self._record(exchange)
+                else:
+                    counters.outcomes.labels("unfinished").inc()
 
     async def registry(self, model: str) -> process_cache.Snapshot:
         """The engines and serving addresses in memory; checked again at once for a model it
@@ -74,18 +85,34 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         request: InferenceRequest,
         pods: list[str],
         request_id: str | None,
-    ) -> tuple[Decision | service.ScoreError | None, str | None]:
-        """The decision, the client's error (a `ScoreError` to answer), or None and why a
-        degraded choice must stand in: past the deadline, Redis out (and for
-        PICKER_OUTAGE_SECONDS after), tokenization failed."""
+    ) -> tuple[tuple[Decision, RecordPlan] | service.ScoreError | None, str | None]:
+        """The decision with its recording (not yet written), the client's error (a
+        `ScoreError` to answer), or None and why a degraded choice must stand in: past the
+        deadline, Redis out (and for PICKER_OUTAGE_SECONDS after), tokenization failed.
+
+        The deadline does not cancel the decision: a redis-py command cancelled in flight
+        leaves its reply unread, so the connection is dropped and the next request pays a
+        reconnect. A late decision finishes in the background, counted, and is dropped
+        (nothing recorded: the request went to the degraded choice)."""
         if time.monotonic() < self._outage_until:
             return None, "redis"
-        try:
-            async with asyncio.timeout(knob("PICKER_DECISION_DEADLINE_SECONDS")):
-                active = await current_weights()
-                decision = await choice.decide(self.client, rows, active, request, pods, request_id)
-        except TimeoutError:
+        deciding = self._in_background(self._decided(rows, request, pods, request_id))
+        done, _ = await asyncio.wait((deciding,), timeout=knob("PICKER_DECISION_DEADLINE_SECONDS"))
+        if not done:
+            deciding.add_done_callback(_count_late)
             return None, "deadline"
+        return deciding.result()
+
+    async def _decided(
+        self,
+        rows: Sequence[service.EngineRow],
+        request: InferenceRequest,
+        pods: list[str],
+        request_id: str | None,
+    ) -> tuple[tuple[Decision, RecordPlan] | service.ScoreError | None, str | None]:
+        try:
+            active = await current_weights()
+            decided = await choice.decide(self.client, rows, active, request, pods, request_id)
         except (*REDIS_OUTAGES, service.IndexUnavailable) as error:
             self._outage_until = time.monotonic() + knob("PICKER_OUTAGE_SECONDS")
             self._failing.failed("redis", "Redis is out (%s): degraded choices", error)
@@ -95,20 +122,35 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         except service.ScoreError as error:
             return error, None
         self._failing.recovered("redis")
-        return decision, None
+        return decided, None
+
+    def record_decision(self, recording: RecordPlan) -> asyncio.Task:
+        """Write the decision's recording in the background: the gateway has its answer."""
+        return self._in_background(service.record_async(self.client, recording))
+
+    def _in_background(self, work: Coroutine[Any, Any, T]) -> "asyncio.Task[T]":
+        """`work` as a task kept until it is done: no exchange's end cancels it."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("the picker's background work failed", exc_info=error)
 
     def _record(self, exchange: Exchange) -> None:
         """Record the outcome after the last chunk has gone on (a task of its own)."""
-        task = asyncio.ensure_future(self._recorded(exchange))
-        self._recording.add(task)
-        task.add_done_callback(self._recording.discard)
+        self._in_background(self._recorded(exchange))
 
     async def _recorded(self, exchange: Exchange) -> None:
         outcome = exchange.outcome()
         if isinstance(outcome, str):
             counters.outcomes.labels(outcome).inc()
             return
-        assert exchange.decision is not None
+        assert exchange.decision is not None and exchange.recording is not None
+        await exchange.recording  # the outcome script finds the decision by its logged id
         try:
             result = await outcomes.record_async(
                 self.client, exchange.decision, outcome, knob("BLOCK_SIZE")
@@ -126,7 +168,7 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         counters.outcomes.labels(result).inc()
 
     async def close(self) -> None:
-        if self._recording:
-            await asyncio.wait(self._recording, timeout=5)
+        if self._background:
+            await asyncio.wait(self._background, timeout=5)
         if self._client is not None:
             await self._client.aclose()

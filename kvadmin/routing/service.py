@@ -29,7 +29,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any
+from typing import Any, overload
 
 import redis
 import redis.asyncio
@@ -66,6 +66,8 @@ __all__ = [
     "Scored",
     "TokenizationUnavailable",
     "score",
+    "decided_async",
+    "record_async",
     "score_async",
     "scored",
 ]
@@ -139,17 +141,34 @@ async def score_async(
     request: ScoreRequest,
     requester: str = requesters.COMMAND,
 ) -> Decision:
-    """`scored` for an event loop (the API's lean path, the endpoint picker): Redis through
-    `client` (redis.asyncio), the model's registered `engines` and the `active` weights from
-    the caller's caches; text is tokenized in a worker thread (tokenizers block)."""
+    """`scored` for an event loop (the API's lean path): `decided_async`, then
+    `record_async`."""
+    decision, recording = await decided_async(client, engines, active, request, requester)
+    await record_async(client, recording)
+    return decision
+
+
+async def decided_async(
+    client: redis.asyncio.Redis,
+    engines: Sequence[EngineRow],
+    active: ActiveWeights,
+    request: ScoreRequest,
+    requester: str = requesters.COMMAND,
+) -> tuple[Decision, RecordPlan]:
+    """The decision and its recording, not yet written (`record_async` writes it; the endpoint
+    picker first answers the gateway, or sheds the request and records nothing): Redis
+    through `client` (redis.asyncio), the model's registered `engines` and the `active`
+    weights from the caller's caches. Text is tokenized in a worker thread (tokenizers
+    block), unless its token ids are cached: a thread hop costs more than a cache lookup."""
     started = perf_counter()
     wanted = checked(request, engines)
-    if wanted.token_ids is None:
+    tokenized = _tokenized(wanted, cached_only=True)
+    if tokenized is None:
         read = await asyncio.to_thread(
             lambda: plan(wanted, _tokenized(wanted), active, started, requester)
         )
     else:
-        read = plan(wanted, _tokenized(wanted), active, started, requester)
+        read = plan(wanted, tokenized, active, started, requester)
     try:
         reply = await WALK.call_async(client, read.keys, read.args)
     except REDIS_OUTAGES:
@@ -157,7 +176,12 @@ async def score_async(
     except redis.RedisError as error:
         await _count_error_async(client, wanted.model)
         raise IndexUnavailable(f"the index is unavailable: {error}") from None
-    decision, recording = decide(read, reply)
+    return decide(read, reply)
+
+
+async def record_async(client: redis.asyncio.Redis, recording: RecordPlan) -> None:
+    """Write a decision's recording in one pipelined round trip (a failure is logged: the
+    decision stands)."""
     pipeline = client.pipeline(transaction=False)
     queued = recording.queue(pipeline)
     with _logged(recording):
@@ -165,7 +189,6 @@ async def score_async(
         if queued is not None:
             replies[0] = (await route_record.finish_async(client, replies[0], queued)).log_id
         recording.recorded(replies)
-    return decision
 
 
 @contextlib.contextmanager
@@ -184,14 +207,19 @@ async def _count_error_async(client: redis.asyncio.Redis, model: str) -> None:
         await pipeline.execute()
 
 
-def _tokenized(request: Checked) -> Tokenized:
-    """The request's token ids as `Tokenized`: given, or from a tokenizer (may block)."""
+@overload
+def _tokenized(request: Checked) -> Tokenized: ...
+@overload
+def _tokenized(request: Checked, cached_only: bool) -> Tokenized | None: ...
+def _tokenized(request: Checked, cached_only: bool = False) -> Tokenized | None:
+    """The request's token ids as `Tokenized`: given, or from a tokenizer (may block). With
+    `cached_only`, None unless they are at hand without tokenizing (given, or cached)."""
     if request.token_ids is not None:
         return Tokenized(array("I"), len(request.token_ids), "given")
-    return _tokenize_text(request, knob("SCORE_MAX_TOKENS"))
+    return _tokenize_text(request, knob("SCORE_MAX_TOKENS"), cached_only)
 
 
-def _tokenize_text(request: Checked, limit: int) -> Tokenized:
+def _tokenize_text(request: Checked, limit: int, cached_only: bool) -> Tokenized | None:
     model, candidates, source = request.model, request.candidates, request.source
     tokenizers = [
         Tokenizer(candidate.pod, candidate.kind, candidate.http_base_url)
@@ -208,11 +236,12 @@ def _tokenize_text(request: Checked, limit: int) -> Tokenized:
             timeout=knob("TOKENIZE_TIMEOUT"),
             cache_size=knob("TOKENIZE_CACHE_SIZE"),
             local=_local_tokenizer(model, candidates),
+            cached_only=cached_only,
         )
     except TokenizationFailed as error:
         recorder.record_scoring_error(index_client(), model, "tokenize")
         raise TokenizationUnavailable(str(error), source) from None
-    if tokens.count > limit:
+    if tokens is not None and tokens.count > limit:
         raise InvalidScoreRequest(
             f"`{source}` has {tokens.count} tokens; the limit is {limit}", source
         )

@@ -134,12 +134,14 @@ def tokenize(
     timeout: float,
     cache_size: int,
     local: str | None = None,
-) -> Tokenized:
+    cached_only: bool = False,
+) -> Tokenized | None:
     """Token ids of a text `prompt` or chat `messages` (contents already plain strings).
 
     `local`: the model's tokenizer path, tried first. Then the engine tokenizers one after
     another, starting at a different one each call so the load spreads; raises
-    TokenizationFailed when all failed (or there are none).
+    TokenizationFailed when all failed (or there are none). `cached_only`: the cached ids or
+    None, nothing tokenized (a caller on an event loop tokenizes in a thread only on a miss).
     """
     fallback = "disabled" if local and tokenizer_guard.disabled(model) else ""
     if fallback:
@@ -150,6 +152,8 @@ def tokenize(
     cached = CACHE.get(key)
     if cached is not None:
         return Tokenized(cached.tokens, cached.count, "cache", cached.estimated)
+    if cached_only:
+        return None
     if local:
         try:
             found = tokenize_locally(local, prompt=prompt, messages=messages, keep=keep)

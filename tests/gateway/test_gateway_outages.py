@@ -11,6 +11,7 @@ from kvadmin.gateway.protocol import DECISION_HEADER
 from kvadmin.redis_server import RedisServer, free_port
 from scoring.keys import DECISIONS_KEY
 from tests.index import MODEL
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,11 +63,18 @@ def test_with_redis_down_choices_are_degraded_and_counted(gateway_of, picker_env
         own.stop()
 
 
-def test_past_the_deadline_the_choice_is_degraded(gateway_of, picker_env) -> None:
+def test_past_the_deadline_the_choice_is_degraded(gateway_of, picker_env, redis_client) -> None:
     """A deadline no decision can meet (a microsecond): every request is served by a
-    degraded choice, counted as such."""
+    degraded choice, counted as such. The late decisions are not cancelled (a Redis command
+    cancelled in flight drops its connection): they finish, counted, and are dropped."""
     gateway = gateway_of(2, env=picker_env | {"KVADMIN_PICKER_DECISION_DEADLINE_SECONDS": "1e-6"})
+    picker = gateway.pickers[0]
     for n in range(2):
         status, _, raw = gateway.post("/v1/completions", {"model": MODEL, "prompt": f"late {n}"})
         assert status == 200, raw
-    assert gateway.pickers[0].counter("kvadmin_picker_degraded", reason="deadline") == 2
+    assert picker.counter("kvadmin_picker_degraded", reason="deadline") == 2
+    wait_until(
+        lambda: picker.counter("kvadmin_picker_late_decisions") == 2,
+        what="the late decisions to finish",
+    )
+    assert redis_client.xlen(DECISIONS_KEY) == 0

@@ -7,6 +7,7 @@ import pytest
 
 from scoring.keys import DECISIONS_KEY
 from tests.index import MODEL
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,3 +37,27 @@ def test_a_body_it_cannot_route_is_refused_and_nothing_recorded(
         assert picker.counter("kvadmin_picker_refused", status=str(status)) == before + 1
     assert redis_client.xlen(DECISIONS_KEY) == 0
     assert gateway.stat("cluster.pods.upstream_rq_total") == 0
+
+
+def test_a_shed_request_is_refused_before_anything_is_recorded(
+    gateway_of, picker_env, redis_client
+) -> None:
+    """Shedding on (any predicted wait is too long): the first long prompt finds the pod
+    idle and is routed; the second finds it busy with the first's predicted prefill (tens of
+    seconds for this many tokens) and is answered 429, with no decision logged and no pod
+    queued for it."""
+    gateway = gateway_of(
+        1, env=picker_env | {"KVADMIN_PICKER_SHED_WAIT_SECONDS": "1e-9"}, max_model_len=262_144
+    )
+    long = {"model": MODEL, "prompt": "tok " * 200_000}
+    first = gateway.post("/v1/completions", long)
+    assert first[0] == 200, first[2]
+    assert gateway.pickers[0].counter("kvadmin_picker_requests", answer="routed") == 1
+    # Recorded once the gateway has its answer: moments after it, not before.
+    wait_until(lambda: redis_client.xlen(DECISIONS_KEY) == 1, what="the decision's record")
+    status, _, raw = gateway.post("/v1/completions", long | {"prompt": "tok " * 200_001})
+    assert status == 429, raw
+    assert json.loads(raw)["error"]["type"] == "overloaded"
+    assert gateway.pickers[0].counter("kvadmin_picker_refused", status="429") == 1
+    assert redis_client.xlen(DECISIONS_KEY) == 1
+    assert gateway.stat("cluster.pods.upstream_rq_total") == 1
