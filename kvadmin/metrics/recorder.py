@@ -108,7 +108,7 @@ class DecisionLike(Protocol):
     ts: float
     model: str
     input: str
-    n_blocks: int
+    blocks: int
     longest_match: int
     chosen: str | None
     scores: Sequence[_Scored]
@@ -168,7 +168,7 @@ def record_decision(target: Target, decision: DecisionLike) -> None:
     model, timings = decision.model, decision.timings_ms
     chosen = next((s for s in decision.scores if s.pod == decision.chosen), None)
     media = chosen.media if chosen is not None else {}
-    ratio = decision.longest_match / decision.n_blocks if decision.n_blocks else 0.0
+    ratio = decision.longest_match / decision.blocks if decision.blocks else 0.0
     minute_key = hits_key(int(decision.ts // 60))
     counts = Increments()
     observe(counts, f.MATCH_RATIO, (model,), ratio)
@@ -183,15 +183,15 @@ def record_decision(target: Target, decision: DecisionLike) -> None:
     if "total" in timings:
         observe(counts, f.SCORING_DURATION, (model,), timings["total"] / 1000)
     inc(counts, f.DECISIONS, (model, decision.chosen or ""))
-    inc(counts, f.REQUESTED_BLOCKS, (model,), decision.n_blocks)
+    inc(counts, f.REQUESTED_BLOCKS, (model,), decision.blocks)
     counts.hincrby(minute_key, "decisions", 1)
-    counts.hincrby(minute_key, "blocks", decision.n_blocks)
+    counts.hincrby(minute_key, "blocks", decision.blocks)
     if any(media.values()):
         counts.hincrby(minute_key, "hits", 1)
     pod = decision.chosen
     if pod:
         counts.hincrby(minute_key, f"p:{pod}", 1)
-        counts.hincrby(minute_key, f"pb:{pod}", decision.n_blocks)
+        counts.hincrby(minute_key, f"pb:{pod}", decision.blocks)
     for medium, count in media.items():
         if count:
             inc(counts, f.MATCHED_BLOCKS, (model, medium), count)
