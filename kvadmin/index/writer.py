@@ -437,7 +437,7 @@ class Applier:
         preference: MediaPreference | None = None,
     ) -> Any:
         script_keys, args = self.script_args(pod, model, kind, preference or self.preference())
-        return self.scripts[command](keys=script_keys, args=[*args, *own], client=self.client)
+        return self.scripts[command](self.client, script_keys, [*args, *own])
 
     def _pod_identity(self, pod: str) -> tuple[str, str]:
         """The pod's model and engine kind as the index knows them ("" when it does not)."""

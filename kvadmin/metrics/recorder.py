@@ -32,6 +32,7 @@ from kvadmin.log_once import OncePerKind
 from kvadmin.metrics import families as f
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_field
 from scoring import keys
+from scoring.scripts import package_script
 
 log = logging.getLogger(__name__)
 
@@ -51,21 +52,7 @@ class Counting(Protocol):
     def hincrbyfloat(self, name: str, key: str, amount: float = 1.0) -> Any: ...
 
 
-# The Lua of `Increments`, sent by EVAL (not EVALSHA: no NOSCRIPT case after a restart or a
-# SCRIPT FLUSH, for the price of Redis hashing these few hundred bytes). ARGV holds
-# (op, key index, field, value) quadruples: "i" HINCRBY, "f" HINCRBYFLOAT, "e" EXPIRE.
-_INCREMENTS_LUA = """\
-for i = 1, #ARGV, 4 do
-  local op, key = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
-  if op == 'i' then
-    redis.call('HINCRBY', key, ARGV[i + 2], ARGV[i + 3])
-  elseif op == 'f' then
-    redis.call('HINCRBYFLOAT', key, ARGV[i + 2], ARGV[i + 3])
-  else
-    redis.call('EXPIRE', key, ARGV[i + 3])
-  end
-end
-"""
+_INCREMENTS = package_script(__file__, "increments")
 
 
 class Increments:
@@ -93,8 +80,11 @@ class Increments:
         self._args += (op, index, key, value)
 
     def queue(self, pipe: Pipeline | AsyncPipeline) -> None:
-        """Queue the updates on `pipe`, as one command."""
-        pipe.execute_command("EVAL", _INCREMENTS_LUA, len(self._keys), *self._keys, *self._args)
+        """Queue the updates on `pipe`, as one command: an EVAL of the script's text (the
+        pipelined call of `scoring.scripts`), so that no NOSCRIPT reply after a restart or a
+        SCRIPT FLUSH loses a decision's metrics, for the price of Redis hashing these few
+        hundred bytes."""
+        _INCREMENTS(pipe, list(self._keys), self._args)
 
 
 class _Scored(Protocol):

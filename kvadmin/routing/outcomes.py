@@ -38,7 +38,6 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 import msgspec
@@ -52,7 +51,7 @@ from kvadmin.metrics.recorder import HITS_TTL_SECONDS, bucket_of, outcome_minute
 from kvadmin.routing import answer, decisions, requesters
 from kvadmin.routing.decisions import Decision
 from scoring import keys
-from scoring.scripts import script_at
+from scoring.scripts import package_script
 
 DECISION_ID = re.compile(r"[0-9a-f]{1,64}")
 """What `routing.service` makes a decision id of: hex digits (time, then randomness)."""
@@ -73,7 +72,7 @@ ESTIMATED_SLACK_SHARE: Final = 0.5
 """The share for a count the local tokenizer estimated from a window of a long prompt
 (`routing.local_tokenize`): tokens per character vary along a prompt."""
 
-_RECORD: Final = script_at(Path(__file__).with_name("outcome_record.lua"))
+_RECORD: Final = package_script(__file__, "outcome_record")
 
 
 class InvalidOutcome(ValueError):
