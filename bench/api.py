@@ -422,12 +422,12 @@ def _produce(template, pods, published: dict[str, float], stop: threading.Event)
         while n < due:
             record = msgspec.structs.replace(
                 template,
-                id=f"bench{n}",
+                decision_id=f"bench{n}",
                 ts=time.time(),
                 request_id=f"b{n}",
                 chosen=pods[n % len(pods)],
             )
-            batch.append(record.id)
+            batch.append(record.decision_id)
             pipeline.xadd(keys.DECISIONS_KEY, {"d": decisions.encode(record)}, maxlen=10_000)
             n += 1
         if batch:

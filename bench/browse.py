@@ -166,13 +166,13 @@ def record_day_of_decisions(client, log_size: int) -> str:
     last = ""
     for n in range(log_size):
         one = decisions.Decision(
-            id=f"{(NOW * 1000 + n):011x}{n:08x}",
+            decision_id=f"{(NOW * 1000 + n):011x}{n:08x}",
             ts=NOW - log_size + n,
             request_id=f"request-{n}",
             model=MODEL,
             input="token_ids",
-            n_tokens=2048,
-            n_blocks=128,
+            tokens=2048,
+            blocks=128,
             first_block=1,
             longest_match=64,
             candidates=PODS,
@@ -186,7 +186,7 @@ def record_day_of_decisions(client, log_size: int) -> str:
             timings_ms={"total": 1.0 + (n * 37 % 1000) / 100},
         )
         decisions.queue_append(pipe, one)
-        last = one.id
+        last = one.decision_id
         if n % 1000 == 999:
             pipe.execute()
     pipe.execute()

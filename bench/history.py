@@ -69,8 +69,8 @@ def one_bucket(client, pods: list[str], minute: int) -> dict[str, str]:
             media={"GPU": 80, "CPU": 20}, runs=[("GPU", 80), ("CPU", 20)],
         )  # fmt: skip
         decision = Decision(
-            id="bench", ts=minute * 60.0, request_id=None, model="m/a", input="token_ids",
-            n_tokens=2048, n_blocks=128, first_block=1, longest_match=100, candidates=pods,
+            decision_id="bench", ts=minute * 60.0, request_id=None, model="m/a", input="token_ids",
+            tokens=2048, blocks=128, first_block=1, longest_match=100, candidates=pods,
             chosen=pod, tie_break=False, scores=[scored],
             dropped=Dropped(non_candidates=[], stale=[]), weights_version=1,
             weights={"GPU": 1.0, "CPU": 0.8}, timings_ms={},

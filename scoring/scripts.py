@@ -1,13 +1,16 @@
-"""The scoring library's Lua scripts, laid out as kvadmin/index/scripts.py lays out the index
-writer's: one file per script in `lua/` with an Input/Output header, and includes in
-`lua/includes/` that a script names on a line `--- @include "name"`, inlined once each, their
-own includes first, so Redis sees one self-contained script. Each is built and hashed once per
-process (`script`) and runs on whichever client calls it.
+"""Every Redis script of kvadmin, loaded one way. A package keeps its scripts in its `lua/`
+folder, one file per script with an Input/Output header, and includes in `lua/includes/` that
+a script names on a line `--- @include "name"`, inlined once each, their own includes first,
+so Redis sees one self-contained script (kvadmin/index/scripts.py lays out the index writer's
+the same way). Each is built and hashed once per process (`script`, `package_script`) and
+runs on whichever client calls it.
 
 A script goes by EVALSHA. When the server does not know it yet (first use, restart, SCRIPT
 FLUSH) the reply is NOSCRIPT; the script is then loaded and run again, once. Queued on a
 pipeline it is a plain EVALSHA too (a redis-py `Script` in a pipeline sends SCRIPT EXISTS before
-every execute(), a second round trip): its caller passes the reply to `finish`.
+every execute(), a second round trip): its caller passes the reply to `finish`. A pipeline
+handed to a plain call, where NOSCRIPT would come too late to load and retry, gets an EVAL of
+the text (Redis caches the script under the same hash).
 """
 
 import re
@@ -28,13 +31,17 @@ _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
-class ScoringScript:
+class LuaScript:
     name: str
     text: str
     """The script with its includes inlined."""
     sha: str
 
-    def __call__(self, client: redis.Redis, keys: list[Any], args: list[Any]) -> Any:
+    def __call__(
+        self, client: redis.Redis | Pipeline | AsyncPipeline, keys: list[Any], args: list[Any]
+    ) -> Any:
+        if isinstance(client, Pipeline | AsyncPipeline):
+            return client.execute_command("EVAL", self.text, len(keys), *keys, *args)
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
@@ -83,15 +90,18 @@ def inlined(text: str, includes: Path, seen: set[str] | None = None) -> str:
     return _INCLUDE.sub(include, text)
 
 
-@cache
-def script(name: str) -> ScoringScript:
-    """The script `lua/{name}.lua`, includes inlined."""
+def script(name: str) -> LuaScript:
+    """The scoring library's script `lua/{name}.lua`."""
     return script_at(LUA / f"{name}.lua")
 
 
+def package_script(module_file: str, name: str) -> LuaScript:
+    """The script `lua/{name}.lua` of the package of `module_file` (a module's `__file__`)."""
+    return script_at(Path(module_file).with_name("lua") / f"{name}.lua")
+
+
 @cache
-def script_at(path: Path) -> ScoringScript:
-    """The script in `path` (includes from `lua/includes/`): the same calls for a script kept
-    beside the module that runs it."""
-    text = inlined(path.read_text(), LUA / "includes")
-    return ScoringScript(path.stem, text, sha1(text.encode()).hexdigest())  # noqa: S324 (Redis' id)
+def script_at(path: Path) -> LuaScript:
+    """The script in `path`, its includes from the `includes/` folder beside it."""
+    text = inlined(path.read_text(), path.parent / "includes")
+    return LuaScript(path.stem, text, sha1(text.encode()).hexdigest())  # noqa: S324 (Redis' id)

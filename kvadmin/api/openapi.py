@@ -2,7 +2,7 @@
 
 Written next to the views it describes: the API is small and its error contract (which field,
 which status) is the part clients need spelled out. The score request and the decision are
-generated from their structs (kvadmin/api/contract.py, kvadmin/routing/answer.py).
+generated from their structs (kvadmin/routing/request.py, decisions.py and answer.py).
 tests/routing/test_openapi_doc.py checks that every route in kvadmin/api/urls.py appears here;
 add a route, describe it here.
 """
@@ -21,6 +21,7 @@ from kvadmin.api import outcomes, scoring, views
 from kvadmin.api.auth import authenticate
 from kvadmin.api.scopes import Scope
 from kvadmin.routing import answer
+from kvadmin.routing.decisions import Decision
 from kvadmin.routing.outcomes import MAX_BODY_BYTES, MAX_TOKENS, MAX_TTFT_MS
 from kvadmin.routing.request import ScoreRequest
 from scoring.policy import POLICIES
@@ -78,8 +79,10 @@ def _generated() -> dict[str, Any]:
     """The schemas of the score request and the decision, from the structs that decode and
     encode them (msgspec), so their types, limits and descriptions are declared once."""
     _, schemas = msgspec.json.schema_components(
-        [ScoreRequest, answer.Decision], ref_template="#/components/schemas/{name}"
+        [ScoreRequest, Decision, answer.PredictedHits, answer.Delivered],
+        ref_template="#/components/schemas/{name}",
     )
+    schemas["Decision"] = answer.schema(schemas["Decision"])
     request = schemas["ScoreRequest"]["properties"]
     for name, field in request.items():
         # A request field that is null counts as left out: documented by its type alone.

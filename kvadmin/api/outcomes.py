@@ -67,7 +67,7 @@ async def outcome_answer(
         return error_answer(404, _UNKNOWN.format(decision_id))
     if result == "repeated":
         return error_answer(409, f"decision {decision_id!r} already has an outcome")
-    predicted, delivered = outcomes.to_api(decision, outcome, block_size)
+    predicted, delivered = outcomes.hits_answer(decision, outcome, block_size)
     return json_answer(
         {"decision_id": decision_id, "predicted": predicted, "delivered": delivered}, 201
     )

@@ -116,7 +116,9 @@ def recent_decisions(request: HttpRequest) -> HttpResponse:
     found = decisions.recent(
         limit, model=request.GET.get("model") or None, pod=request.GET.get("pod") or None
     )
-    reported = outcomes.outcomes_of(index_client(), [decision.id for decision in found])
+    reported = outcomes.outcomes_of(index_client(), [decision.decision_id for decision in found])
     return django_response(
-        json_answer({"decisions": [outcomes.decision_answer(d, reported.get(d.id)) for d in found]})
+        json_answer(
+            {"decisions": [outcomes.decision_answer(d, reported.get(d.decision_id)) for d in found]}
+        )
     )

@@ -83,7 +83,9 @@ class Exchange:
             self.status = headers.get(":status", "")
             self.served = headers.get(protocol.SERVED, "")
             self.ended = message.response_headers.end_of_stream
-            return protocol.pass_response_headers(self.decision.id if self.decision else None)
+            return protocol.pass_response_headers(
+                self.decision.decision_id if self.decision else None
+            )
         if kind == "response_body":
             if self.first_chunk_at is None:
                 self.first_chunk_at = time.monotonic()

@@ -275,7 +275,7 @@ class ApplySession:
                 pod, submission.model, submission.kind, submission.preference
             )
             again = self.applier.scripts["apply"]
-            self._finish(call, again(keys=script_keys, args=call.args, client=self.applier.client))
+            self._finish(call, again(self.applier.client, script_keys, call.args))
 
     def _finish(self, call: ScriptCall, reply: list[int]) -> None:
         submission = call.submission

@@ -32,29 +32,14 @@ import redis
 
 from kvadmin.index.replies import from_hash
 from scoring import keys
+from scoring.scripts import package_script
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
 
 LOCK_SECONDS = 60
 """Renewed after every step: a rewriter holding it longer than this has died."""
 
-_COMPARE_AND_SET = """
--- KEYS: matrix keys; ARGV: per key, n, then n triples (field, expected value, new value).
-local at, written = 1, 0
-for i = 1, #KEYS do
-  local n = tonumber(ARGV[at])
-  at = at + 1
-  for _ = 1, n do
-    local field, expected, new = ARGV[at], ARGV[at + 1], ARGV[at + 2]
-    at = at + 3
-    if redis.call('HGET', KEYS[i], field) == expected then
-      redis.call('HSET', KEYS[i], field, new)
-      written = written + 1
-    end
-  end
-end
-return written
-"""
+_COMPARE_AND_SET = package_script(__file__, "rewrite_values")
 
 
 class AnotherRewriteIsActive(Exception):
@@ -237,7 +222,7 @@ def _write(client: redis.Redis, changes: dict[str, list[Change]]) -> int:
         args.append(str(len(changes[key])))
         for change in changes[key]:
             args += change
-    return int(client.eval(_COMPARE_AND_SET, len(script_keys), *script_keys, *args))
+    return int(_COMPARE_AND_SET(client, script_keys, args))
 
 
 def _begun(client: redis.Redis, target: ValueFormat, state: RewriteProgress) -> RewriteProgress:

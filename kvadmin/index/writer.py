@@ -459,12 +459,12 @@ class Applier:
         script_keys, args = self.script_args(pod, model, kind, preference or self.preference())
         run = self.scripts[command]
         try:
-            return run(keys=script_keys, args=[*args, *own], client=self.client)
+            return run(self.client, script_keys, [*args, *own])
         except redis.ResponseError as error:
             if not is_legacy_layout(error) or command == "upgrade":
                 raise
         self.upgrade_pod(pod)
-        return run(keys=script_keys, args=[*args, *own], client=self.client)
+        return run(self.client, script_keys, [*args, *own])
 
     def _pod_identity(self, pod: str) -> tuple[str, str]:
         """The pod's model and engine kind as the index knows them ("" when it does not)."""

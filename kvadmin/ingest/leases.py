@@ -13,32 +13,11 @@ import redis
 from kvadmin.index.streams import StreamId
 from scoring import keys
 from scoring.keys import stream_lease_key
+from scoring.scripts import package_script
 
-# Renew or release only what this worker still holds: another may own it by now.
-_RENEW = """
-local lost = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[1] then
-    redis.call('PEXPIRE', key, ARGV[2])
-  else
-    lost[#lost + 1] = i
-  end
-end
-return lost
-"""
-# A lease this worker still holds is its own to take again (after a failed round it let go
-# of the stream without releasing it): no waiting for it to lapse.
-_CLAIM = """
-local owner = redis.call('GET', KEYS[1])
-if owner == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-if owner then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
+_RENEW = package_script(__file__, "lease_renew")
+_CLAIM = package_script(__file__, "lease_claim")
+_RELEASE = package_script(__file__, "lease_release")
 
 
 class Leases:
@@ -46,9 +25,6 @@ class Leases:
         self.client = client
         self.worker_id = worker_id
         self.lease_ms = int(lease_seconds * 1000)
-        self._renew = client.register_script(_RENEW)
-        self._claim = client.register_script(_CLAIM)
-        self._release = client.register_script(_RELEASE)
 
     def heartbeat(self, now: float) -> int:
         """Announce this worker; returns how many workers are alive."""
@@ -67,18 +43,18 @@ class Leases:
 
     def claim(self, stream: StreamId) -> bool:
         key = stream_lease_key(stream.pod, stream.name)
-        return bool(self._claim(keys=[key], args=[self.worker_id, self.lease_ms]))
+        return bool(_CLAIM(self.client, [key], [self.worker_id, self.lease_ms]))
 
     def renew(self, streams: list[StreamId]) -> set[StreamId]:
         """Extend this worker's leases; returns the streams it no longer owns."""
         if not streams:
             return set()
         keys = [stream_lease_key(s.pod, s.name) for s in streams]
-        lost = self._renew(keys=keys, args=[self.worker_id, self.lease_ms])
+        lost = _RENEW(self.client, keys, [self.worker_id, self.lease_ms])
         return {streams[int(i) - 1] for i in lost}
 
     def release(self, stream: StreamId) -> None:
-        self._release(keys=[stream_lease_key(stream.pod, stream.name)], args=[self.worker_id])
+        _RELEASE(self.client, [stream_lease_key(stream.pod, stream.name)], [self.worker_id])
 
     def owner(self, stream: StreamId) -> str | None:
         owner = self.client.get(stream_lease_key(stream.pod, stream.name))

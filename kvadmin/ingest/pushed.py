@@ -20,36 +20,16 @@ pod name.
 from typing import NamedTuple
 
 import redis
-from redis.commands.core import Script
 
 from kvadmin.index.streams import StreamId
 from scoring import keys
+from scoring.scripts import package_script
 
 DRAIN_CHUNK = 100
 
 
-def _script(text: str) -> Script:
-    """A script hashed once per process; each call names its client."""
-    return Script(None, text.encode())  # type: ignore[arg-type]
-
-
-# KEYS: the pod's seq, its queue, the push stream's status; returns {seq, 1 when that stream had
-# no state before this push}.
-_ENQUEUE = _script("""
-local seq = redis.call('INCR', KEYS[1])
-redis.call('RPUSH', KEYS[2], seq .. ':' .. ARGV[1] .. '|' .. ARGV[2])
-return {seq, redis.call('HSETNX', KEYS[3], 'first_seq', seq)}
-""")
-
-_DONE = _script("""
-while true do
-  local head = redis.call('LINDEX', KEYS[1], 0)
-  if not head or tonumber(string.match(head, '^%d+')) > tonumber(ARGV[1]) then
-    return
-  end
-  redis.call('LPOP', KEYS[1])
-end
-""")
+_ENQUEUE = package_script(__file__, "push_enqueue")
+_DONE = package_script(__file__, "push_done")
 
 
 def rank_error(rank: int | None, dp_size: int) -> str | None:
@@ -78,9 +58,7 @@ def enqueue(client: redis.Redis, stream: StreamId, engine_id: int, payload: byte
     pod = stream.pod
     status = keys.stream_status_key(pod, stream.name)
     seq, fresh = _ENQUEUE(
-        keys=[keys.push_seq_key(pod), keys.push_queue_key(pod), status],
-        args=[engine_id, payload],
-        client=client,
+        client, [keys.push_seq_key(pod), keys.push_queue_key(pod), status], [engine_id, payload]
     )
     return Enqueued(int(seq), bool(int(fresh)))
 
@@ -97,4 +75,4 @@ def pending(client: redis.Redis, pod: str, limit: int = DRAIN_CHUNK) -> list[Pus
 def done(client: redis.Redis, pod: str, through_seq: int) -> None:
     """Take the entries up to `through_seq` off the queue. By seq, not by count: a holder
     whose lock lapsed mid-chunk must not trim entries that the next holder has not read."""
-    _DONE(keys=[keys.push_queue_key(pod)], args=[through_seq], client=client)
+    _DONE(client, [keys.push_queue_key(pod)], [through_seq])

@@ -37,6 +37,7 @@ from kvadmin.metrics import families as f
 from kvadmin.metrics import recorder
 from scoring import keys
 from scoring.route_state import QUEUE_RESYNC
+from scoring.scripts import package_script
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +46,7 @@ FAILURES = ("timeout", "error", "http", "too_large", "unparsable", "missing", "b
 ERROR_TTL_SECONDS = 86400
 MAX_MESSAGE = 200
 
-_SAMPLE = """
-local newest = redis.call('LINDEX', KEYS[1], 0)
-if newest then
-  local at = tonumber(string.match(newest, '^(%S+)'))
-  if at and tonumber(ARGV[1]) - at < tonumber(ARGV[2]) then
-    return 0
-  end
-end
-redis.call('LPUSH', KEYS[1], ARGV[1] .. ' ' .. ARGV[3])
-redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[4]) - 1)
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-return 1
-"""
+_SAMPLE = package_script(__file__, "fit_sample")
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,11 +159,13 @@ class LoadScraper:
         return [t for t, won in zip(targets, pipe.execute(), strict=True) if won]
 
     def _record(self, outcomes: list[Outcome], now: float) -> None:
-        """All outcomes in one transaction: a load HASH is replaced whole, never half."""
+        """All outcomes in one transaction: a load HASH is replaced whole, never half. A fit
+        sample the server did not have the script for yet (NOSCRIPT) is kept after it."""
         if not outcomes:
             return
         ttl = max(1, round(self.settings.ttl))
         pipe = self.client.pipeline(transaction=True)
+        samples: list[tuple[int, list[str], list[str]]] = []
         for outcome in outcomes:
             recorder.inc(pipe, f.LOAD_SCRAPES, (outcome.pod, outcome.reason))
             if outcome.load is None:
@@ -195,20 +186,27 @@ class LoadScraper:
             pipe.hset(load_key, mapping=load_fields(outcome.load, now, outcome.seconds))
             pipe.expire(load_key, ttl)
             # The routing policy's virtual queue restarts from the engine's own queue.
-            pipe.eval(QUEUE_RESYNC.text, 1, keys.queue_key(outcome.pod), outcome.load.waiting)
+            QUEUE_RESYNC(pipe, [keys.queue_key(outcome.pod)], [outcome.load.waiting])
             if outcome.load.counters:
-                self._sample(pipe, outcome.pod, outcome.load, now)
-        pipe.execute()
+                sample_keys, args = self._sample(outcome.pod, outcome.load, now)
+                samples.append((len(pipe), sample_keys, args))
+                _SAMPLE.queue(pipe, sample_keys, args)
+        replies = pipe.execute(raise_on_error=False)
+        for at, sample_keys, args in samples:
+            replies[at] = _SAMPLE.finish(self.client, replies[at], sample_keys, args)
+        if failed := next((reply for reply in replies if isinstance(reply, Exception)), None):
+            raise failed
         for outcome in outcomes:
             if outcome.load is None:
                 log.info("load scrape of %s: %s (%s)", outcome.pod, outcome.reason, outcome.message)
 
-    def _sample(self, pipe: redis.client.Pipeline, pod: str, load: Load, now: float) -> None:
+    def _sample(self, pod: str, load: Load, now: float) -> tuple[list[str], list[str]]:
+        """KEYS and ARGV of fit_sample.lua."""
         every, kept = self.settings.sample_every, max(1, self.settings.samples)
         sample = json.dumps({"running": load.running, **load.counters}, separators=(",", ":"))
         lifetime = max(round(self.settings.ttl), round(every * kept))
-        key = keys.load_fit_samples_key(pod)
-        pipe.eval(_SAMPLE, 1, key, f"{now:.3f}", every, sample, kept, lifetime)
+        args = [f"{now:.3f}", str(every), sample, str(kept), str(lifetime)]
+        return [keys.load_fit_samples_key(pod)], args
 
 
 def load_fields(load: Load, scraped_at: float, seconds: float) -> dict[str, str]:

@@ -32,6 +32,7 @@ from kvadmin.log_once import OncePerKind
 from kvadmin.metrics import families as f
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_field
 from scoring import keys
+from scoring.scripts import package_script
 
 log = logging.getLogger(__name__)
 
@@ -51,21 +52,7 @@ class Counting(Protocol):
     def hincrbyfloat(self, name: str, key: str, amount: float = 1.0) -> Any: ...
 
 
-# The Lua of `Increments`, sent by EVAL (not EVALSHA: no NOSCRIPT case after a restart or a
-# SCRIPT FLUSH, for the price of Redis hashing these few hundred bytes). ARGV holds
-# (op, key index, field, value) quadruples: "i" HINCRBY, "f" HINCRBYFLOAT, "e" EXPIRE.
-_INCREMENTS_LUA = """\
-for i = 1, #ARGV, 4 do
-  local op, key = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
-  if op == 'i' then
-    redis.call('HINCRBY', key, ARGV[i + 2], ARGV[i + 3])
-  elseif op == 'f' then
-    redis.call('HINCRBYFLOAT', key, ARGV[i + 2], ARGV[i + 3])
-  else
-    redis.call('EXPIRE', key, ARGV[i + 3])
-  end
-end
-"""
+_INCREMENTS = package_script(__file__, "increments")
 
 
 class Increments:
@@ -93,8 +80,11 @@ class Increments:
         self._args += (op, index, key, value)
 
     def queue(self, pipe: Pipeline | AsyncPipeline) -> None:
-        """Queue the updates on `pipe`, as one command."""
-        pipe.execute_command("EVAL", _INCREMENTS_LUA, len(self._keys), *self._keys, *self._args)
+        """Queue the updates on `pipe`, as one command: an EVAL of the script's text (the
+        pipelined call of `scoring.scripts`), so that no NOSCRIPT reply after a restart or a
+        SCRIPT FLUSH loses a decision's metrics, for the price of Redis hashing these few
+        hundred bytes."""
+        _INCREMENTS(pipe, list(self._keys), self._args)
 
 
 class _Scored(Protocol):
@@ -108,7 +98,7 @@ class DecisionLike(Protocol):
     ts: float
     model: str
     input: str
-    n_blocks: int
+    blocks: int
     longest_match: int
     chosen: str | None
     scores: Sequence[_Scored]
@@ -168,7 +158,7 @@ def record_decision(target: Target, decision: DecisionLike) -> None:
     model, timings = decision.model, decision.timings_ms
     chosen = next((s for s in decision.scores if s.pod == decision.chosen), None)
     media = chosen.media if chosen is not None else {}
-    ratio = decision.longest_match / decision.n_blocks if decision.n_blocks else 0.0
+    ratio = decision.longest_match / decision.blocks if decision.blocks else 0.0
     minute_key = hits_key(int(decision.ts // 60))
     counts = Increments()
     observe(counts, f.MATCH_RATIO, (model,), ratio)
@@ -183,15 +173,15 @@ def record_decision(target: Target, decision: DecisionLike) -> None:
     if "total" in timings:
         observe(counts, f.SCORING_DURATION, (model,), timings["total"] / 1000)
     inc(counts, f.DECISIONS, (model, decision.chosen or ""))
-    inc(counts, f.REQUESTED_BLOCKS, (model,), decision.n_blocks)
+    inc(counts, f.REQUESTED_BLOCKS, (model,), decision.blocks)
     counts.hincrby(minute_key, "decisions", 1)
-    counts.hincrby(minute_key, "blocks", decision.n_blocks)
+    counts.hincrby(minute_key, "blocks", decision.blocks)
     if any(media.values()):
         counts.hincrby(minute_key, "hits", 1)
     pod = decision.chosen
     if pod:
         counts.hincrby(minute_key, f"p:{pod}", 1)
-        counts.hincrby(minute_key, f"pb:{pod}", decision.n_blocks)
+        counts.hincrby(minute_key, f"pb:{pod}", decision.blocks)
     for medium, count in media.items():
         if count:
             inc(counts, f.MATCHED_BLOCKS, (model, medium), count)

@@ -33,16 +33,14 @@ One page:
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
 import redis
-from redis.commands.core import Script
 
 from kvadmin.conf import value_format
 from kvadmin.index.value_format import held_media
 from kvadmin.weights.active import active_weights
 from scoring import keys
+from scoring.scripts import package_script
 from scoring.values import BlockValue, ValueFormat, parse_value
 
 PAGE_SIZE = 50
@@ -50,7 +48,7 @@ MAX_ROUNDS = 6
 FIRST_READ = 8
 """Entries the first round reads from each ZSET at least (later rounds read a page's worth)."""
 
-_AFTER_CURSOR = Path(__file__).with_name("after_cursor.lua").read_text()
+_AFTER_CURSOR = package_script(__file__, "after_cursor")
 
 
 _CURSOR = re.compile(r"[0-9]+-[0-9]+", re.ASCII)
@@ -108,12 +106,6 @@ class BlockPage:
     rows: list[BlockRow]
     next_cursor: Position | None
     """Where the next page starts; None at the end."""
-
-
-@cache
-def _script() -> Script:
-    # A Script keeps the source and its SHA; each call runs on the client (pipeline) given.
-    return Script(None, _AFTER_CURSOR.encode())  # type: ignore[arg-type]
 
 
 def pods_of_model(pod_models: dict[str, str], model: str) -> list[str]:
@@ -236,12 +228,18 @@ def _read(
     oldest_first: bool,
 ) -> None:
     """Step 1: the next `count` entries of each ZSET in `refill`, one round trip."""
-    script = _script()
     pipe = client.pipeline(transaction=False)
+    calls = []
     for i in refill:
         ts, std = last[i] or ("", "")
-        script(keys=[zsets[i]], args=[ts, std, count, int(oldest_first)], client=pipe)
-    for i, flat in zip(refill, pipe.execute(), strict=True):
+        call = ([zsets[i]], [ts, std, count, int(oldest_first)])
+        calls.append(call)
+        _AFTER_CURSOR.queue(pipe, *call)
+    replies = pipe.execute(raise_on_error=False)
+    for i, reply, (zset, args) in zip(refill, replies, calls, strict=True):
+        flat = _AFTER_CURSOR.finish(client, reply, zset, args)
+        if isinstance(flat, Exception):
+            raise flat
         pairs = zip(flat[::2], flat[1::2], strict=True)
         entries = [(int(score), std, i) for std, score in pairs]
         if len(entries) < count:

@@ -28,24 +28,19 @@ hundred ZSETs of Redis's time (a fleet of 1,000 pods with two tiers holds Redis 
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
 import redis
-from redis.commands.core import Script
 
 from kvadmin.residency.listing import BlockRow, owners_by_block
 from scoring import keys
+from scoring.scripts import package_script
 
 SORT_WINDOW = 5_000
 """The newest block copies whose blocks a sort by owners ranks (one HLEN a block per page)."""
 
 _CURSOR = re.compile(r"[0-9]+-[0-9]+-[0-9]+", re.ASCII)
-_THRESHOLD = Path(__file__).with_name("window_threshold.lua").read_text()
-_OWNER_COUNTS = Script(
-    None,  # type: ignore[arg-type]
-    b"local n = {} for i, key in ipairs(KEYS) do n[i] = redis.call('HLEN', key) end return n",
-)
+_THRESHOLD = package_script(__file__, "window_threshold")
+_OWNER_COUNTS = package_script(__file__, "owner_counts")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -90,9 +85,7 @@ def by_owners(
     fewest owners first, then oldest)."""
     window, whole = newest_window(client, zsets)
     block_keys = [keys.block_key(model, int(std)) for _, std in window]
-    # One HLEN per block in one call: thousands of commands in a pipeline cost more to pack
-    # and parse than Redis takes to answer them.
-    counts = _OWNER_COUNTS(keys=block_keys, client=client) if window else []
+    counts = _OWNER_COUNTS(client, block_keys, []) if window else []
     ranked = sorted(
         ((n, ts, std) for (ts, std), n in zip(window, counts, strict=True)),
         reverse=not fewest_first,
@@ -115,7 +108,7 @@ def newest_window(
     """The blocks of the newest `size` (SORT_WINDOW) copies in `zsets` as (newest store time,
     std), newest first, and whether that is all of them."""
     size = SORT_WINDOW if size is None else size
-    low = _threshold()(keys=list(zsets), args=[size], client=client) if zsets else "-inf"
+    low = _THRESHOLD(client, list(zsets), [size]) if zsets else "-inf"
     pipe = client.pipeline(transaction=False)
     for key in zsets:
         pipe.zrange(key, low, "+inf", byscore=True, withscores=True)
@@ -125,9 +118,3 @@ def newest_window(
             newest[std] = max(newest.get(std, 0), int(score))
     ordered = sorted(((ts, std) for std, ts in newest.items()), reverse=True)
     return ordered, low == "-inf"
-
-
-@cache
-def _threshold() -> Script:
-    # A Script keeps the source and its SHA; each call runs on the client given.
-    return Script(None, _THRESHOLD.encode())  # type: ignore[arg-type]

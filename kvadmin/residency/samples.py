@@ -16,10 +16,8 @@ time as the samples allow: over an hour every 5-second sample, over a day one a 
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import redis
-from redis.commands.core import Script
 
 from kvadmin.media import medium_order
 from kvadmin.metrics.timerange import (
@@ -29,11 +27,12 @@ from kvadmin.metrics.timerange import (
 )
 from kvadmin.residency.pods import PodSummary
 from scoring import keys
+from scoring.scripts import package_script
 
 MAX_POINTS = 1500
 UPGRADE_BUDGET = 40_000
 """Old samples one beat may downsample (record_samples.lua): about two pods' day, tens of ms."""
-_RECORD = Script(None, Path(__file__).with_name("record_samples.lua").read_bytes())  # type: ignore[arg-type]
+_RECORD = package_script(__file__, "record_samples")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +56,7 @@ def record_samples(client: redis.Redis, summaries: Iterable[PodSummary], now: in
     names = [(keys.pod_samples_key(s.pod), keys.pod_minute_samples_key(s.pod)) for s in summaries]
     samples = [json.dumps({"t": now, "c": s.counts}, separators=(",", ":")) for s in summaries]
     rule = [FULL_RESOLUTION_SECONDS, DOWNSAMPLED_STEP_SECONDS, RETENTION_SECONDS, UPGRADE_BUDGET]
-    _RECORD(
-        keys=[key for pair in names for key in pair], args=[now, *rule, *samples], client=client
-    )
+    _RECORD(client, [key for pair in names for key in pair], [now, *rule, *samples])
 
 
 def read_chart(client: redis.Redis, pod: str, start: float = 0, end: float = float("inf")) -> Chart:

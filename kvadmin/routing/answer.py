@@ -1,23 +1,17 @@
 """A decision as the API answers it (POST /api/v1/score, GET /api/v1/decisions, the explain
-page), declared once: msgspec encodes these structs, and kvadmin/api/openapi.py generates the
-document's schemas from them (`msgspec.json.schema_components`), descriptions and limits
-included, so the contract is not written a second time by hand.
-
-`decisions.to_api` maps a logged decision onto the fields; `outcomes.decision_answer` adds
-predicted vs delivered hits.
+page): the logged `Decision` itself, less the fields only the log keeps (`decisions.LOG_ONLY`),
+with predicted vs delivered hits after it. msgspec encodes it, and kvadmin/api/openapi.py
+generates the document's schemas from the same structs (`msgspec.json.schema_components`,
+then `schema`), descriptions and limits included, so the contract is not written a second time
+by hand.
 """
 
-from typing import Annotated, Literal
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
 
-from kvadmin.routing.decisions import CandidateEstimate, Dropped, PodExplanation
-from scoring.hashing import DEFAULT_MAX_BLOCKS
-from scoring.policy import POLICIES
-
-Input = Literal["token_ids", "prompt", "messages"]
-PolicyName = Literal[POLICIES]  # type: ignore[valid-type]  (a tuple of literal names)
+from kvadmin.routing.decisions import LOG_ONLY, Decision
 
 
 class PredictedHits(msgspec.Struct):
@@ -53,72 +47,32 @@ class Delivered(msgspec.Struct):
     ] = None
 
 
-class Decision(msgspec.Struct, kw_only=True):
-    """One scoring of one request: the chosen pod, every scored candidate and why."""
+def answer(
+    decision: Decision, predicted: PredictedHits, delivered: Delivered | None
+) -> dict[str, Any]:
+    """The decision's answer: its fields in their order but `LOG_ONLY`, then `predicted` and
+    `delivered` (null until the outcome arrives). Every key is always there."""
+    shown = msgspec.structs.asdict(decision)
+    for name in LOG_ONLY:
+        del shown[name]
+    shown["predicted"] = predicted
+    shown["delivered"] = delivered
+    return shown
 
-    decision_id: Annotated[
-        str, Meta(description="Names the decision (POST /api/v1/decisions/<id>/outcome takes it).")
-    ]
-    ts: Annotated[float, Meta(description="Unix seconds.")]
-    request_id: str | None
-    model: str
-    input: Annotated[Input, Meta(description="Which input the request gave.")]
-    tokens: Annotated[int, Meta(description="Prompt tokens (estimated when `tokens_estimated`).")]
-    blocks: Annotated[
-        int,
-        Meta(
-            description=f"Hashed blocks (at most KVADMIN_MAX_BLOCKS, default {DEFAULT_MAX_BLOCKS})."
-        ),
-    ]
-    first_block: Annotated[int, Meta(description="Hash of block 0 (the tie-break key).")]
-    longest_match: int
-    candidates: list[str]
-    chosen: str | None
-    tie_break: Annotated[
-        bool, Meta(description="Chosen by rendezvous hashing of first_block among tied pods.")
-    ]
-    scores: Annotated[list[PodExplanation], Meta(description="The scored pods, best first.")]
-    dropped: Dropped
-    weights_version: int
-    weights: Annotated[
-        dict[str, float],
-        Meta(description='The weight of each medium among the matched blocks ("": none).'),
-    ]
-    timings_ms: Annotated[
-        dict[str, float],
-        Meta(description="tokenize, hash, index, score, total (everything but recording)."),
-    ]
-    tokenizer: Annotated[
-        str,
-        Meta(
-            description="Where the token ids came from: given, local, cache or "
-            "engine:<pod> (its /tokenize)."
-        ),
-    ]
-    tokens_estimated: Annotated[
-        bool,
-        Meta(
-            description="`tokens` is estimated: only the scoring window of a long "
-            "prompt was tokenized."
-        ),
-    ]
-    policy: Annotated[PolicyName, Meta(description="The policy that chose.")]
-    reason: Annotated[str, Meta(description="Why `chosen` won, in words.")]
-    estimates: Annotated[
-        list[CandidateEstimate],
-        Meta(
-            description="The candidates, cheapest first (then pod id): the cheapest "
-            "KVADMIN_ROUTING_ESTIMATES_MAX (default 16) and the chosen pod."
-        ),
-    ]
-    stale_loads: Annotated[
-        list[str],
-        Meta(
-            description="Candidates whose engine load was stale or absent: their wait is "
-            "kvadmin's own virtual queue alone."
-        ),
-    ]
-    predicted: PredictedHits
-    delivered: Annotated[
-        Delivered | None, Meta(description="The outcome the gateway posted; null until it does.")
-    ]
+
+def schema(decision: dict[str, Any]) -> dict[str, Any]:
+    """The answer's schema from `Decision`'s generated one: as `answer` shapes it, without the
+    log's fields and the defaults (every key is always answered), with predicted and
+    delivered."""
+    properties = {
+        name: {key: value for key, value in field.items() if key != "default"}
+        for name, field in decision["properties"].items()
+        if name not in LOG_ONLY
+    }
+    properties["predicted"] = {"$ref": "#/components/schemas/PredictedHits"}
+    properties["delivered"] = {
+        "anyOf": [{"$ref": "#/components/schemas/Delivered"}, {"type": "null"}],
+        "description": "The outcome the gateway posted; null until it does.",
+    }
+    shown = [name for name in Decision.__struct_fields__ if name not in LOG_ONLY]
+    return {**decision, "properties": properties, "required": [*shown, "predicted", "delivered"]}

@@ -91,7 +91,7 @@ class FeedFilter:
         return (
             (self.model is None or decision.model == self.model)
             and (self.pod is None or decision.involves(self.pod))
-            and (self.policy is None or (decision.policy or "kthena") == self.policy)
+            and (self.policy is None or decision.policy == self.policy)
             and (not self.tie or decision.tie_break)
             and (not self.no_hit or decision.longest_match == 0)
             and (not self.stale_load or bool(decision.stale_loads))

@@ -11,16 +11,19 @@ would have made, with the same arithmetic as the live path (`scoring.score.score
 """
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Literal
 
 import msgspec
 import redis
+from msgspec import Meta
 from redis.client import Pipeline
 
 from kvadmin.conf import knob
 from kvadmin.redis_clients import index_client
 from scoring import keys
 from scoring.choice import choose
+from scoring.hashing import DEFAULT_MAX_BLOCKS
+from scoring.policy import POLICIES
 from scoring.score import PodScore, PrefixWalk, score_walk
 from scoring.weights import TierWeights
 
@@ -83,56 +86,82 @@ class CandidateEstimate(msgspec.Struct, kw_only=True):
     under other weights and parameters (kvadmin.weights.whatif)."""
 
 
-class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One scoring of one request over its candidate pods: inputs, result and timings."""
+Input = Literal["token_ids", "prompt", "messages"]
+PolicyName = Literal[POLICIES]  # type: ignore[valid-type]  (a tuple of literal names)
 
-    id: str
-    ts: float
-    """Unix seconds of the decision."""
+
+class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One scoring of one request: the chosen pod, every scored candidate and why."""
+
+    decision_id: Annotated[
+        str, Meta(description="Names the decision (POST /api/v1/decisions/<id>/outcome takes it).")
+    ]
+    ts: Annotated[float, Meta(description="Unix seconds.")]
     request_id: str | None
     model: str
-    input: str
-    """What the caller sent: "token_ids", "prompt" or "messages"."""
-    n_tokens: int
-    n_blocks: int
-    """Hashed blocks (at most MAX_BLOCKS): the score's denominator."""
-    first_block: int
-    """Standardized hash of block 0 (0 for no tokens): the tie-break key."""
+    input: Annotated[Input, Meta(description="Which input the request gave.")]
+    tokens: Annotated[int, Meta(description="Prompt tokens (estimated when `tokens_estimated`).")]
+    blocks: Annotated[
+        int,
+        Meta(
+            description=f"Hashed blocks (at most KVADMIN_MAX_BLOCKS, default {DEFAULT_MAX_BLOCKS})."
+        ),
+    ]
+    first_block: Annotated[int, Meta(description="Hash of block 0 (the tie-break key).")]
     longest_match: int
     candidates: list[str]
     chosen: str | None
-    tie_break: bool
-    """The rendezvous tie-break chose (a tie, or no hit at all), not the score alone."""
-    scores: list[PodExplanation]
-    """Best first, as the scoring library orders them."""
+    tie_break: Annotated[
+        bool, Meta(description="Chosen by rendezvous hashing of first_block among tied pods.")
+    ]
+    scores: Annotated[list[PodExplanation], Meta(description="The scored pods, best first.")]
     dropped: Dropped
     weights_version: int
-    weights: dict[str, float]
-    """The weight each medium among the matched blocks had ("" for no medium)."""
-    timings_ms: dict[str, float]
-    """tokenize, hash, index (the Redis read), score, total (everything but recording)."""
-    tokenizer: str = ""
-    """Where the token ids came from: "given" (token_ids), "local" (the model's tokenizer
-    files), "engine:<pod>" (that engine's /tokenize), "cache" (an earlier request's)."""
-    tokens_estimated: bool = False
-    """`n_tokens` is estimated: the local tokenizer tokenized only the scoring window of a
-    long prompt (`routing.local_tokenize`)."""
+    weights: Annotated[
+        dict[str, float],
+        Meta(description='The weight of each medium among the matched blocks ("": none).'),
+    ]
+    timings_ms: Annotated[
+        dict[str, float],
+        Meta(description="tokenize, hash, index, score, total (everything but recording)."),
+    ]
+    tokenizer: Annotated[
+        str,
+        Meta(
+            description="Where the token ids came from: given, local, cache or "
+            "engine:<pod> (its /tokenize)."
+        ),
+    ] = ""
+    tokens_estimated: Annotated[
+        bool,
+        Meta(
+            description="`tokens` is estimated: only the scoring window of a long "
+            "prompt was tokenized."
+        ),
+    ] = False
     tokenizer_fallback: str = ""
     """Why the model's local tokenizer did not tokenize: "template", "unavailable",
-    "disabled" (empty when it did, or there is none)."""
-    policy: str = ""
-    """The routing policy that chose ("ttft" or "kthena"; "" in entries from before policies,
-    chosen as "kthena" does)."""
-    reason: str = ""
-    """Why the chosen pod won, in words."""
-    estimates: list[CandidateEstimate] = []
-    """The candidates' TTFT estimates, cheapest first (then pod id): the cheapest
-    ROUTING_ESTIMATES_MAX and the chosen pod's."""
-    stale_loads: list[str] = []
-    """Candidates whose engine load was stale or absent."""
+    "disabled" (empty when it did, or there is none). Only the log keeps it (`LOG_ONLY`)."""
+    policy: Annotated[PolicyName, Meta(description="The policy that chose.")] = "kthena"
+    """The default reads entries from before policies, chosen as "kthena" does."""
+    reason: Annotated[str, Meta(description="Why `chosen` won, in words.")] = ""
+    estimates: Annotated[
+        list[CandidateEstimate],
+        Meta(
+            description="The candidates, cheapest first (then pod id): the cheapest "
+            "KVADMIN_ROUTING_ESTIMATES_MAX (default 16) and the chosen pod."
+        ),
+    ] = []
+    stale_loads: Annotated[
+        list[str],
+        Meta(
+            description="Candidates whose engine load was stale or absent: their wait is "
+            "kvadmin's own virtual queue alone."
+        ),
+    ] = []
     requester: str = ""
     """Who asked for it (`routing.requesters`), the one that may report its outcome; "" in
-    entries from before requesters were recorded."""
+    entries from before requesters were recorded. Only the log keeps it (`LOG_ONLY`)."""
     log_id: str = ""
     """The stream entry id once recorded and read back; never stored in the entry."""
 
@@ -147,6 +176,13 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
         return pod == self.chosen or any(scored.pod == pod for scored in self.scores)
 
 
+LOG_ONLY = ("tokenizer_fallback", "requester", "log_id")
+"""The fields kvadmin keeps for itself (the fallback counter, who may report the outcome,
+where the entry sits) and the API's answer leaves out (`routing.answer`)."""
+
+RENAMED = {"id": "decision_id", "n_tokens": "tokens", "n_blocks": "blocks"}
+"""Names of entries logged before the log took the API's names: old name -> field."""
+
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Decision)
 
@@ -156,47 +192,28 @@ def encode(decision: Decision) -> bytes:
 
 
 def decode(data: bytes | str, log_id: str = "") -> Decision:
-    """Raises msgspec.ValidationError / DecodeError for an entry that is not a Decision."""
-    decision = _decoder.decode(data)
+    """Raises msgspec.ValidationError / DecodeError for an entry that is not a Decision.
+
+    An entry of the old names fails the typed decoding (no `decision_id`); only then is it
+    read as a plain object and renamed, so current entries pay nothing for old ones."""
+    try:
+        decision = _decoder.decode(data)
+    except msgspec.ValidationError:
+        fields = msgspec.json.decode(data)
+        if not isinstance(fields, dict) or not RENAMED.keys() <= fields.keys():
+            raise
+        decision = msgspec.convert(
+            {RENAMED.get(name, name): value for name, value in fields.items()}, Decision
+        )
     decision.log_id = log_id
     return decision
-
-
-def to_api(decision: Decision) -> dict[str, Any]:
-    """The fields of the API's decision (`routing.answer.Decision`) but predicted vs delivered
-    hits: the one mapping from the log's names to the API's."""
-    return {
-        "decision_id": decision.id,
-        "ts": decision.ts,
-        "request_id": decision.request_id,
-        "model": decision.model,
-        "input": decision.input,
-        "tokens": decision.n_tokens,
-        "blocks": decision.n_blocks,
-        "first_block": decision.first_block,
-        "longest_match": decision.longest_match,
-        "candidates": decision.candidates,
-        "chosen": decision.chosen,
-        "tie_break": decision.tie_break,
-        "scores": decision.scores,
-        "dropped": decision.dropped,
-        "weights_version": decision.weights_version,
-        "weights": decision.weights,
-        "timings_ms": decision.timings_ms,
-        "tokenizer": decision.tokenizer,
-        "tokens_estimated": decision.tokens_estimated,
-        "policy": decision.policy or "kthena",
-        "reason": decision.reason,
-        "estimates": decision.estimates,
-        "stale_loads": decision.stale_loads,
-    }
 
 
 def rescore(decision: Decision, weights: TierWeights) -> tuple[str | None, tuple[PodScore, ...]]:
     """What the decision would have been under `weights`: the chosen pod (same tie-break) and
     the scored pods, best first, exactly as live scoring computes them from the same walk."""
     walk = PrefixWalk({scored.pod: tuple(scored.runs) for scored in decision.scores})
-    result = score_walk(walk, decision.n_blocks, weights)
+    result = score_walk(walk, decision.blocks, weights)
     chosen, _ = choose(result.scores, decision.candidates, decision.first_block)
     return chosen, result.pods
 

@@ -53,7 +53,8 @@ class Summary(msgspec.Struct, kw_only=True):
     longest_match: int
     scores: list[_Scored]
     timings_ms: dict[str, float]
-    policy: str = ""
+    policy: str = "kthena"
+    """Absent when it is (`Decision.policy`: the log omits defaults)."""
     stale_loads: list[str] = []
 
     def involves(self, pod: str) -> bool:

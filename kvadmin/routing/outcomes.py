@@ -39,7 +39,6 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 import msgspec
@@ -59,7 +58,7 @@ from scoring.route_state import (
     WAIT_MIN_SHARE,
     WAIT_STEP_BOUND,
 )
-from scoring.scripts import script_at
+from scoring.scripts import package_script
 
 DECISION_ID = re.compile(r"[0-9a-f]{1,64}")
 """What `routing.service` makes a decision id of: hex digits (time, then randomness)."""
@@ -80,7 +79,7 @@ ESTIMATED_SLACK_SHARE: Final = 0.5
 """The share for a count the local tokenizer estimated from a window of a long prompt
 (`routing.local_tokenize`): tokens per character vary along a prompt."""
 
-_RECORD: Final = script_at(Path(__file__).with_name("outcome_record.lua"))
+_RECORD: Final = package_script(__file__, "outcome_record")
 
 
 class InvalidOutcome(ValueError):
@@ -170,13 +169,13 @@ def _tokens(body: dict, name: str) -> int:
 def prompt_slack(decision: Decision) -> int:
     """How far `prompt_tokens` may lie from the decision's token count (PROMPT_SLACK_*)."""
     share = ESTIMATED_SLACK_SHARE if decision.tokens_estimated else PROMPT_SLACK_SHARE
-    return max(PROMPT_SLACK_TOKENS, math.ceil(decision.n_tokens * share))
+    return max(PROMPT_SLACK_TOKENS, math.ceil(decision.tokens * share))
 
 
 def check_plausible(decision: Decision, outcome: Outcome) -> None:
     """ImplausibleOutcome unless `prompt_tokens` lies within `prompt_slack` of the decision's
     token count and `cached_tokens` is at most both counts."""
-    prompt, cached, tokens = outcome.prompt_tokens, outcome.cached_tokens, decision.n_tokens
+    prompt, cached, tokens = outcome.prompt_tokens, outcome.cached_tokens, decision.tokens
     slack = prompt_slack(decision)
     if abs(prompt - tokens) > slack:
         raise ImplausibleOutcome(
@@ -195,7 +194,7 @@ def predicted(decision: Decision, block_size: int) -> Predicted:
     """From the decision as recorded: the `ttft` estimates' cached tokens (speculative blocks
     included, capped as engines cap them: routing.service's estimate), and for scored pods
     beyond the recorded estimates their matched blocks, capped the same way."""
-    cap = max(decision.n_tokens - 1, 0)
+    cap = max(decision.tokens - 1, 0)
     hits = {scored.pod: min(scored.matched_blocks * block_size, cap) for scored in decision.scores}
     chosen = None
     for estimate in decision.estimates:
@@ -223,7 +222,7 @@ async def find_async(decision_id: str, client: redis.asyncio.Redis) -> Decision 
 
 
 def _among(entries: list[tuple[str, dict[str, str]]], decision_id: str) -> Decision | None:
-    return next((d for d in decisions.decoded(entries) if d.id == decision_id), None)
+    return next((d for d in decisions.decoded(entries) if d.decision_id == decision_id), None)
 
 
 async def report_async(
@@ -276,7 +275,7 @@ def _record_input(
     }
     tallies = families.OUTCOME_TALLIES
     args: list[Any] = [
-        decision.id,
+        decision.decision_id,
         _encoder.encode(outcome),
         label_field((decision.model, decision.chosen or "")),
         HITS_TTL_SECONDS,
@@ -344,14 +343,13 @@ def outcomes_of(client: redis.Redis, decision_ids: list[str]) -> dict[str, Outco
     return found
 
 
-def decision_answer(decision: Decision, outcome: Outcome | None = None) -> answer.Decision:
+def decision_answer(decision: Decision, outcome: Outcome | None = None) -> dict[str, Any]:
     """A decision as the API answers it (POST /api/v1/score, GET /api/v1/decisions, the
     explain page): predicted vs delivered hits beside the decision."""
-    predicted_, delivered = to_api(decision, outcome, knob("BLOCK_SIZE"))
-    return answer.Decision(**decisions.to_api(decision), predicted=predicted_, delivered=delivered)
+    return answer.answer(decision, *hits_answer(decision, outcome, knob("BLOCK_SIZE")))
 
 
-def to_api(
+def hits_answer(
     decision: Decision, outcome: Outcome | None, block_size: int
 ) -> tuple[answer.PredictedHits, answer.Delivered | None]:
     """Predicted vs delivered, as a decision's API answer shows it (`delivered` is None until

@@ -165,13 +165,13 @@ def decide(plan: ReadPlan, reply: list[Any]) -> tuple[Decision, RecordPlan]:
     choice = choose_pod(route, active.weights, request.policy, active.parameters)
     tokenized = plan.tokenized
     decision = Decision(
-        id=f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(4)}",
+        decision_id=f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(4)}",
         ts=time.time(),
         request_id=request.request_id,
         model=model,
         input=request.source,
-        n_tokens=n_tokens,
-        n_blocks=result.n_blocks,
+        tokens=n_tokens,
+        blocks=result.n_blocks,
         first_block=blocks[0] if blocks else 0,
         longest_match=result.longest_match,
         candidates=pods,
@@ -262,7 +262,7 @@ def _advance(decision: Decision, choice: PolicyChoice, blocks: list[int]) -> Rou
     return RouteAdvance(
         model=decision.model,
         pod=chosen.pod,
-        decision_id=decision.id,
+        decision_id=decision.decision_id,
         prefill_s=chosen.prefill_s,
         blocks=_not_in_gpu(blocks, held.runs if held else []),
         speculative_ttl_s=knob("ROUTING_SPECULATIVE_SECONDS"),

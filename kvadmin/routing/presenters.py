@@ -57,7 +57,7 @@ class PodLine:
                 for medium, count in scored.runs
             ],
             ratio=truncated(
-                scored.weighted_sum / decision.n_blocks * 100 if decision.n_blocks else 0.0
+                scored.weighted_sum / decision.blocks * 100 if decision.blocks else 0.0
             ),
         )
 
@@ -135,10 +135,6 @@ class DecisionRow:
     @property
     def pods(self) -> list[PodLine]:
         return [PodLine.of(self.decision, scored) for scored in self.decision.scores]
-
-    @property
-    def policy(self) -> str:
-        return self.decision.policy or "kthena"
 
     @property
     def estimates(self) -> list[EstimateLine]:

@@ -92,7 +92,7 @@ class Scored:
 
     decision: Decision
     blocks: list[int]
-    """The request's block hashes, as the index read hashed them (`decision.n_blocks`)."""
+    """The request's block hashes, as the index read hashed them (`decision.blocks`)."""
 
 
 def score(model: object, *, record: bool = True, **fields: Any) -> Decision:
@@ -197,7 +197,7 @@ def _logged(recording: RecordPlan) -> Any:
     try:
         yield
     except redis.RedisError as error:
-        log.warning("decision %s not recorded: %s", recording.decision.id, error)
+        log.warning("decision %s not recorded: %s", recording.decision.decision_id, error)
 
 
 async def _count_error_async(client: redis.asyncio.Redis, model: str) -> None:

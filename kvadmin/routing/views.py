@@ -61,8 +61,8 @@ def feed_rows(request: HttpRequest) -> HttpResponse:
 
 
 def _rows(found: list[decisions.Decision]) -> list[DecisionRow]:
-    reported = outcomes.outcomes_of(index_client(), [decision.id for decision in found])
-    return [DecisionRow(decision, reported.get(decision.id)) for decision in found]
+    reported = outcomes.outcomes_of(index_client(), [decision.decision_id for decision in found])
+    return [DecisionRow(decision, reported.get(decision.decision_id)) for decision in found]
 
 
 @require_GET
@@ -78,14 +78,14 @@ def feed_csv(request: HttpRequest) -> HttpResponse:
     rows = (
         (
             datetime.fromtimestamp(d.ts, UTC).isoformat(timespec="milliseconds"),
-            d.id,
+            d.decision_id,
             d.request_id or "",
             d.model,
-            d.policy or "kthena",
+            d.policy,
             d.chosen or "",
             decisions.chosen_score(d),
             d.longest_match,
-            d.n_blocks,
+            d.blocks,
             "yes" if d.tie_break else "no",
             " ".join(d.stale_loads),
             figure(d.timings_ms.get("total"), 3),
@@ -114,5 +114,5 @@ def _row(log_id: str) -> DecisionRow:
     decision = decisions.get(log_id)
     if decision is None:
         raise Http404("this decision is no longer in the decision log")
-    outcome = outcomes.outcomes_of(index_client(), [decision.id]).get(decision.id)
+    outcome = outcomes.outcomes_of(index_client(), [decision.decision_id]).get(decision.decision_id)
     return DecisionRow(decision, outcome)

@@ -214,13 +214,14 @@ def _decision(client: redis.Redis, decision_id: str) -> list[Match]:
     """The log from just before the id's millisecond on, a page at a time, until the entry
     or the end of DECISION_WINDOW_MS."""
     millisecond = int(decision_id[:11], 16)
-    needle = f'"id":"{decision_id}"'
+    needle = f'"{decision_id}"'  # under its name of today or of old (`decisions.RENAMED`)
     lower, upper = f"{max(0, millisecond - 1000)}-0", f"{millisecond + DECISION_WINDOW_MS}-0"
     while True:
         entries = client.xrange(keys.DECISIONS_KEY, lower, upper, count=LOG_PAGE)
         hits = [(log_id, fields) for log_id, fields in entries if needle in fields.get("d", "")]
-        if hits:
-            return [_decision_match("decision", d) for d in decisions.decoded(hits)]
+        found = [d for d in decisions.decoded(hits) if d.decision_id == decision_id]
+        if found:
+            return [_decision_match("decision", d) for d in found]
         if len(entries) < LOG_PAGE:
             return []
         lower = f"({entries[-1][0]}"
@@ -253,7 +254,7 @@ def _requests(client: redis.Redis, request_id: str) -> tuple[list[Match], bool]:
 
 
 def _decision_match(kind: str, decision: decisions.Decision) -> Match:
-    label = f"decision {decision.id}"
+    label = f"decision {decision.decision_id}"
     if kind == "request":
         label += f" (request {decision.request_id})"
     detail = f"{decision.model}: chose {decision.chosen or 'no pod'}"

@@ -33,20 +33,13 @@ from kvadmin.log_once import OncePerKind
 from kvadmin.redis_clients import index_client
 from kvadmin.weights.config import KTHENA_DEFAULTS, WeightConfig
 from scoring import keys
+from scoring.scripts import package_script
 from scoring.ttft import DEFAULT_PARAMETERS, TtftParameters
 from scoring.weights import InvalidTierWeights, MediaPreference, TierWeights
 
 log = logging.getLogger(__name__)
 
-_PUBLISH = """
-local current = tonumber(redis.call('GET', KEYS[1]) or '-1')
-if tonumber(ARGV[1]) <= current and ARGV[3] ~= '1' then
-  return 0
-end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], ARGV[2])
-return 1
-"""
+_PUBLISH = package_script(__file__, "publish")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,14 +132,10 @@ def publish(version: int, config: WeightConfig, *, force: bool = False) -> bool:
     payload = json.dumps({"version": version, **config.to_json()})
     client = index_client()
     published = bool(
-        client.eval(
-            _PUBLISH,
-            2,
-            keys.WEIGHTS_VERSION_KEY,
-            keys.WEIGHTS_CONFIG_KEY,
-            version,
-            payload,
-            "1" if force else "0",
+        _PUBLISH(
+            client,
+            [keys.WEIGHTS_VERSION_KEY, keys.WEIGHTS_CONFIG_KEY],
+            [version, payload, "1" if force else "0"],
         )
     )
     if published:

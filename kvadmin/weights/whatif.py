@@ -157,7 +157,7 @@ def _ttft_choice(decision: Decision, config: WeightConfig, scores: dict[str, int
     request = RouteRequest(
         model=decision.model,
         blocks=(decision.first_block,),
-        prompt_tokens=decision.n_tokens,
+        prompt_tokens=decision.tokens,
         block_size=knob("BLOCK_SIZE"),
         candidates=list(runs),
         runs=runs,

@@ -50,10 +50,10 @@ def test_the_search_box_finds_every_kind_of_id(page, asgi_server, fleet) -> None
     assert heading.inner_text() == "Pod vllm-1.default"
     _search(page, OTHER_MODEL)
     assert page.url.endswith("/blocks/?model=meta-llama%2FLlama-3.1-8B")
-    _search(page, decision.id)
-    assert heading.inner_text() == f"Decision {decision.id}"
+    _search(page, decision.decision_id)
+    assert heading.inner_text() == f"Decision {decision.decision_id}"
     _search(page, "req-7")
-    assert heading.inner_text() == f"Decision {decision.id}"
+    assert heading.inner_text() == f"Decision {decision.decision_id}"
 
     _search(page, "vllm-")
     assert page.locator("#search-count").inner_text().startswith("2 matches")

@@ -26,5 +26,5 @@ def test_demo_traffic_through_the_gateway_is_routed_and_recorded(gateway_of, red
     assert all(d.request_id and len(d.request_id) == 36 for d in logged)
     assert sum(summary.requests_by_pod.values()) == 6
     assert set(summary.requests_by_pod) == set(gateway.pods.values())
-    ids = [d.id for d in logged]
+    ids = [d.decision_id for d in logged]
     wait_until(lambda: len(outcomes.outcomes_of(redis_client, ids)) == 6, what="6 outcomes")

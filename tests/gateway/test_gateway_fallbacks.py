@@ -41,7 +41,9 @@ def test_a_refusing_primary_is_retried_on_the_first_fallback(gateway_of, redis_c
     served = json.loads(raw)["kvadmin"]["pod"]
     assert gateway.pods[headers[SERVED]] == served
     recorded = wait_until(
-        lambda: outcomes.outcomes_of(redis_client, [decision.id]).get(decision.id),
+        lambda: outcomes.outcomes_of(redis_client, [decision.decision_id]).get(
+            decision.decision_id
+        ),
         what="the outcome",
     )
     assert recorded.served == served

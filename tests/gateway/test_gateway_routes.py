@@ -27,9 +27,13 @@ def test_a_completion_lands_on_the_decided_pod_and_its_outcome_is_recorded(
     assert decision is not None and decision.request_id == "req-1"
     assert answer["kvadmin"]["pod"] == decision.chosen
     assert gateway.pods[headers[SERVED]] == decision.chosen
-    assert decision.id in [d.id for d in decisions.recent(10, client=redis_client)]
+    assert decision.decision_id in [
+        d.decision_id for d in decisions.recent(10, client=redis_client)
+    ]
     recorded = wait_until(
-        lambda: outcomes.outcomes_of(redis_client, [decision.id]).get(decision.id),
+        lambda: outcomes.outcomes_of(redis_client, [decision.decision_id]).get(
+            decision.decision_id
+        ),
         what="the picker to record the outcome",
     )
     usage = answer["usage"]

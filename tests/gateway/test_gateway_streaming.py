@@ -57,7 +57,9 @@ def test_chunks_arrive_as_the_pod_sends_them_unchanged(gateway_of, redis_client:
     decision = logged(headers[DECISION_HEADER], redis_client)
     assert decision is not None and decision.chosen == pod
     recorded = wait_until(
-        lambda: outcomes.outcomes_of(redis_client, [decision.id]).get(decision.id),
+        lambda: outcomes.outcomes_of(redis_client, [decision.decision_id]).get(
+            decision.decision_id
+        ),
         what="the streamed answer's outcome",
     )
     usage = chunks[-1]["usage"]

@@ -31,7 +31,7 @@ class DecisionStub:
     """The fields of a routing Decision the recorder reads."""
 
     ts: float
-    n_blocks: int
+    blocks: int
     longest_match: int
     chosen: str
     scores: list[Scored]

@@ -19,13 +19,13 @@ NOT_SHOWN = re.compile(r"(\d+) more not shown")
 def decision(request_id: str, model: str = "m/a", chosen: str = "vllm-0.default") -> Decision:
     """A recorded-looking decision: `chosen` held 3 of 4 blocks, 2 in GPU and 1 in CPU."""
     return Decision(
-        id=f"{time.time_ns():x}{request_id}".replace("-", ""),
+        decision_id=f"{time.time_ns():x}{request_id}".replace("-", ""),
         ts=time.time(),
         request_id=request_id,
         model=model,
         input="token_ids",
-        n_tokens=64,
-        n_blocks=4,
+        tokens=64,
+        blocks=4,
         first_block=12345,
         longest_match=3,
         candidates=[chosen, "vllm-9.default"],

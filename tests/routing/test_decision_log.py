@@ -28,13 +28,14 @@ def test_recent_reads_newest_first_and_filters(engines, redis_client) -> None:
     Engine.objects.create(pod="sglang-0.default", model="other/model", events_endpoint="ipc://x")
     hold(redis_client, PODS[1], request_tokens(2), ["GPU", "GPU"])
     ids = [
-        service.score(MODEL, token_ids=request_tokens(2), request_id=f"r{n}").id for n in range(3)
+        service.score(MODEL, token_ids=request_tokens(2), request_id=f"r{n}").decision_id
+        for n in range(3)
     ]
-    other = service.score("other/model", token_ids=request_tokens(1)).id
-    assert [d.id for d in decisions.recent(10)] == [other, *reversed(ids)]
-    assert [d.id for d in decisions.recent(2)] == [other, ids[2]]
-    assert [d.id for d in decisions.recent(10, model=MODEL)] == list(reversed(ids))
-    assert [d.id for d in decisions.recent(10, pod=PODS[1])] == list(reversed(ids))
+    other = service.score("other/model", token_ids=request_tokens(1)).decision_id
+    assert [d.decision_id for d in decisions.recent(10)] == [other, *reversed(ids)]
+    assert [d.decision_id for d in decisions.recent(2)] == [other, ids[2]]
+    assert [d.decision_id for d in decisions.recent(10, model=MODEL)] == list(reversed(ids))
+    assert [d.decision_id for d in decisions.recent(10, pod=PODS[1])] == list(reversed(ids))
     assert decisions.recent(10, model="nobody") == []
 
 

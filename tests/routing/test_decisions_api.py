@@ -34,7 +34,7 @@ def test_it_lists_recent_decisions_in_the_score_shape(
 
 def test_limit_model_and_pod_narrow_it_down(get_decisions, engines, redis_client) -> None:
     hold(redis_client, PODS[2], request_tokens(1), ["GPU"])
-    mine = service.score(MODEL, token_ids=request_tokens(1)).id
+    mine = service.score(MODEL, token_ids=request_tokens(1)).decision_id
     for n in range(3):
         service.score(MODEL, token_ids=request_tokens(1, start=100 * (n + 1)), pods=[PODS[0]])
     assert len(get_decisions("?limit=2")[1]["decisions"]) == 2

@@ -98,7 +98,10 @@ def test_decisions_from_before_requesters_were_recorded_take_any_scoring_token(
     legacy = service.score(MODEL, token_ids=request_tokens(3), requester=requesters.UNRECORDED)
     assert b'"requester"' not in decisions.encode(legacy)  # as logged before
     anyone = ApiToken.issue("any gateway", "score")[1]
-    assert post_outcome(legacy.id, {"cached_tokens": 0, "prompt_tokens": 48}, anyone)[0] == 201
+    assert (
+        post_outcome(legacy.decision_id, {"cached_tokens": 0, "prompt_tokens": 48}, anyone)[0]
+        == 201
+    )
 
 
 def test_an_in_process_caller_reports_its_own_decisions_and_no_token_can(
@@ -106,12 +109,12 @@ def test_an_in_process_caller_reports_its_own_decisions_and_no_token_can(
 ) -> None:
     picked = service.score(MODEL, token_ids=request_tokens(3), requester=requesters.ENDPOINT_PICKER)
     body = {"cached_tokens": 0, "prompt_tokens": 48}
-    assert post_outcome(picked.id, body, token)[0] == 404
+    assert post_outcome(picked.decision_id, body, token)[0] == 404
 
     async def report(rule: outcomes.ReportRule) -> str:
         async with async_index_client() as client:
             outcome = outcomes.parse(body)
-            return (await outcomes.report_async(client, picked.id, outcome, rule, 16))[0]
+            return (await outcomes.report_async(client, picked.decision_id, outcome, rule, 16))[0]
 
     assert asyncio.run(report(outcomes.requested_by(requesters.api_token(1)))) == "unknown"
     assert asyncio.run(report(outcomes.requested_by(requesters.ENDPOINT_PICKER))) == "recorded"

@@ -5,7 +5,7 @@ import json
 import msgspec
 import pytest
 
-from kvadmin.routing import decisions
+from kvadmin.routing import decisions, outcomes
 from tests.index import MODEL
 from tests.routing.conftest import PODS, hold, request_tokens
 
@@ -92,7 +92,6 @@ def test_every_decision_is_recorded_as_answered(post_score, engines, redis_clien
     hold(redis_client, PODS[2], request_tokens(2), ["CPU_PINNED", None])
     _, answer = post_score({"model": MODEL, "token_ids": request_tokens(2), "request_id": "r-9"})
     [recorded] = decisions.recent(10)
-    decision_only = {k: v for k, v in answer.items() if k not in ("predicted", "delivered")}
-    assert json.loads(msgspec.json.encode(decisions.to_api(recorded))) == decision_only
+    assert json.loads(msgspec.json.encode(outcomes.decision_answer(recorded))) == answer
     assert recorded.scores[0].runs == [("CPU_PINNED", 1), (None, 1)]
     assert recorded.first_block == decisions.recent(1)[0].first_block != 0

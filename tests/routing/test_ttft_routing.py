@@ -85,7 +85,7 @@ def test_the_chosen_pods_state_advances_with_the_decision(
             assert not redis_client.exists(queue_key(other))
             assert speculative_of(redis_client, other) == {}
     logged = decisions.recent(1, client=redis_client)[0]
-    assert logged.id == answer["decision_id"]
+    assert logged.decision_id == answer["decision_id"]
     assert (logged.policy, logged.reason) == ("ttft", answer["reason"])
     assert [e.pod for e in logged.estimates] == [e["pod"] for e in answer["estimates"]]
 
@@ -179,7 +179,7 @@ def test_recording_survives_a_script_flush_and_never_asks_script_exists(
     assert [status for status, _ in answers] == [200, 200]
     assert not [command for command in sent if command.startswith("SCRIPT EXISTS")]
     assert sum(command.startswith("SCRIPT LOAD") for command in sent) == 2  # walk, record
-    logged = {decision.id for decision in decisions.recent(10, client=redis_client)}
+    logged = {decision.decision_id for decision in decisions.recent(10, client=redis_client)}
     assert {answer["decision_id"] for _, answer in answers} <= logged and len(logged) == 3
 
 

@@ -89,10 +89,12 @@ def test_a_decision_id_and_a_request_id_find_the_decision(browsing, fleet) -> No
     )
     page = f"/decisions/{decision.log_id}/"
 
-    assert _search(browsing, decision.id)["Location"] == page
+    assert _search(browsing, decision.decision_id)["Location"] == page
     assert _search(browsing, "req-42")["Location"] == page
     shown = browsing.get(page)
-    assert shown.status_code == 200 and decision.id in shown.text and "req-42" in shown.text
+    assert (
+        shown.status_code == 200 and decision.decision_id in shown.text and "req-42" in shown.text
+    )
 
 
 def test_nothing_found_says_what_was_tried(browsing, fleet) -> None:  # noqa: F811

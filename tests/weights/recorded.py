@@ -28,13 +28,13 @@ def _decision(
 ) -> Decision:
     pods = [pod for pod, _, _ in scores]
     return Decision(
-        id=name,
+        decision_id=name,
         ts=1_800_000_000.0,
         request_id=name,
         model=MODEL,
         input="token_ids",
-        n_tokens=n_blocks * 16,
-        n_blocks=n_blocks,
+        tokens=n_blocks * 16,
+        blocks=n_blocks,
         first_block=first_block,
         longest_match=max(sum(count for _, count in runs) for _, _, runs in scores),
         candidates=pods,

@@ -35,9 +35,9 @@ def ttft_decision(p1_runs: list) -> msgspec.Struct:
     base = DECISIONS[0]
     return msgspec.structs.replace(
         base,
-        id="T",
-        n_tokens=640,
-        n_blocks=40,
+        decision_id="T",
+        tokens=640,
+        blocks=40,
         candidates=["p1", "p2"],
         chosen="p1",
         policy="ttft",

@@ -54,17 +54,7 @@ if after ~= '' and last < tonumber(after) then
     .. ', this call follows seq ' .. after)
 end
 local out = { 0 }
--- Counter totals of the call, and their names in first-seen order: unknown tags are kept
--- per stream in the order they came (below), so the first ones are the stream's first.
-local totals, order = {}, {}
-local function add_total(name, n)
-  local total = totals[name]
-  if total == nil then
-    order[#order + 1] = name
-    total = 0
-  end
-  totals[name] = total + n
-end
+--- @include "counter_totals"
 local applied = 0
 local last_ts -- the publish time of the last applied batch that has one
 local last_digest -- the payload digest of the last applied batch ('' when unknown)
@@ -296,22 +286,7 @@ if applied > 0 then
     call('HDEL', status, 'last_digest')
   end
   call('HINCRBY', status, 'batches', applied)
-  for _, name in ipairs(order) do
-    local count = totals[name]
-    if count ~= 0 then
-      -- Unknown event tags (keys.UNKNOWN_TAG_FIELD_PREFIX) are engine-chosen text: the
-      -- stream's status keeps the first `max_tags` distinct ones (their number in
-      -- 'unknown_tags'); later ones count in skipped_unknown_tag only.
-      if sub(name, 1, 12) ~= 'unknown_tag:' then
-        call('HINCRBY', status, name, count)
-      elseif call('HEXISTS', status, name) == 1 then
-        call('HINCRBY', status, name, count)
-      elseif tonumber(call('HGET', status, 'unknown_tags') or '0') < max_tags then
-        call('HINCRBY', status, 'unknown_tags', 1)
-        call('HINCRBY', status, name, count)
-      end
-    end
-  end
+  add_totals(status, max_tags)
 end
 settle_media()
 out[1] = call('HLEN', RETIRED)

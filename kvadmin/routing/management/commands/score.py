@@ -7,7 +7,7 @@ import msgspec
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from kvadmin.redis_clients import REDIS_OUTAGES
-from kvadmin.routing import decisions, service
+from kvadmin.routing import outcomes, service
 from kvadmin.routing.decisions import Decision
 from kvadmin.routing.presenters import DecisionRow
 from scoring.policy import POLICIES
@@ -66,7 +66,7 @@ class Command(BaseCommand):
         except REDIS_OUTAGES as error:
             raise CommandError(f"Redis is unavailable: {error}") from None
         if options["json"]:
-            answer = msgspec.json.encode(decisions.to_api(decision))
+            answer = msgspec.json.encode(outcomes.decision_answer(decision))
             self.stdout.write(msgspec.json.format(answer).decode())
         else:
             self.stdout.write(explain(decision))
@@ -76,9 +76,9 @@ def explain(decision: Decision) -> str:
     """The decision as plain text: the same explanation as the feed's expanded row."""
     row = DecisionRow(decision)
     lines = [
-        f"decision {decision.id}  model {decision.model}  weights version "
+        f"decision {decision.decision_id}  model {decision.model}  weights version "
         f"{decision.weights_version}",
-        f"{decision.n_tokens} tokens ({decision.input}) -> {decision.n_blocks} blocks, "
+        f"{decision.tokens} tokens ({decision.input}) -> {decision.blocks} blocks, "
         f"longest match {decision.longest_match}, {len(decision.candidates)} candidates",
         f"chosen: {decision.chosen or 'none'}"
         + (" (tie-break: rendezvous hashing)" if decision.tie_break else ""),
@@ -96,12 +96,12 @@ def explain(decision: Decision) -> str:
         )
         lines.append(
             f"{'':<{width}}                  {terms} = {line.scored.weighted_sum}; "
-            f"/ {decision.n_blocks} x 100 = {line.ratio} -> {line.scored.score}"
+            f"/ {decision.blocks} x 100 = {line.ratio} -> {line.scored.score}"
         )
     for pod in row.unscored:
         lines.append(f"{pod:<{width}}      -        0  (does not hold the first block)")
     lines.append("")
-    lines.append(f"policy {row.policy}: {decision.reason}")
+    lines.append(f"policy {decision.policy}: {decision.reason}")
     if row.estimates:
         lines.append(
             f"{'pod':<{width}}  {'wait':>8} {'prefill':>8} {'reload':>8} {'penalty':>8} "
