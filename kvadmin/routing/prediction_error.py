@@ -29,9 +29,10 @@ from kvadmin.routing.outcomes import Outcome, outcomes_of
 
 
 class Routed(msgspec.Struct, kw_only=True):
-    """What a comparison reads of a logged `Decision` (same names, same types)."""
+    """What a comparison reads of a logged `Decision` (same names, same types; an entry from
+    before the decision took the API's names has no `decision_id` and is left out)."""
 
-    id: str
+    decision_id: str
     ts: float
     model: str
     chosen: str | None
@@ -84,9 +85,9 @@ def delivered(
         return found
 
     for page in _pages(client, pod, since):
-        reported = outcomes_of(client, [decision.id for decision in page])
+        reported = outcomes_of(client, [decision.decision_id for decision in page])
         for decision in page:
-            outcome = reported.get(decision.id)
+            outcome = reported.get(decision.decision_id)
             compared = _compared(decision, outcome) if outcome is not None else None
             if compared is not None:
                 found.append(compared)

@@ -50,13 +50,13 @@ def routed(
         runs=[("GPU", blocks)] if blocks else [],
     )
     decision = Decision(
-        id=f"{time.time_ns():x}{next(_ids):06x}",
+        decision_id=f"{time.time_ns():x}{next(_ids):06x}",
         ts=time.time() if at is None else at,
         request_id=None,
         model=model,
         input="token_ids",
-        n_tokens=prompt,
-        n_blocks=prompt // BLOCK_SIZE,
+        tokens=prompt,
+        blocks=prompt // BLOCK_SIZE,
         first_block=1,
         longest_match=blocks,
         candidates=[pod],
@@ -76,7 +76,7 @@ def routed(
         requester=requester,
     )
     decisions.append(decision, client)
-    client.zadd(keys.DECISION_IDS_KEY, {decision.id: int(decision.ts * 1000)})
+    client.zadd(keys.DECISION_IDS_KEY, {decision.decision_id: int(decision.ts * 1000)})
     outcome = outcomes.Outcome(
         cached_tokens=cached, prompt_tokens=prompt, ttft_ms=ttft_s * 1000, served=served
     )
