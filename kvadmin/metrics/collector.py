@@ -31,7 +31,7 @@ from kvadmin.index import gc
 from kvadmin.index.events import UNKNOWN_TAGS_MAX
 from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_values
-from kvadmin.metrics.fleet import FleetState, read_fleet, registered_engines
+from kvadmin.metrics.fleet import FleetState, read_fleet, read_groups_fleet, registered_engines
 from kvadmin.redis_clients import index_client
 from scoring import keys, load_hash
 
@@ -71,7 +71,10 @@ class IndexCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         client = self.client
         engines = registered_engines()
-        fleet = read_fleet(client, engines, knob("LEASE_SECONDS"))
+        if self._client is None:  # every index group's
+            fleet = read_groups_fleet(engines, knob("LEASE_SECONDS"))
+        else:
+            fleet = read_fleet(client, engines, knob("LEASE_SECONDS"))
         yield from _stream_metrics(fleet)
         yield from _load_metrics(client, [e.pod for e in engines if e.enabled])
         yield from _index_metrics(fleet)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.conf import knob
+from kvadmin.index.groups import group_of
 from kvadmin.load.status import LoadStatus, load_status
 from kvadmin.metrics.history import HitChart, hit_chart
 from kvadmin.metrics.timerange import TimeRange, parse_range
@@ -44,12 +45,14 @@ class PodPage:
 
 def pod_page(pod: str, client: redis.Redis | None = None, span: TimeRange | None = None) -> PodPage:
     """Raises pods.UnknownPod for a pod neither registered nor in the index. The charts cover
-    `span` (the last hour by default)."""
-    client = client or index_client()
+    `span` (the last hour by default). Its blocks are read from the model's index group, the
+    rest (charts, load, tokenizer) from REDIS_URL; `client` stands for both."""
     span = span or parse_range({}, time.time())
     summary = pod_summary(pod, client)
+    index = client or group_of(summary.model).client()
+    client = client or index_client()
     zsets = [keys.residency_key(pod, medium) for medium in summary.counts]
-    recent = newest_blocks(client, summary.model, zsets, limit=RECENT_BLOCKS)
+    recent = newest_blocks(index, summary.model, zsets, limit=RECENT_BLOCKS)
     return PodPage(
         summary,
         read_chart(client, pod, span.start, span.end),
