@@ -116,7 +116,7 @@ def parse(text: str, default_url: str) -> tuple[IndexGroup, ...]:
         pairs = json.loads(text, object_pairs_hook=_refuse_repeats)
     except json.JSONDecodeError as error:
         raise InvalidIndexGroups(f"{SETTING} is not JSON: {error}") from None
-    if not isinstance(pairs, list) or not pairs:
+    if not isinstance(pairs, _Pairs) or not pairs:
         raise InvalidIndexGroups(
             f'{SETTING} must be a JSON object of patterns to Redis URLs, {{"*": "redis://..."}}'
         )
@@ -151,13 +151,17 @@ def parse(text: str, default_url: str) -> tuple[IndexGroup, ...]:
     return tuple(groups)
 
 
-def _refuse_repeats(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+class _Pairs(list):
+    """A JSON object's (key, value) pairs in their order (a JSON array reads as a list)."""
+
+
+def _refuse_repeats(pairs: list[tuple[str, Any]]) -> _Pairs:
     seen = set()
     for pattern, _ in pairs:
         if pattern in seen:
             raise InvalidIndexGroups(f"{SETTING} names the pattern {pattern!r} twice")
         seen.add(pattern)
-    return pairs
+    return _Pairs(pairs)
 
 
 def _same_database(one: str, other: str) -> bool:
