@@ -258,8 +258,8 @@ def primary_problem(group: IndexGroup) -> str | None:
         role = role.decode() if isinstance(role, bytes) else role
         if role != "master":
             return (
-                f"index group {group.shown} is a read-only {role}, not a primary: name "
-                "the primary (or its Sentinels with redis+sentinel://)"
+                f"index group {group.shown} is a read-only replica (ROLE: {role}), not a "
+                "primary: name the primary (or its Sentinels with redis+sentinel://)"
             )
     except redis.RedisError as error:
         return f"index group {group.shown} does not answer: {error}"

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from kvadmin.redis_server import RedisServer
+from tests.routing.conftest import engines, post_score, token  # noqa: F401 (scoring fixtures)
 
 GROUPED = "Qwen/*"
 """The named group's pattern in these tests: tests.index.MODEL ("Qwen/Qwen3-8B") matches it,

@@ -7,7 +7,7 @@ import redis
 from kvadmin.routing.service import score
 from scoring import keys
 from tests.index import MODEL
-from tests.routing.conftest import PODS, engines, hold, post_score, request_tokens, token  # noqa: F401
+from tests.routing.conftest import PODS, hold, request_tokens
 
 pytestmark = pytest.mark.django_db
 

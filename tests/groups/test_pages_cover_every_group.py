@@ -10,7 +10,6 @@ from kvadmin.redis_server import RedisServer
 from kvadmin.residency.pods import pods_overview
 from tests.groups.conftest import DEFAULT_POD, GROUPED_POD
 from tests.index import MODEL, OTHER_MODEL, IngestedIndex, engine_hash, std
-from tests.ingest.blocks import stored
 
 pytestmark = pytest.mark.django_db
 
