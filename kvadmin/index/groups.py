@@ -15,11 +15,12 @@ The setting is a JSON object of model-name patterns to Redis URLs (`kvadmin.redi
   kthena's routers for its models read.
 - Unset (or empty): one group, `"*"` on INDEX_REDIS_URL (REDIS_URL), as before groups existed.
 
-A group's primary holds everything written for its models and their pods: the matrix keys
-kthena reads, kvadmin's bookkeeping beside them (stream status, leases, pods, residency) and
-the pods' routing state, which the decision reads with the index in its one round trip
-(`kvadmin.routing.service`). App state stays on REDIS_URL: the broker, channels, the cache, the
-decision log, the weights, the registry version, the push queues and the metrics.
+A group's primary holds everything written for its models' pods by ingestion: the matrix keys
+kthena reads and kvadmin's bookkeeping beside them (stream status, leases, pods, residency). App
+state stays on REDIS_URL: the broker, channels, the cache, the decision log, the routing state
+(queues, in-flight and speculative entries, loads), the weights, the registry version, the push
+queues and the metrics. So a decision reads the walk from its model's group and the routing
+state from REDIS_URL (`kvadmin.routing.pipeline`).
 
 Checked at start (`startup_problems`, which `kvadmin.engines.index_groups` runs as a Django
 system check, for `migrate` and `check --database default`, and in the Celery worker and

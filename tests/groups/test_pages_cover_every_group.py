@@ -4,6 +4,7 @@ and one of the default group show side by side."""
 import pytest
 import redis
 
+from kvadmin.index.streams import StreamId
 from kvadmin.metrics.collector import IndexCollector
 from kvadmin.metrics.health import readiness
 from kvadmin.redis_server import RedisServer
@@ -70,3 +71,21 @@ def test_readiness_fails_naming_a_group_whose_primary_is_down(
     ready, checks = readiness()
     assert not ready
     assert "Qwen/*" in checks["redis"]["error"]
+
+
+def test_metrics_add_up_the_apply_latencies_each_group_counts(
+    two_models, grouped, redis_client
+) -> None:
+    from kvadmin.index.events import EventBatch
+    from kvadmin.metrics import recorder
+
+    batch = [(0, EventBatch(ts=1.0, events=[]))]
+    recorder.record_apply(grouped, StreamId(GROUPED_POD, 0), batch, 0.002)
+    recorder.record_apply(redis_client, StreamId(DEFAULT_POD, 0), batch, 0.002)
+    exposed = {family.name: family for family in IndexCollector().collect()}
+    counts = {
+        s.labels["pod"]: s.value
+        for s in exposed["kvadmin_ingest_apply_duration_seconds"].samples
+        if s.name.endswith("_count")
+    }
+    assert counts == {GROUPED_POD: 1, DEFAULT_POD: 1}
