@@ -12,6 +12,7 @@ from django.test import override_settings
 
 from kvadmin.redis_server import RedisServer
 from tests.routing.conftest import engines, post_score, token  # noqa: F401 (scoring fixtures)
+from tests.sentinel.conftest import topology  # noqa: F401 (a Sentinel-watched primary)
 
 GROUPED = "Qwen/*"
 """The named group's pattern in these tests: tests.index.MODEL ("Qwen/Qwen3-8B") matches it,
