@@ -89,3 +89,15 @@ def test_metrics_add_up_the_apply_latencies_each_group_counts(
         if s.name.endswith("_count")
     }
     assert counts == {GROUPED_POD: 1, DEFAULT_POD: 1}
+
+
+def test_a_purge_reaches_the_pods_group_and_leaves_the_others(
+    two_models, grouped, redis_client
+) -> None:
+    from kvadmin.index.purge import purge_pod
+    from scoring.keys import POD_MODELS_KEY
+
+    _fill(grouped, redis_client)
+    assert purge_pod(GROUPED_POD) == 2
+    assert not grouped.hexists(POD_MODELS_KEY, GROUPED_POD)
+    assert redis_client.hgetall(POD_MODELS_KEY) == {DEFAULT_POD: OTHER_MODEL}
