@@ -65,8 +65,15 @@ def run_loops(by_url: dict[str, list[StreamSpec]], stop: "multiprocessing.Event"
         thread.join()
 
 
-def one_round(urls: list[str], groups: int, payloads: list[list[bytes]]) -> float:
-    """Seconds until the recorded stream is visible, with the models on `groups` primaries."""
+def redis_cpu(url: str) -> float:
+    with redis.Redis.from_url(url) as client:
+        info = client.info("cpu")
+    return info["used_cpu_user"] + info["used_cpu_sys"]
+
+
+def one_round(urls: list[str], groups: int, payloads: list[list[bytes]]) -> tuple[float, float]:
+    """Seconds until the recorded stream is visible, with the models on `groups` primaries,
+    and the CPU seconds the busiest primary spent meanwhile."""
     publishers = [Publisher(encoding=ENCODING, buffer_steps=1_000_000) for _ in payloads]
     specs = [spec(n, p) for n, p in enumerate(publishers)]
     by_url: dict[str, list[StreamSpec]] = {}
@@ -83,6 +90,7 @@ def one_round(urls: list[str], groups: int, payloads: list[list[bytes]]) -> floa
         finals = {
             url: [len(payloads[specs.index(s)]) - 1 for s in mine] for url, mine in by_url.items()
         }
+        cpu = {url: redis_cpu(url) for url in by_url}
         started = time.perf_counter()
         for i in range(max(len(p) for p in payloads)):
             for publisher, batches in zip(publishers, payloads, strict=True):
@@ -90,7 +98,8 @@ def one_round(urls: list[str], groups: int, payloads: list[list[bytes]]) -> floa
                     publisher.publish_payload(batches[i])
         while any(last_seqs(clients[url], mine) != finals[url] for url, mine in by_url.items()):
             time.sleep(0.005)
-        return time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        return seconds, max(redis_cpu(url) - before for url, before in cpu.items())
     finally:
         stop.set()
         process.join(timeout=30)
@@ -126,12 +135,15 @@ def main() -> None:
     try:
         empty = [memory(url)[0] for url in urls]
         seconds: dict[int, list[float]] = {1: [], 3: []}
+        busiest: dict[int, list[float]] = {1: [], 3: []}
         held: list[tuple[int, int]] = []
         for _ in range(args.rounds):
             for groups in (1, 3):
                 for url in urls:
                     redis.Redis.from_url(url).flushdb()
-                seconds[groups].append(one_round(urls, groups, payloads))
+                took, cpu = one_round(urls, groups, payloads)
+                seconds[groups].append(took)
+                busiest[groups].append(cpu)
                 if groups == 3:
                     held = [memory(url) for url in urls]
         rates = {groups: blocks / median(runs) for groups, runs in seconds.items()}
@@ -139,6 +151,10 @@ def main() -> None:
             listed = ", ".join(f"{blocks / s:,.0f}" for s in runs)
             print(f"{groups} group(s): {rates[groups]:>9,.0f} blocks/s (median; rounds {listed})")
         print(f"ratio 3 groups / 1 group: {rates[3] / rates[1]:.2f}")
+        per_block = {groups: median(cpu) / blocks * 1e6 for groups, cpu in busiest.items()}
+        print(f"Redis CPU of the busiest primary per stored block: 1 group "
+              f"{per_block[1]:.1f} us, 3 groups {per_block[3]:.1f} us "
+              f"(ratio {per_block[1] / per_block[3]:.2f})")  # fmt: skip
         for n, ((used, owners), base) in enumerate(zip(held, empty, strict=True)):
             per = (used - base) / owners if owners else 0.0
             print(f"group {n} ({MODELS[n]}): {(used - base) / 2**20:.1f} MiB over the empty "
