@@ -169,7 +169,9 @@ def _same_database(one: str, other: str) -> bool:
     return _database(one) == _database(other)
 
 
+@lru_cache(maxsize=64)
 def _database(url: str) -> tuple[Any, ...]:
+    """What names one Redis database in `url` (read once per URL: the decision path asks)."""
     sentinel = redis_urls.parse_sentinel(url)
     if sentinel is not None:
         return ("sentinel", sentinel.master, sentinel.db)
