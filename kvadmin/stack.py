@@ -210,6 +210,9 @@ class Stack:
             wait_until_ready(settings.REDIS_URL, knob("STARTUP_TIMEOUT"), "system")
             for group in index_groups():
                 wait_until_ready(group.url, knob("STARTUP_TIMEOUT"), "system")
+            from kvadmin.engines.index_groups import require_ready  # needs django.setup()
+
+            require_ready("system")
             return
         deadline = time.monotonic() + knob("STARTUP_TIMEOUT")
         while not _answers(f"{web_url()}/healthz"):

@@ -22,12 +22,11 @@ state stays on REDIS_URL: the broker, channels, the cache, the decision log, the
 queues and the metrics. So a decision reads the walk from its model's group and the routing
 state from REDIS_URL (`kvadmin.routing.pipeline`).
 
-Checked at start (`startup_problems`, which `kvadmin.engines.index_groups` runs as a Django
-system check, for `migrate` and `check --database default`, and in the Celery worker and
-`make run`): every group answers, is a primary
-(`ROLE` says master, not a replica) and no Redis Cluster node (`INFO cluster`), and no
-registered model matches two patterns other than the default (an order-dependent choice
-between two named groups is almost always a mistake; the default is the fallback by design).
+Checked at start (`startup_problems`: by every Celery worker and `make run` before they go
+on, and as Django system checks, `kvadmin.engines.index_groups`): no registered model matches
+two patterns other than the default (an order-dependent choice between two named groups is
+almost always a mistake; the default is the fallback by design), and every group answers, is
+a primary (`ROLE` says master, not a replica) and no Redis Cluster node (`INFO cluster`).
 """
 
 import asyncio
@@ -271,11 +270,25 @@ def primary_problem(group: IndexGroup) -> str | None:
     return None
 
 
-def startup_problems(models: Iterable[str]) -> list[str]:
-    """Every reason the configured groups cannot serve `models` (the registered ones)."""
+def setting_problems(models: Iterable[str]) -> list[str]:
+    """What is wrong with the setting itself for `models` (the registered ones), without
+    asking any Redis."""
     try:
         groups = index_groups()
     except InvalidIndexGroups as error:
         return [str(error)]
-    found = ambiguous_models(groups, models)
-    return found + [problem for group in groups if (problem := primary_problem(group))]
+    return ambiguous_models(groups, models)
+
+
+def primary_problems() -> list[str]:
+    """What is wrong with the groups' Redis servers (each asked; the setting read first)."""
+    try:
+        groups = index_groups()
+    except InvalidIndexGroups as error:
+        return [str(error)]
+    return [problem for group in groups if (problem := primary_problem(group))]
+
+
+def startup_problems(models: Iterable[str]) -> list[str]:
+    """Every reason the configured groups cannot serve `models` (the registered ones)."""
+    return setting_problems(models) or primary_problems()

@@ -1,5 +1,6 @@
-"""A group that cannot hold its index stops the start with the reason: `manage.py check
---database default` (and `migrate`, which `make run` runs first) and the Celery worker."""
+"""A group that cannot hold its index stops the start with the reason: the Celery worker and
+`make run` (`require_ready`), and `manage.py check`: the setting with `--database default`
+(and `migrate`), the groups' servers with `--deploy`."""
 
 import json
 import socket
@@ -13,6 +14,7 @@ import redis
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
+from kvadmin.engines.index_groups import require_ready
 from kvadmin.engines.models import Engine
 from kvadmin.redis_server import RedisServer, free_port, server_binary
 from tests.conftest import ROOT, STARTUP_SECONDS
@@ -72,6 +74,15 @@ def _cluster_port() -> int:
 
 
 def _check_fails(match: str) -> None:
+    """The servers' check (`check --deploy`) and the start of a process say `match`."""
+    with pytest.raises(SystemCheckError, match=match):
+        call_command("check", deploy=True)
+    with pytest.raises(SystemExit, match=match.removeprefix("E011.*")):
+        require_ready("test")
+
+
+def _setting_fails(match: str) -> None:
+    """The setting's check (`check --database default`, `migrate`) says `match`."""
     with pytest.raises(SystemCheckError, match=match):
         call_command("check", databases=["default"])
 
@@ -82,7 +93,7 @@ def test_a_read_only_replica_is_no_primary(
 ) -> None:
     configure_groups({GROUPED: replica, "*": redis_url})
     wait_until(lambda: _answers(replica), what="the replica up")
-    _check_fails(r"E010.*index group Qwen/\* .* is a read-only replica \(ROLE: slave\)")
+    _check_fails(r"E011.*index group Qwen/\* .* is a read-only replica \(ROLE: slave\)")
 
 
 @pytest.mark.django_db
@@ -98,6 +109,7 @@ def test_a_redis_cluster_node_is_refused(
 def test_an_unreachable_group_is_named(configure_groups: Configure, redis_url: str) -> None:
     configure_groups({GROUPED: f"redis://127.0.0.1:{free_port()}/0", "*": redis_url})
     _check_fails(r"index group Qwen/\* .* does not answer")
+    call_command("check", databases=["default"])  # a migration job need not reach Redis
 
 
 @pytest.mark.django_db
@@ -106,19 +118,21 @@ def test_a_registered_model_two_patterns_match_is_refused(
 ) -> None:
     Engine.objects.create(pod="q.default", model=MODEL, kind="vllm", events_endpoint="tcp://h:1")
     configure_groups({GROUPED: primaries[0].url, "*-8B": primaries[1].url, "*": redis_url})
-    _check_fails(r"the model 'Qwen/Qwen3-8B' matches \['Qwen/\*', '\*-8B'\]")
+    _setting_fails(r"E010.*the model 'Qwen/Qwen3-8B' matches \['Qwen/\*', '\*-8B'\]")
 
 
 @pytest.mark.django_db
 def test_a_setting_without_a_default_is_refused(configure_groups, primaries) -> None:
     configure_groups({GROUPED: primaries[0].url})
-    _check_fails("has no default group")
+    _setting_fails("has no default group")
 
 
 @pytest.mark.django_db
 def test_good_groups_pass_the_check(configure_groups, primaries, redis_url) -> None:
     configure_groups({GROUPED: primaries[0].url, "*": redis_url})
     call_command("check", databases=["default"])
+    call_command("check", deploy=True)
+    require_ready("test")
 
 
 def test_a_worker_exits_naming_a_replica_given_as_a_group(
