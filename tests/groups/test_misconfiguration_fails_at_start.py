@@ -164,3 +164,34 @@ def _answers(url: str) -> bool:
             return bool(client.ping())
     except redis.ConnectionError:
         return False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_make_run_stops_naming_a_replica_given_as_a_group(
+    subprocess_env: dict[str, str], replica: str, tmp_path: Path
+) -> None:
+    """`make run`'s supervisor (kvadmin/stack.py) checks the groups once Redis answers, before
+    it starts the worker, beat and web server."""
+    wait_until(lambda: _answers(replica), what="the replica up")
+    groups = {GROUPED: replica, "*": subprocess_env["REDIS_URL"]}
+    env = subprocess_env | {
+        "KVADMIN_INDEX_GROUPS": json.dumps(groups),
+        "KVADMIN_PORT": str(free_port()),
+        "KVADMIN_VAR_DIR": str(tmp_path),
+        "KVADMIN_DEMO": "0",
+    }
+    stack = subprocess.run(
+        [sys.executable, "-m", "kvadmin.stack"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=patient(STARTUP_SECONDS),
+    )
+    said = stack.stdout + stack.stderr
+    assert stack.returncode != 0, said
+    assert "system: index group Qwen/* " in said and "is a read-only replica" in said
+    assert (
+        not (tmp_path / "stack.json").exists()
+        or '"processes": []' in (tmp_path / "stack.json").read_text()
+    )
