@@ -77,9 +77,6 @@ class IndexGroup:
         """Request-path client, text responses (`redis_clients.index_client`)."""
         return redis_clients.index_client(self.url)
 
-    def bytes_client(self) -> redis.Redis:
-        return redis_clients.index_bytes_client(self.url)
-
     def async_client(self) -> redis.asyncio.Redis:
         """The running event loop's asyncio client of the group: one per loop, as asyncio
         connections belong to the loop that opens them, kept while the loop lives."""
@@ -210,14 +207,6 @@ def group_named(pattern: str) -> IndexGroup:
             return group
     names = [group.pattern for group in index_groups()]
     raise InvalidIndexGroups(f"no index group {pattern!r}; {SETTING} has {names}")
-
-
-def grouped(models: Iterable[str]) -> dict[IndexGroup, list[str]]:
-    """`models` by their group, in the groups' order."""
-    found: dict[IndexGroup, list[str]] = {}
-    for model in models:
-        found.setdefault(group_of(model), []).append(model)
-    return {group: found[group] for group in index_groups() if group in found}
 
 
 @receiver(setting_changed)
