@@ -33,14 +33,20 @@ def _install_ingest(sender: Celery, **kwargs) -> None:
 @signals.worker_init.connect
 @signals.beat_init.connect
 def _wait_for_redis(sender: object, **kwargs) -> None:
-    """Start consuming only once Redis answers: one still loading its data would fail the
-    ingest loop's first reads."""
+    """Start consuming only once Redis and every index group answer: one still loading its
+    data would fail the ingest loop's first reads. A group that cannot hold its index (a
+    replica, a cluster node, an ambiguous pattern) stops the process with the reason."""
     from django.conf import settings
 
     from kvadmin.conf import knob
+    from kvadmin.engines.index_groups import require_ready
+    from kvadmin.index.groups import index_groups
     from kvadmin.redis_server import wait_until_ready
 
     wait_until_ready(settings.REDIS_URL, knob("STARTUP_TIMEOUT"), "celery")
+    for group in index_groups():
+        wait_until_ready(group.url, knob("STARTUP_TIMEOUT"), "celery")
+    require_ready("celery")
 
 
 @signals.after_setup_logger.connect

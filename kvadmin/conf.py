@@ -29,6 +29,10 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # How long each process waits at start for Redis to answer (and load its data).
     "STARTUP_TIMEOUT": 120.0,
     "INGEST": True,  # Celery workers consume KV event streams
+    # The index split over several Redis primaries, by model: a JSON object of model-name
+    # globs to Redis URLs, first match wins, "*" (the default group) last. Empty: one group
+    # on REDIS_URL. kvadmin/index/groups.py reads and checks it.
+    "INDEX_GROUPS": "",
     "LEASE_SECONDS": 10.0,  # a dead worker's streams are taken over after this
     "PURGE_ON_GAP": True,  # purge a stream's entries when events are lost for good
     # Celery workers scrape each enabled engine's /metrics (its HTTP base URL) for its load

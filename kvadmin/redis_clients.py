@@ -61,23 +61,27 @@ def _request_path(retry: type[Retry] | type[AsyncRetry] = Retry) -> dict[str, An
 
 
 @cache
-def index_client() -> redis.Redis:
-    """The kthena-compatible index (and kvadmin's bookkeeping beside it), text responses."""
-    return redis_urls.client(settings.INDEX_REDIS_URL, decode_responses=True, **_request_path())
+def index_client(url: str = "") -> redis.Redis:
+    """The Redis at `url`, text responses; by default INDEX_REDIS_URL (REDIS_URL): kvadmin's
+    app state, and the index when no KVADMIN_INDEX_GROUPS splits it (a model's index group
+    gives its own: `kvadmin.index.groups`)."""
+    return redis_urls.client(
+        url or settings.INDEX_REDIS_URL, decode_responses=True, **_request_path()
+    )
 
 
 @cache
-def index_bytes_client() -> redis.Redis:
+def index_bytes_client(url: str = "") -> redis.Redis:
     """The same database with raw bytes responses, for binary payloads."""
-    return redis_urls.client(settings.INDEX_REDIS_URL, **_request_path())
+    return redis_urls.client(url or settings.INDEX_REDIS_URL, **_request_path())
 
 
-def async_index_client() -> redis.asyncio.Redis:
-    """A new asyncio client of the index, text responses, with the request-path timeouts. Its
-    connections belong to the event loop that opens them: one client per loop, closed by its
-    owner (kvadmin/api/fast_path.py keeps one per web process)."""
+def async_index_client(url: str = "") -> redis.asyncio.Redis:
+    """A new asyncio client of `url` (INDEX_REDIS_URL by default), text responses, with the
+    request-path timeouts. Its connections belong to the event loop that opens them: one
+    client per loop, closed by its owner (kvadmin/api/fast_path.py keeps one per web process)."""
     client = redis_urls.async_client(
-        settings.INDEX_REDIS_URL, decode_responses=True, **_request_path(AsyncRetry)
+        url or settings.INDEX_REDIS_URL, decode_responses=True, **_request_path(AsyncRetry)
     )
     pool = client.connection_pool
     pool.connection_class = type(
@@ -107,12 +111,15 @@ class _HiredisPacking:
 
 
 @cache
-def ingest_client() -> redis.Redis:
-    """The index for the ingest loop and worker tasks: long Lua scripts, no socket timeout."""
-    return redis_urls.client(settings.INDEX_REDIS_URL, decode_responses=True, socket_timeout=None)
+def ingest_client(url: str = "") -> redis.Redis:
+    """The index at `url` (INDEX_REDIS_URL by default) for the ingest loop and worker tasks:
+    long Lua scripts, no socket timeout."""
+    return redis_urls.client(
+        url or settings.INDEX_REDIS_URL, decode_responses=True, socket_timeout=None
+    )
 
 
 @cache
-def ingest_bytes_client() -> redis.Redis:
+def ingest_bytes_client(url: str = "") -> redis.Redis:
     """`ingest_client` with raw bytes responses."""
-    return redis_urls.client(settings.INDEX_REDIS_URL, socket_timeout=None)
+    return redis_urls.client(url or settings.INDEX_REDIS_URL, socket_timeout=None)

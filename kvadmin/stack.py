@@ -46,6 +46,7 @@ from kvadmin.dashboard.first_admin import password_file, saved_login  # noqa: E4
 from kvadmin.fleet.fleet import READY_LINE as FLEET_READY_LINE  # noqa: E402
 from kvadmin.fleet.fleet import plan_fleet, pod_ports  # noqa: E402
 from kvadmin.gateway import READY_LINE as PICKER_READY_LINE  # noqa: E402
+from kvadmin.index.groups import index_groups  # noqa: E402
 from kvadmin.redis_server import compact, embedded, wait_until_ready  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,6 +208,11 @@ class Stack:
     def _wait_for(self, need: str) -> None:
         if need == "redis":
             wait_until_ready(settings.REDIS_URL, knob("STARTUP_TIMEOUT"), "system")
+            for group in index_groups():
+                wait_until_ready(group.url, knob("STARTUP_TIMEOUT"), "system")
+            from kvadmin.engines.index_groups import require_ready  # needs django.setup()
+
+            require_ready("system")
             return
         deadline = time.monotonic() + knob("STARTUP_TIMEOUT")
         while not _answers(f"{web_url()}/healthz"):

@@ -20,7 +20,7 @@ from kvadmin.engines.health import engine_healths, facts_of
 from kvadmin.index import gc
 from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, label_values
-from kvadmin.metrics.fleet import FleetState, Health, read_fleet, registered_engines
+from kvadmin.metrics.fleet import FleetState, Health, read_groups_fleet, registered_engines
 from kvadmin.metrics.history import HitChart, ratios
 from kvadmin.metrics.recorder import hits_key, outcome_minute_key
 from scoring import keys
@@ -154,7 +154,7 @@ def dashboard_tiles(client: redis.Redis, record_sample: bool = False) -> Tiles:
     """Everything on the dashboard; with `record_sample`, also remember this moment's totals
     for the next rates (the beat task does, page views do not)."""
     now = time.time()
-    fleet = read_fleet(client, registered_engines(), knob("LEASE_SECONDS"), now)
+    fleet = read_groups_fleet(registered_engines(), knob("LEASE_SECONDS"), now)
     pipe = client.pipeline(transaction=False)
     pipe.lrange(keys.DASHBOARD_SAMPLES_KEY, 0, -1)
     pipe.hvals(families.DECISIONS.key)

@@ -24,6 +24,6 @@ def home(request: HttpRequest) -> HttpResponse:
         "tiles": tiles,
         "span": span,
         "range_chart": range_chart,
-        "serving": index_serving(client),
+        "serving": index_serving(),
     }
     return render(request, "dashboard/home.html", context)

@@ -5,4 +5,7 @@ class EnginesConfig(AppConfig):
     name = "kvadmin.engines"
 
     def ready(self) -> None:
-        from kvadmin.engines import signals  # noqa: F401  (connects registry change signals)
+        from kvadmin.engines import (  # noqa: F401  (connect their signals and checks)
+            index_groups,
+            signals,
+        )

@@ -4,10 +4,9 @@ The weights page, its export and the dashboard say so."""
 
 from dataclasses import dataclass
 
-import redis
-
 from kvadmin.conf import format_disagreement, knob, router_value_format, value_format
 from kvadmin.index import value_format as switch
+from kvadmin.index.groups import index_groups
 from scoring.values import ValueFormat
 
 
@@ -54,7 +53,12 @@ class Serving:
         }
 
 
-def index_serving(client: redis.Redis) -> Serving:
-    """The configured formats and the switch's progress (one Redis read; an outage is the
+def index_serving() -> Serving:
+    """The configured formats and the switch's progress: each index group switches on its own,
+    and the one furthest behind is shown (one Redis read per group; an outage is the
     caller's, answered as one by kvadmin/unavailable.py)."""
-    return Serving(value_format(), knob("ROUTER_VERSION"), switch.progress(client))
+    servings = [
+        Serving(value_format(), knob("ROUTER_VERSION"), switch.progress(group.client()))
+        for group in index_groups()
+    ]
+    return next((serving for serving in servings if serving.switching), servings[-1])

@@ -7,6 +7,7 @@ from kvadmin.conf import knob
 from kvadmin.conf import value_format as configured_value_format
 from kvadmin.engines.models import Engine
 from kvadmin.index import gc, status, value_format
+from kvadmin.index.groups import group_of, index_groups
 from kvadmin.index.pod_lock import DrainLock
 from kvadmin.index.streams import push_stream
 from kvadmin.index.writer import Applier
@@ -36,9 +37,12 @@ def _spec(engine: Engine, rank: int | None) -> StreamSpec:
 
 @shared_task(name="kvadmin.ingest.apply_pushed", ignore_result=True)
 def apply_pushed(pod: str) -> int:
-    """Apply a pod's pushed batches in the order they were accepted; returns how many."""
+    """Apply a pod's pushed batches in the order they were accepted; returns how many. The
+    queue and its drain lock are on REDIS_URL, the index written on the model's group."""
     client = ingest_bytes_client()
-    applier = active_applier(client)
+    model = Engine.objects.filter(pod=pod).values_list("model", flat=True).first()
+    group = group_of(model) if model is not None else index_groups()[-1]
+    applier = active_applier(group.ingest_bytes_client())
     applied = 0
     while True:
         lock = DrainLock(client, pod)
@@ -99,17 +103,26 @@ def _apply_one(applier: Applier, engine: Engine, seq: int, payload: bytes) -> bo
 
 @shared_task(name="kvadmin.ingest.collect_garbage", ignore_result=True)
 def collect_garbage(force: bool = False) -> None:
-    """Beat sends this every minute; a run happens once GC_INTERVAL_SECONDS have passed since
-    the last one started (at once with `force`), unless another process is running one."""
-    try:
-        gc.collect_garbage(
-            active_applier(ingest_client(), chunk_size=gc.STEP_BLOCKS),
-            knob("GC_MAX_AGE_SECONDS"),
-            registered=lambda: set(Engine.objects.values_list("pod", flat=True)),
-            interval=None if force else knob("GC_INTERVAL_SECONDS"),
-        )
-    except gc.AnotherRunIsActive:
-        return
+    """Beat sends this every minute; in each index group, a run happens once
+    GC_INTERVAL_SECONDS have passed since the last one started there (at once with `force`),
+    unless another process is running one. A group's registered pods are those of the models
+    it holds: a pod left behind by a model moved to another group is collected like an
+    unregistered one."""
+    for group in index_groups():
+
+        def registered(group=group) -> set[str]:
+            engines = Engine.objects.values_list("pod", "model")
+            return {pod for pod, model in engines if group_of(model) == group}
+
+        try:
+            gc.collect_garbage(
+                active_applier(group.ingest_client(), chunk_size=gc.STEP_BLOCKS),
+                knob("GC_MAX_AGE_SECONDS"),
+                registered=registered,
+                interval=None if force else knob("GC_INTERVAL_SECONDS"),
+            )
+        except gc.AnotherRunIsActive:
+            continue
 
 
 _rewrite_guard = LoopGuard("value_format_rewrite", log)
@@ -125,13 +138,15 @@ def rewrite_values() -> None:
 
 
 def _rewrite_run() -> None:
-    try:
-        value_format.rewrite(
-            ingest_client(),
-            configured_value_format(),
-            active_weights().weights,
-            keys_per_step=knob("INDEX_REWRITE_KEYS_PER_STEP"),
-            seconds=knob("INDEX_REWRITE_SECONDS_PER_RUN"),
-        )
-    except value_format.AnotherRewriteIsActive:
-        return
+    """Each index group switches on its own (its switch state is beside its values)."""
+    for group in index_groups():
+        try:
+            value_format.rewrite(
+                group.ingest_client(),
+                configured_value_format(),
+                active_weights().weights,
+                keys_per_step=knob("INDEX_REWRITE_KEYS_PER_STEP"),
+                seconds=knob("INDEX_REWRITE_SECONDS_PER_RUN"),
+            )
+        except value_format.AnotherRewriteIsActive:
+            continue

@@ -29,9 +29,10 @@ from prometheus_client.registry import Collector
 from kvadmin.conf import knob
 from kvadmin.index import gc
 from kvadmin.index.events import UNKNOWN_TAGS_MAX
+from kvadmin.index.groups import index_groups
 from kvadmin.metrics import families
 from kvadmin.metrics.families import BUCKET_SEPARATOR, Family, label_values
-from kvadmin.metrics.fleet import FleetState, read_fleet, registered_engines
+from kvadmin.metrics.fleet import FleetState, read_fleet, read_groups_fleet, registered_engines
 from kvadmin.redis_clients import index_client
 from scoring import keys, load_hash
 
@@ -71,17 +72,33 @@ class IndexCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         client = self.client
         engines = registered_engines()
-        fleet = read_fleet(client, engines, knob("LEASE_SECONDS"))
+        if self._client is None:  # every index group's
+            fleet = read_groups_fleet(engines, knob("LEASE_SECONDS"))
+        else:
+            fleet = read_fleet(client, engines, knob("LEASE_SECONDS"))
         yield from _stream_metrics(fleet)
         yield from _load_metrics(client, [e.pod for e in engines if e.enabled])
         yield from _index_metrics(fleet)
-        pipe = client.pipeline(transaction=False)
-        for family in families.RECORDED:
-            pipe.hgetall(family.key)
-        for family, stored in zip(families.RECORDED, pipe.execute(), strict=True):
-            yield _recorded(family, _texts(stored))
+        for family, stored in zip(families.RECORDED, self._recorded_hashes(), strict=True):
+            yield _recorded(family, stored)
         yield from _gc_metrics(client)
         yield from _weights_metrics(client)
+
+    def _recorded_hashes(self) -> list[dict[str, str]]:
+        """Each recorded family's hash, added up over REDIS_URL and the index groups: an
+        ingest loop counts its apply latencies on its group's primary, with its batches."""
+        clients = [self.client]
+        if self._client is None:
+            clients += [group.client() for group in index_groups() if not group.is_app_redis]
+        totals: list[dict[str, int | float]] = [defaultdict(int) for _ in families.RECORDED]
+        for client in clients:
+            pipe = client.pipeline(transaction=False)
+            for family in families.RECORDED:
+                pipe.hgetall(family.key)
+            for total, stored in zip(totals, pipe.execute(), strict=True):
+                for field, value in _texts(stored).items():  # HINCRBY counts, HINCRBYFLOAT sums
+                    total[field] += int(value) if value.lstrip("-").isdigit() else float(value)
+        return [{field: str(value) for field, value in total.items()} for total in totals]
 
 
 def _stream_metrics(fleet: FleetState) -> Iterator[Metric]:

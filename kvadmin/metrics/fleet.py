@@ -2,17 +2,19 @@
 and medium, live ingest workers. Read in three pipelined round trips whose size grows with the
 number of pods and streams, never with the number of blocks (ZCARD, HGETALL of small hashes).
 
-/metrics, the dashboard and /readyz read it; the stream health rules live here too.
+/metrics, the dashboard and /readyz read it (over every index group: `read_groups_fleet`); the
+stream health rules live here too.
 """
 
 import enum
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import redis
 
 from kvadmin.index import status
+from kvadmin.index.groups import group_of, index_groups
 from kvadmin.index.inventory import read_inventory
 from kvadmin.index.status import StreamStatus
 from kvadmin.index.streams import StreamId
@@ -138,3 +140,29 @@ def read_fleet(
         if read.status or stream not in maybe - consumed:
             states.append(StreamState(read.id, read.status, read.owner, stream in consumed))
     return FleetState(now, list(engines), pod_models, states, blocks, int(workers))
+
+
+def read_groups_fleet(
+    engines: Sequence[EngineRow], lease_seconds: float, now: float | None = None
+) -> FleetState:
+    """`read_fleet` of every index group, each with the engines of the models it holds, as one
+    fleet. A pod a group still holds for a model moved to another group is left to GC there.
+    Workers: the fewest live in any group, since each group needs one (every worker runs a
+    loop per group)."""
+    now = time.time() if now is None else now
+    groups = index_groups()
+    parts = []
+    for group in groups:
+        mine = [engine for engine in engines if group_of(engine.model) == group]
+        elsewhere = {engine.pod for engine in engines} - {engine.pod for engine in mine}
+        part = read_fleet(group.client(), mine, lease_seconds, now)
+        parts.append((part, elsewhere))
+    if len(parts) == 1:
+        return replace(parts[0][0], engines=list(engines))
+    fleet = FleetState(now, list(engines), {}, [], {}, min(part.workers for part, _ in parts))
+    for part, elsewhere in parts:
+        fleet.pod_models |= {p: m for p, m in part.pod_models.items() if p not in elsewhere}
+        fleet.streams += [stream for stream in part.streams if stream.id.pod not in elsewhere]
+        fleet.blocks |= {key: n for key, n in part.blocks.items() if key[0] not in elsewhere}
+    fleet.streams.sort(key=lambda stream: stream.id)
+    return fleet

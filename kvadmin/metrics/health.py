@@ -1,6 +1,6 @@
 """Readiness: can this web process do its job right now? For Kubernetes' readinessProbe.
 
-1. Redis (the index) answers a PING within a second.
+1. Redis (REDIS_URL, and every index group's primary) answers a PING within a second.
 2. The database answers a query.
 3. When engines are registered (enabled), at least one ingest worker is alive (its heartbeat is
    younger than a lease) and holds some stream's lease: otherwise the index silently goes
@@ -28,7 +28,8 @@ from redis.retry import Retry
 from kvadmin import redis_urls
 from kvadmin.conf import knob
 from kvadmin.engines.health import engine_healths, facts_of
-from kvadmin.metrics.fleet import read_fleet, registered_engines
+from kvadmin.index.groups import IndexGroup, group_of, index_groups
+from kvadmin.metrics.fleet import read_groups_fleet, registered_engines
 from scoring.keys import WORKERS_KEY, stream_lease_key, stream_name
 
 PROBE_TIMEOUT_SECONDS = 1.0
@@ -59,7 +60,7 @@ def readiness() -> tuple[bool, dict[str, dict[str, Any]]]:
     client = _probe_client(settings.INDEX_REDIS_URL)
     checks = {"redis": _timed(_redis, client), "database": _timed(_database)}
     if checks["redis"].ok and checks["database"].ok:
-        checks["ingest"] = _timed(_ingest, client)
+        checks["ingest"] = _timed(_ingest)
         checks["engines"] = _timed(_engines, client)
     else:
         for name in ("ingest", "engines"):
@@ -84,8 +85,19 @@ def _timed(probe: Any, *args: Any) -> Check:
 
 
 def _redis(client: redis.Redis) -> Check:
+    """REDIS_URL and every index group's primary answer."""
     client.ping()
-    return Check(True)
+    groups = index_groups()
+    if len(groups) == 1 and groups[0].is_app_redis:
+        return Check(True)
+    down = {}
+    for group in groups:
+        try:
+            _probe_client(group.url).ping()
+        except redis.RedisError as error:
+            down[group.pattern] = f"{type(error).__name__}: {error}"
+    details = {"groups": len(groups)} | ({"error": f"index groups down: {down}"} if down else {})
+    return Check(not down, details=details)
 
 
 def _database() -> Check:
@@ -95,23 +107,29 @@ def _database() -> Check:
     return Check(True)
 
 
-def _ingest(client: redis.Redis) -> Check:
+def _ingest() -> Check:
+    """Per index group with enabled engines: a live worker (the fewest of any group counts)
+    and the leases of its streams."""
     from kvadmin.engines.models import Engine
 
-    streams = [
-        stream_lease_key(pod, stream_name(rank))
-        for pod, dp_size in Engine.objects.filter(enabled=True).values_list("pod", "dp_size")
-        for rank in range(dp_size)
-    ]
-    if not streams:
+    enabled = Engine.objects.filter(enabled=True).values_list("pod", "model", "dp_size")
+    by_group: dict[IndexGroup, list[str]] = {}
+    for pod, model, dp_size in enabled:
+        leases = [stream_lease_key(pod, stream_name(rank)) for rank in range(dp_size)]
+        by_group.setdefault(group_of(model), []).extend(leases)
+    if not by_group:
         return Check(True, details={"streams": 0})
-    pipe = client.pipeline(transaction=False)
-    pipe.zcount(WORKERS_KEY, time.time() - knob("LEASE_SECONDS"), "+inf")
-    for key in streams:
-        pipe.exists(key)
-    workers, *leased = pipe.execute()
-    held = sum(leased)
-    details = {"streams": len(streams), "leased": held, "workers": workers}
+    streams = held = 0
+    workers: int | None = None
+    for group, leases in by_group.items():  # each group's streams have their own leases
+        pipe = _probe_client(group.url).pipeline(transaction=False)
+        pipe.zcount(WORKERS_KEY, time.time() - knob("LEASE_SECONDS"), "+inf")
+        for key in leases:
+            pipe.exists(key)
+        alive, *leased = pipe.execute()
+        streams, held = streams + len(leases), held + sum(leased)
+        workers = alive if workers is None else min(workers, alive)
+    details = {"streams": streams, "leased": held, "workers": workers}
     if not workers:
         details["error"] = "no live ingest worker"
     elif not held:
@@ -126,7 +144,7 @@ def _engines(client: redis.Redis) -> Check:
     engines = [e for e in registered_engines() if e.enabled]
     if not engines:
         return Check(True, details={"engines": 0})
-    fleet = read_fleet(client, engines, knob("LEASE_SECONDS"))
+    fleet = read_groups_fleet(engines, knob("LEASE_SECONDS"))
     facts = facts_of(engines, fleet.streams)
     healths = engine_healths(client, facts, fleet.taken_at)
     states: dict[str, int] = {}

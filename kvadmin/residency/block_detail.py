@@ -22,10 +22,10 @@ import redis
 
 from kvadmin.engines.models import Engine
 from kvadmin.index import engine_blocks
+from kvadmin.index.groups import group_of, group_of_pod
 from kvadmin.index.inventory import read_inventory
 from kvadmin.index.status import StreamStatus
 from kvadmin.index.streams import StreamId
-from kvadmin.redis_clients import index_client
 from kvadmin.residency.streams import (
     pod_started_at,
     pod_streams,
@@ -81,8 +81,8 @@ class BlockDetail:
 
 
 def block_detail(model: str, std: int, client: redis.Redis | None = None) -> BlockDetail:
-    """Raises UnknownBlock when no pod holds `std` of `model`."""
-    client = client or index_client()
+    """Raises UnknownBlock when no pod holds `std` of `model` (in the model's index group)."""
+    client = client or group_of(model).client()
     fields: dict[str, str] = client.hgetall(keys.block_key(model, std))
     if not fields:
         raise UnknownBlock(f"{model}@{std}")
@@ -166,7 +166,9 @@ def scan_engine_hashes(
     the engine hashes naming `std`; `cursor` is the bucket to start at. The pod's ranks SET
     names every stream with engine blocks; the step moves on to the next stream when this
     stream's scan ends."""
-    client = client or index_client()
+    if client is None:
+        model = Engine.objects.filter(pod=pod).values_list("model", flat=True).first()
+        client = group_of_pod(pod, model).client()
     streams = pod_streams(pod, 0, client.smembers(keys.pod_ranks_key(pod)))
     if stream is None:
         if not streams:

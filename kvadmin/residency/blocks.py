@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import redis
 
 from kvadmin.engines.models import Engine
+from kvadmin.index.groups import group_of, index_groups
 from kvadmin.index.inventory import read_inventory
-from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import (
     PAGE_SIZE,
     BlockRow,
@@ -106,17 +106,26 @@ def known_models(pod_models: dict[str, str]) -> list[str]:
 def browse_blocks(
     query: BlocksQuery, limit: int = PAGE_SIZE, client: redis.Redis | None = None
 ) -> BlocksListing:
-    """One page of a model's blocks (the first known model when none is named). Raises
+    """One page of a model's blocks (the first known model when none is named), from the
+    model's index group (the models listed are those of every group). Raises
     UnknownModel for a model nobody serves or holds, InvalidFilter for a pod not serving it."""
-    client = client or index_client()
-    inventory = read_inventory(client)
-    pod_models = {pod: held.model for pod, held in inventory.items() if held.model is not None}
+    groups = [client] if client is not None else [group.client() for group in index_groups()]
+    inventories = {index: read_inventory(index) for index in groups}
+    pod_models = {
+        pod: held.model
+        for inventory in inventories.values()
+        for pod, held in inventory.items()
+        if held.model is not None
+    }
     models = known_models(pod_models)
     model = query.model or (models[0] if models else None)
     if model is None:
         return BlocksListing([], None, [], [], query, now=int(time.time()))
     if model not in models:
         raise UnknownModel(model)
+    client = client or group_of(model).client()  # the model's blocks are in its group
+    inventory = inventories[client]
+    pod_models = {pod: held.model for pod, held in inventory.items() if held.model is not None}
     indexed = pods_of_model(pod_models, model)
     registered = Engine.objects.filter(model=model).values_list("pod", flat=True)
     pods = sorted(set(indexed) | set(registered))

@@ -17,8 +17,8 @@ from django import forms
 
 from kvadmin.engines.model_names import validate_model_name
 from kvadmin.engines.models import Engine
+from kvadmin.index.groups import group_of
 from kvadmin.media import medium_class, medium_label
-from kvadmin.redis_clients import index_client
 from kvadmin.residency.listing import owners_by_block
 from kvadmin.routing import outcomes, service
 from kvadmin.routing.decisions import Decision, PodExplanation
@@ -158,7 +158,7 @@ def explain_request(form: ExplainForm) -> Explanation | None:
 def _grid(model: str, blocks: list[int], decision: Decision) -> list[GridRow]:
     """Rows: scored pods best first, other candidates, then owners that are not candidates.
     Columns: the request's blocks. One pipelined HGETALL for every block key."""
-    owners = owners_by_block(index_client(), model, blocks)
+    owners = owners_by_block(group_of(model).client(), model, blocks)
     held: dict[str, dict[int, BlockValue]] = {}
     for position, block_owners in enumerate(owners):
         for owner in block_owners:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import redis
 
 from kvadmin.conf import knob
+from kvadmin.index.groups import group_of
 from kvadmin.load.status import LoadStatus, load_status
 from kvadmin.metrics.history import HitChart, hit_chart
 from kvadmin.metrics.timerange import TimeRange, parse_range
@@ -64,12 +65,15 @@ def pod_page(
 ) -> PodPage:
     """Raises pods.UnknownPod for a pod neither registered nor in the index. The charts cover
     `span` (the last hour by default). `live_only`: the page's refresh of its live part, which
-    shows no prediction error (left empty: it scans the decision log)."""
-    client = client or index_client()
+    shows no prediction error (left empty: it scans the decision log). Its blocks are read
+    from the model's index group, the rest (charts, load, tokenizer, outcomes) from
+    REDIS_URL; `client` stands for both."""
     span = span or parse_range({}, time.time())
     summary = pod_summary(pod, client)
+    index = client or group_of(summary.model).client()
+    client = client or index_client()
     zsets = [keys.residency_key(pod, medium) for medium in summary.counts]
-    recent = newest_blocks(client, summary.model, zsets, limit=RECENT_BLOCKS)
+    recent = newest_blocks(index, summary.model, zsets, limit=RECENT_BLOCKS)
     compared = (
         []
         if live_only

@@ -1,9 +1,10 @@
 """The /pods/ pages: every engine (and every pod the index still holds blocks of) with its
 blocks per medium, its streams' health and its engine's health from evidence.
 
-Five round trips whatever the index size: the pods' models and kinds; their media and ranks;
-then per pod and medium a ZCARD and the newest entry of the residency ZSET; per stream its
-status hash; per engine its evidence (`engines.health`). The counts are exact (ZCARD is O(1));
+Five round trips per index group (`kvadmin.index.groups`) whatever the index size: the
+pods' models and kinds; their media and ranks; then per pod and medium a ZCARD and the newest
+entry of the residency ZSET; per stream its status hash; per engine its evidence
+(`engines.health`, on REDIS_URL). The counts are exact (ZCARD is O(1));
 nothing is scanned.
 """
 
@@ -15,6 +16,7 @@ import redis
 from kvadmin.engines.evidence import SEVERITY, EngineHealth
 from kvadmin.engines.health import EngineFacts, engine_healths
 from kvadmin.engines.models import Engine
+from kvadmin.index.groups import group_of, index_groups
 from kvadmin.index.inventory import read_inventory
 from kvadmin.index.status import StreamStatus
 from kvadmin.media import medium_order
@@ -98,20 +100,42 @@ class PodsOverview:
 
 def pods_overview(client: redis.Redis | None = None) -> PodsOverview:
     """Every registered engine and every pod with entries in the index, by model and pod."""
-    return PodsOverview(_summaries(client or index_client(), None), int(time.time()))
+    return PodsOverview(_summaries(client, None), int(time.time()))
 
 
 def pod_summary(pod: str, client: redis.Redis | None = None) -> PodSummary:
     """One pod, registered or still in the index; raises UnknownPod otherwise."""
-    summaries = _summaries(client or index_client(), pod)
+    summaries = _summaries(client, pod)
     if not summaries:
         raise UnknownPod(pod)
     return summaries[0]
 
 
-def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
+def _summaries(client: redis.Redis | None, only: str | None) -> list[PodSummary]:
+    """Through `client` alone when given (one index), else over every index group: each
+    group's registered engines are those of the models it holds, and a pod it still holds
+    of a model moved to another group is shown once, from the model's group."""
     engines = Engine.objects.all() if only is None else Engine.objects.filter(pod=only)
     registered = {engine.pod: engine for engine in engines}
+    if client is not None:
+        summaries = _group_summaries(client, client, only, registered, set())
+    else:
+        summaries = []
+        for group in index_groups():
+            here = {p: e for p, e in registered.items() if group_of(e.model) == group}
+            elsewhere = registered.keys() - here.keys()
+            summaries += _group_summaries(group.client(), index_client(), only, here, elsewhere)
+    _scale(summaries)
+    return sorted(summaries, key=lambda s: (s.model, s.pod))
+
+
+def _group_summaries(
+    client: redis.Redis,
+    app: redis.Redis,
+    only: str | None,
+    registered: dict[str, Engine],
+    elsewhere: set[str],
+) -> list[PodSummary]:
     if only is None:
         inventory = read_inventory(client, also=registered)
     else:
@@ -120,6 +144,7 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
             for pod, held in read_inventory(client, only=[only]).items()
             if held.model is not None or pod in registered
         }
+    inventory = {pod: held for pod, held in inventory.items() if pod not in elsewhere}
     pods = list(inventory)
     if not pods:
         return []
@@ -138,7 +163,7 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
     replies = iter(pipe.execute())
     streams = read_streams(client, streams_of)
     facts = [EngineFacts(pod, e.enabled, e.dp_size, streams[pod]) for pod, e in registered.items()]
-    healths = engine_healths(client, facts)
+    healths = engine_healths(app, facts)
     summaries = []
     for pod in pods:
         counts, newest = {}, []
@@ -160,8 +185,7 @@ def _summaries(client: redis.Redis, only: str | None) -> list[PodSummary]:
                 serve_address=engine.serve_address if engine else "",
             )
         )
-    _scale(summaries)
-    return sorted(summaries, key=lambda s: (s.model, s.pod))
+    return summaries
 
 
 def _scale(summaries: list[PodSummary]) -> None:

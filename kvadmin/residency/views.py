@@ -16,10 +16,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.middleware import HtmxDetails
 
 from kvadmin.csv_export import EXPORT_MAX_ROWS, csv_response
+from kvadmin.index.groups import group_of
 from kvadmin.index.purge import purge_pod
 from kvadmin.index.streams import StreamId
 from kvadmin.metrics.timerange import parse_range
-from kvadmin.redis_clients import index_client
 from kvadmin.residency.block_detail import UnknownBlock, block_detail, scan_engine_hashes
 from kvadmin.residency.blocks import (
     NO_MEDIUM,
@@ -84,7 +84,7 @@ def blocks_csv(request: HtmxHttpRequest) -> HttpResponse:
             " ".join(f"{owner.pod}:{owner.medium or ''}" for owner in row.owners),
             datetime.fromtimestamp(row.ts, UTC).isoformat(),
         )
-        for row in all_pages(index_client(), listing, EXPORT_MAX_ROWS)
+        for row in all_pages(group_of(listing.model or "").client(), listing, EXPORT_MAX_ROWS)
     )
     header = ("model", "block", "owners (pod:medium)", "last stored (UTC)")
     return csv_response("blocks.csv", header, rows)

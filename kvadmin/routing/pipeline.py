@@ -1,15 +1,19 @@
 """The routing decision's pure core, between the two shells of `routing.service` (sync and
 async): no I/O here, so a decision can be built and tested from a reply alone.
 
-1. `plan(request, tokenized, active, started, requester) -> ReadPlan`: the request's block
-   hashes and the input of the one script call (`scoring/lua/prefix_walk.lua`) that reads the
-   index walk, the candidates' restarts and their routing state in one round trip
-   (compatibility.md 5.8).
-2. `decide(plan, reply) -> (Decision, RecordPlan)`: the scores, the choice under the request's
-   policy (`scoring.policy.choose_pod`: `ttft` or `kthena`; the kthena score of every pod is
-   computed, recorded and answered whatever the policy) and the decision, and what recording
-   it writes: the decision log entry, the chosen pod's routing state (`scoring.route_record`)
-   and the scoring metrics, queued on one pipeline by `RecordPlan.queue`.
+1. `plan(request, tokenized, active, started, requester, grouped) -> ReadPlan`: the request's
+   block hashes and the input of the one script call (`scoring/lua/prefix_walk.lua`) that reads
+   the index walk, the candidates' restarts and their routing state in one round trip
+   (compatibility.md 5.8). A model whose index group is another Redis than REDIS_URL's
+   (`grouped`, `kvadmin.index.groups`) has its walk and restarts read from its group in one
+   call and its routing state, which stays on REDIS_URL, by the same script there
+   (`ReadPlan.state_read`): two calls, concurrent on the async path.
+2. `decide(plan, reply, state_reply) -> (Decision, RecordPlan)`: the scores, the choice under
+   the request's policy (`scoring.policy.choose_pod`: `ttft` or `kthena`; the kthena score of
+   every pod is computed, recorded and answered whatever the policy) and the decision, and
+   what recording it writes: the decision log entry, the chosen pod's routing state
+   (`scoring.route_record`) and the scoring metrics, queued on one pipeline by
+   `RecordPlan.queue`.
 """
 
 import secrets
@@ -61,6 +65,9 @@ class ReadPlan:
     keys: list[str]
     args: list[str]
     state: StateRequest
+    state_read: tuple[list[str], list[str]] | None
+    """KEYS and ARGV of the routing state's own call on REDIS_URL, for a grouped model; None
+    when `keys` and `args` read it with the walk."""
     started: float
     hash_ms: float
     requester: str
@@ -73,23 +80,24 @@ def plan(
     active: ActiveWeights,
     started: float,
     requester: str = requesters.COMMAND,
+    grouped: bool = False,
 ) -> ReadPlan:
     """The index read of `request`, whose token ids are `tokenized` (or given), asked for by
-    `requester`."""
+    `requester`; `grouped`: the model's index is on another Redis than its routing state."""
     hashing = perf_counter()
     tokens = request.token_ids if request.token_ids is not None else tokenized.tokens
     blocks = block_hashes(tokens, knob("BLOCK_SIZE"), knob("MAX_BLOCKS"))
     hashed = perf_counter()
     pods = request.pods
     state = StateRequest(request.model, pods, round(knob("ROUTING_IN_FLIGHT_SECONDS") * 1000))
+    restarts = {c.pod: rank_status_keys(c.pod, c.dp_size) for c in request.candidates}
+    fmt = value_format()
     keys, args = script_input(
-        request.model,
-        blocks,
-        set(pods),
-        {},
-        {c.pod: rank_status_keys(c.pod, c.dp_size) for c in request.candidates},
-        state,
-        value_format(),
+        request.model, blocks, set(pods), {}, restarts, None if grouped else state, fmt
+    )
+    # The routing state's call walks block keys REDIS_URL does not hold: it stops at the first.
+    state_read = (
+        script_input(request.model, blocks, set(pods), {}, {}, state, fmt) if grouped else None
     )
     return ReadPlan(
         request=request,
@@ -100,6 +108,7 @@ def plan(
         keys=keys,
         args=args,
         state=state,
+        state_read=state_read,
         started=started,
         hash_ms=(hashed - hashing) * 1000,
         requester=requester,
@@ -141,10 +150,17 @@ class RecordPlan:
             self.decision.log_id = replies[0]
 
 
-def decide(plan: ReadPlan, reply: list[Any]) -> tuple[Decision, RecordPlan]:
-    """The decision from the script's `reply`, and what recording it writes."""
+def decide(
+    plan: ReadPlan, reply: list[Any], state_reply: list[Any] | None = None
+) -> tuple[Decision, RecordPlan]:
+    """The decision from the script's `reply` (and for a grouped model the routing state's
+    `state_reply`), and what recording it writes."""
     read = perf_counter()
-    walk, state = walk_reply(reply, plan.state, value_format())
+    if plan.state_read is None:
+        walk, state = walk_reply(reply, plan.state, value_format())
+    else:
+        walk, _ = walk_reply(reply, None, value_format())
+        _, state = walk_reply(state_reply or [], plan.state, value_format())
     active, request, blocks = plan.active, plan.request, plan.blocks
     result = score_walk(walk, len(blocks), active.weights)
     model, pods, n_tokens = request.model, request.pods, plan.tokenized.count

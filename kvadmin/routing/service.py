@@ -12,7 +12,9 @@ of `routing.pipeline`, each: check the request (`routing.request.checked`), get 
    active TTFT parameters of the same version: `weights.active`), each candidate's last
    (re)start as the ingest reader recorded it per stream, so ownership written before it is
    dropped (compatibility.md 2.4 step 1; a data-parallel pod starts when all its ranks have),
-   and each candidate's routing state (`scoring.route_state`).
+   and each candidate's routing state (`scoring.route_state`). A model whose index group
+   (`kvadmin.index.groups`) is another Redis reads its walk and restarts there and its routing
+   state on REDIS_URL: two calls (concurrent on the async path).
 4. `scoring.policy.choose_pod` under the request's policy (default the ROUTING_POLICY knob).
 5. The decision goes to the decision log (`routing.decisions`), the chosen pod's routing state
    advances (`scoring.route_record`) and the scoring metrics (`metrics.recorder`) are counted,
@@ -35,6 +37,7 @@ import redis
 import redis.asyncio
 
 from kvadmin.conf import knob
+from kvadmin.index.groups import group_of
 from kvadmin.metrics import recorder
 from kvadmin.redis_clients import REDIS_OUTAGES, index_client
 from kvadmin.routing import registry, requesters
@@ -114,15 +117,18 @@ def scored(
     started, client = perf_counter(), index_client()
     request = request_of(model, **fields)
     wanted = checked(request, registry.engines(client, request.model))
-    read = plan(wanted, _tokenized(wanted), active_weights(), started, requester)
+    group = group_of(wanted.model)
+    grouped = not group.is_app_redis
+    read = plan(wanted, _tokenized(wanted), active_weights(), started, requester, grouped)
     try:
-        reply = WALK(client, read.keys, read.args)
+        reply = WALK(group.client() if grouped else client, read.keys, read.args)
+        state_reply = WALK(client, *read.state_read) if read.state_read else None
     except REDIS_OUTAGES:
         raise  # an outage, answered as one by the caller (kvadmin/unavailable.py on the web)
     except redis.RedisError as error:
         recorder.record_scoring_error(client, wanted.model, "redis")
         raise IndexUnavailable(f"the index is unavailable: {error}") from None
-    decision, recording = decide(read, reply)
+    decision, recording = decide(read, reply, state_reply)
     if record:
         pipeline = client.pipeline(transaction=False)
         queued = recording.queue(pipeline)
@@ -159,24 +165,33 @@ async def decided_async(
     picker first answers the gateway, or sheds the request and records nothing): Redis
     through `client` (redis.asyncio), the model's registered `engines` and the `active`
     weights from the caller's caches. Text is tokenized in a worker thread (tokenizers
-    block), unless its token ids are cached: a thread hop costs more than a cache lookup."""
+    block), unless its token ids are cached: a thread hop costs more than a cache lookup. A
+    grouped model's index is read through its group's client for the running loop."""
     started = perf_counter()
     wanted = checked(request, engines)
+    group = group_of(wanted.model)
+    grouped = not group.is_app_redis
     tokenized = _tokenized(wanted, cached_only=True)
     if tokenized is None:
         read = await asyncio.to_thread(
-            lambda: plan(wanted, _tokenized(wanted), active, started, requester)
+            lambda: plan(wanted, _tokenized(wanted), active, started, requester, grouped)
         )
     else:
-        read = plan(wanted, tokenized, active, started, requester)
+        read = plan(wanted, tokenized, active, started, requester, grouped)
     try:
-        reply = await WALK.call_async(client, read.keys, read.args)
+        if read.state_read is None:
+            reply, state_reply = await WALK.call_async(client, read.keys, read.args), None
+        else:
+            reply, state_reply = await asyncio.gather(
+                WALK.call_async(group.async_client(), read.keys, read.args),
+                WALK.call_async(client, *read.state_read),
+            )
     except REDIS_OUTAGES:
         raise
     except redis.RedisError as error:
         await _count_error_async(client, wanted.model)
         raise IndexUnavailable(f"the index is unavailable: {error}") from None
-    return decide(read, reply)
+    return decide(read, reply, state_reply)
 
 
 async def record_async(client: redis.asyncio.Redis, recording: RecordPlan) -> None:

@@ -3,6 +3,8 @@
 A query is tried as every kind of id at once; each kind costs a bounded number of round trips,
 never a keyspace scan:
 
+Every index group is looked in (`kvadmin.index.groups`); the decision log is on REDIS_URL.
+
 - a block hash (standardized, decimal or 0x hex): one EXISTS per known model;
 - an engine hash (what vLLM and SGLang log: a 64-bit integer in decimal, signed or unsigned,
   or in 0x hex; or digest hex): one HGET of each known pod's streams' engine blocks per form
@@ -68,21 +70,29 @@ class SearchResult:
         return self.matches[0].url if len(self.matches) == 1 else None
 
 
-def search(client: redis.Redis, query: str) -> SearchResult:
+def search(
+    client: redis.Redis, query: str, indexes: list[redis.Redis] | None = None
+) -> SearchResult:
+    """`query` looked up in the decision log on `client` and in each index of `indexes` (one
+    per index group; `client`'s alone by default)."""
     query = query.strip()[:MAX_QUERY]
     if not query:
         return SearchResult(query, [], [])
-    pods, models = _known(client)
+    indexes = indexes or [client]
+    pods, models = _known(indexes)
     matches: list[Match] = []
     tried = []
     number = _std_hash(query)
     if number is not None:
         tried.append("a block hash")
-        matches += _blocks(client, number, sorted(set(models.values()) | _index_models(client)))
+        held = set(models.values()).union(*(_index_models(index) for index in indexes))
+        for index in indexes:
+            matches += _blocks(index, number, sorted(held))
     engine_texts = engine_hash_texts(query)
     if engine_texts:
         tried.append("an engine hash")
-        matches += _engine_hashes(client, engine_texts, pods, models)
+        for index in indexes:
+            matches += _engine_hashes(index, engine_texts, pods, models)
     tried += ["a pod", "a model"]
     matches += _names(query, pods, models)
     if _is_decision_id(query):
@@ -96,12 +106,17 @@ def search(client: redis.Redis, query: str) -> SearchResult:
     return SearchResult(query, _unique(matches)[:MAX_LISTED], tried)
 
 
-def _known(client: redis.Redis) -> tuple[dict[str, str], dict[str, str]]:
-    """(pod -> kind, pod -> model) of every registered engine and every pod in the index."""
-    pipe = client.pipeline(transaction=False)
-    pipe.hgetall(keys.POD_MODELS_KEY)
-    pipe.hgetall(keys.POD_KINDS_KEY)
-    models, kinds = pipe.execute()
+def _known(indexes: list[redis.Redis]) -> tuple[dict[str, str], dict[str, str]]:
+    """(pod -> kind, pod -> model) of every registered engine and every pod in the indexes."""
+    models: dict[str, str] = {}
+    kinds: dict[str, str] = {}
+    for index in indexes:
+        pipe = index.pipeline(transaction=False)
+        pipe.hgetall(keys.POD_MODELS_KEY)
+        pipe.hgetall(keys.POD_KINDS_KEY)
+        held, held_kinds = pipe.execute()
+        models |= held
+        kinds |= held_kinds
     for pod, model, kind in Engine.objects.values_list("pod", "model", "kind"):
         models[pod], kinds[pod] = model, kind
     return kinds, models

@@ -7,8 +7,7 @@ it weigh the fallback silently. The index's inventory
 
 from dataclasses import dataclass, field
 
-import redis
-
+from kvadmin.index.groups import index_groups
 from kvadmin.index.inventory import read_inventory
 from scoring.weights import normalize_name
 
@@ -21,11 +20,16 @@ class SeenMedium:
     pods: set[str] = field(default_factory=set)
 
 
-def media_in_index(client: redis.Redis) -> dict[str, SeenMedium]:
-    """Normalized medium name -> how engines spelled it and which pods hold blocks in it.
-    Two round trips whatever the number of pods."""
+def media_in_index() -> dict[str, SeenMedium]:
+    """Normalized medium name -> how engines spelled it and which pods hold blocks in it, in
+    every index group. Two round trips per group whatever the number of pods."""
     seen: dict[str, SeenMedium] = {}
-    for pod, held in read_inventory(client).items():
+    held_by_pod = (
+        (pod, held)
+        for group in index_groups()
+        for pod, held in read_inventory(group.client()).items()
+    )
+    for pod, held in held_by_pod:
         for medium in held.media:
             name = normalize_name(medium)
             entry = seen.setdefault(name, SeenMedium(name))

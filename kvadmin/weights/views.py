@@ -226,7 +226,7 @@ def new_speed_row(request: HttpRequest) -> HttpResponse:
 @require_GET
 def export_yaml(request: HttpRequest) -> HttpResponse:
     version = current_version()
-    text = export.kthena_yaml(version, index_serving(index_client()))
+    text = export.kthena_yaml(version, index_serving())
     response = HttpResponse(text, content_type="application/yaml")
     return _attachment(request, response, f"kthena-tier-weights-v{version.version}.yaml")
 
@@ -234,7 +234,7 @@ def export_yaml(request: HttpRequest) -> HttpResponse:
 @require_GET
 def export_json(request: HttpRequest) -> HttpResponse:
     version = current_version()
-    data = export.weights_json(version, index_serving(index_client()))
+    data = export.weights_json(version, index_serving())
     response = JsonResponse(data, json_dumps_params={"indent": 2})
     return _attachment(request, response, f"tier-weights-v{version.version}.json")
 
@@ -273,7 +273,7 @@ def _editor(request: HttpRequest, draft: Draft, **extra) -> HttpResponse:
 
 def _seen() -> tuple[dict[str, SeenMedium], str]:
     try:
-        return media_in_index(index_client()), ""
+        return media_in_index(), ""
     except redis.RedisError:
         return {}, "The index is unavailable: media seen in it are not shown."
 
@@ -281,7 +281,7 @@ def _seen() -> tuple[dict[str, SeenMedium], str]:
 def _serving() -> Serving | None:
     """Which kthena the index serves; None when Redis does not answer."""
     try:
-        return index_serving(index_client())
+        return index_serving()
     except redis.RedisError:
         return None
 

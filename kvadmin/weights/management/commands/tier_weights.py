@@ -99,7 +99,7 @@ class Command(BaseCommand):
     def _show(self, **options) -> None:
         version = current_version()
         try:
-            serving = index_serving(index_client())
+            serving = index_serving()
         except redis.RedisError:
             serving = None  # the export says the index did not answer
         if options["yaml"]:
