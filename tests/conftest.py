@@ -58,10 +58,11 @@ UNDECLARED_DATABASE = "sqlite:////dev/null/a-test-not-marked-database/kvadmin.sq
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """Mark `database` every test that touches the database, so `make test-postgres` (`-m
-    database`) runs those and only those on PostgreSQL. Found from the django_db mark and the
-    fixtures; a test that reaches the database only through a subprocess it starts without
-    subprocess_env says so itself with `@pytest.mark.database`."""
+    """Mark `database` every test that touches the database, so `make test-postgres` runs
+    those (browser tests only when marked `postgresql`: see the Makefile) on PostgreSQL.
+    Found from the django_db mark and the fixtures; a test that reaches the database only
+    through a subprocess it starts without subprocess_env says so itself with
+    `@pytest.mark.database`."""
     fixtures = set(getattr(item, "fixturenames", ()))
     if item.get_closest_marker("django_db") or fixtures & DATABASE_FIXTURES:
         item.add_marker(pytest.mark.database)

@@ -44,7 +44,7 @@ from tests.index import MODEL
 from tests.waiting import a_second_after, wait_until
 from tests.weights.forms import operator_cookie, save_at_once, weights_form
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 PROMPT = list(range(1000, 1064))  # four blocks
 
 
