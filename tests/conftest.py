@@ -32,20 +32,28 @@ CONFORMANCE = ROOT / "tests" / "conformance" / "kthena.json"
 """kthena's conformance vectors, kept in the repository (the file names its sources)."""
 
 
-# Hypothesis profiles: `default` for every run (Hypothesis's 100 examples a test), `thorough`
-# (HYPOTHESIS_PROFILE=thorough) for a nightly one. Neither has a deadline or the too-slow health
-# check: how fast an example runs depends on the machine, and the suite runs beside CPU hogs. A
-# test that sets max_examples itself (fewer: its examples are expensive) keeps its count.
+# Hypothesis profiles: `default` for every run (50 examples a test), `nightly`
+# (HYPOTHESIS_PROFILE=nightly) with ten times as many, for a nightly run. Neither has a deadline
+# or the too-slow health check: how fast an example runs depends on the machine, and the suite
+# runs beside CPU hogs. A test whose examples cost more or less than most says how many it
+# tries per run with `examples(n)`, and the nightly profile multiplies that too.
+NIGHTLY_FACTOR = 10
 hypothesis.settings.register_profile(
     "default",
-    max_examples=100,
+    max_examples=50,
     deadline=None,
     suppress_health_check=[hypothesis.HealthCheck.too_slow],
 )
 hypothesis.settings.register_profile(
-    "thorough", hypothesis.settings.get_profile("default"), max_examples=1000
+    "nightly", hypothesis.settings.get_profile("default"), max_examples=50 * NIGHTLY_FACTOR
 )
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def examples(per_run: int) -> int:
+    """A property test's max_examples: `per_run` in every run, ten times as many nightly."""
+    nightly = hypothesis.settings.get_current_profile_name() == "nightly"
+    return per_run * NIGHTLY_FACTOR if nightly else per_run
 
 
 DATABASE_FIXTURES = frozenset({"django_db_setup", "live_server"})
@@ -173,7 +181,7 @@ def stop_process(*processes: subprocess.Popen) -> None:
             process.terminate()
     for process in processes:
         try:
-            process.wait(timeout=15)
+            process.wait(timeout=patient(15))
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -187,7 +195,7 @@ def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
 
     def answers() -> bool:
         try:
-            return bool(ping.delay().get(timeout=1))
+            return bool(ping.delay().get(timeout=patient(1)))
         except Exception:
             assert process.poll() is None, "the celery worker exited"
             return False
@@ -224,7 +232,7 @@ def start_asgi_server(
 
     def serving() -> bool:  # any answer (a redirect to HTTPS too), not followed
         assert process.poll() is None, "the ASGI server exited"
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=patient(1))
         try:
             connection.request("GET", "/healthz")
             connection.getresponse()
