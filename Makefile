@@ -18,9 +18,13 @@ test: setup
 
 # The tests that touch the database (marked `database`, see tests/conftest.py), on a private
 # PostgreSQL server that the test session starts itself; `make test` runs them on SQLite.
+# Browser tests check what pages show and do, and the queries behind every page run here in
+# the views' own tests, so only those marked `postgresql` (the production layout's, across
+# processes) run again.
+POSTGRES_TESTS := database and (postgresql or not browser)
 test-postgres: setup
 	@bin/system-deps --browser --monitoring --postgres
-	KVADMIN_TEST_DATABASE=postgresql $(VENV)/bin/pytest -m database
+	KVADMIN_TEST_DATABASE=postgresql $(VENV)/bin/pytest -m "$(POSTGRES_TESTS)"
 
 # A new random password for the admin user, printed and kept in var/admin-password.
 admin-password: setup

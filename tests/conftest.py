@@ -15,7 +15,8 @@ import hypothesis
 import pytest
 import redis
 from django.conf import settings
-from django.test import Client
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.test import Client, override_settings
 
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
@@ -31,20 +32,28 @@ CONFORMANCE = ROOT / "tests" / "conformance" / "kthena.json"
 """kthena's conformance vectors, kept in the repository (the file names its sources)."""
 
 
-# Hypothesis profiles: `default` for every run (Hypothesis's 100 examples a test), `thorough`
-# (HYPOTHESIS_PROFILE=thorough) for a nightly one. Neither has a deadline or the too-slow health
-# check: how fast an example runs depends on the machine, and the suite runs beside CPU hogs. A
-# test that sets max_examples itself (fewer: its examples are expensive) keeps its count.
+# Hypothesis profiles: `default` for every run (50 examples a test), `nightly`
+# (HYPOTHESIS_PROFILE=nightly) with ten times as many, for a nightly run. Neither has a deadline
+# or the too-slow health check: how fast an example runs depends on the machine, and the suite
+# runs beside CPU hogs. A test whose examples cost more or less than most says how many it
+# tries per run with `examples(n)`, and the nightly profile multiplies that too.
+NIGHTLY_FACTOR = 10
 hypothesis.settings.register_profile(
     "default",
-    max_examples=100,
+    max_examples=50,
     deadline=None,
     suppress_health_check=[hypothesis.HealthCheck.too_slow],
 )
 hypothesis.settings.register_profile(
-    "thorough", hypothesis.settings.get_profile("default"), max_examples=1000
+    "nightly", hypothesis.settings.get_profile("default"), max_examples=50 * NIGHTLY_FACTOR
 )
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def examples(per_run: int) -> int:
+    """A property test's max_examples: `per_run` in every run, ten times as many nightly."""
+    nightly = hypothesis.settings.get_current_profile_name() == "nightly"
+    return per_run * NIGHTLY_FACTOR if nightly else per_run
 
 
 DATABASE_FIXTURES = frozenset({"django_db_setup", "live_server"})
@@ -57,10 +66,11 @@ UNDECLARED_DATABASE = "sqlite:////dev/null/a-test-not-marked-database/kvadmin.sq
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """Mark `database` every test that touches the database, so `make test-postgres` (`-m
-    database`) runs those and only those on PostgreSQL. Found from the django_db mark and the
-    fixtures; a test that reaches the database only through a subprocess it starts without
-    subprocess_env says so itself with `@pytest.mark.database`."""
+    """Mark `database` every test that touches the database, so `make test-postgres` runs
+    those (browser tests only when marked `postgresql`: see the Makefile) on PostgreSQL.
+    Found from the django_db mark and the fixtures; a test that reaches the database only
+    through a subprocess it starts without subprocess_env says so itself with
+    `@pytest.mark.database`."""
     fixtures = set(getattr(item, "fixturenames", ()))
     if item.get_closest_marker("django_db") or fixtures & DATABASE_FIXTURES:
         item.add_marker(pytest.mark.database)
@@ -73,6 +83,22 @@ def _undeclared_database_fails(request: pytest.FixtureRequest, monkeypatch) -> N
     never running on PostgreSQL. (In-process, pytest-django refuses already.)"""
     if request.node.get_closest_marker("database") is None:
         monkeypatch.setenv("DATABASE_URL", UNDECLARED_DATABASE)
+
+
+class QuickPBKDF2PasswordHasher(PBKDF2PasswordHasher):
+    """Django's PBKDF2 at 1,000 iterations: a user made in a test costs a millisecond, not the
+    third of a CPU second of the product's 1.5 million (as Django's testing docs advise).
+    The same algorithm name, so the servers and workers a test starts (the product's hashers,
+    reading the count from the hash) check these passwords as they check their own."""
+
+    iterations = 1000
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quick_password_hashing() -> Iterator[None]:
+    hashers = [f"{__name__}.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+    with override_settings(PASSWORD_HASHERS=hashers):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -155,7 +181,7 @@ def stop_process(*processes: subprocess.Popen) -> None:
             process.terminate()
     for process in processes:
         try:
-            process.wait(timeout=15)
+            process.wait(timeout=patient(15))
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -169,7 +195,7 @@ def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
 
     def answers() -> bool:
         try:
-            return bool(ping.delay().get(timeout=1))
+            return bool(ping.delay().get(timeout=patient(1)))
         except Exception:
             assert process.poll() is None, "the celery worker exited"
             return False
@@ -206,7 +232,7 @@ def start_asgi_server(
 
     def serving() -> bool:  # any answer (a redirect to HTTPS too), not followed
         assert process.poll() is None, "the ASGI server exited"
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=patient(1))
         try:
             connection.request("GET", "/healthz")
             connection.getresponse()

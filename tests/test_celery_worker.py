@@ -4,7 +4,7 @@ import os
 import threading
 
 from kvadmin.celery import app, ping
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 
 def test_tasks_are_not_eager() -> None:
@@ -12,7 +12,7 @@ def test_tasks_are_not_eager() -> None:
 
 
 def test_a_task_runs_in_a_real_worker(celery_worker) -> None:
-    hostname = ping.delay().get(timeout=10)
+    hostname = ping.delay().get(timeout=patient(10))
     assert hostname.startswith("test-worker@")
     assert celery_worker.pid != os.getpid()
 
@@ -40,4 +40,4 @@ def test_the_worker_sends_task_events_a_monitor_sees(celery_worker) -> None:
             wait_until(followed, timeout=30, interval=0.5, what="a ping's events")
         finally:
             receiver.should_stop = True
-            capture.join(timeout=10)
+            capture.join(timeout=patient(10))

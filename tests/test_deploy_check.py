@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import patient
+
 # `check --deploy` in a process of its own reads the session's database (DATABASE_URL).
 pytestmark = pytest.mark.database
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +33,7 @@ def _check_deploy(env: dict[str, str], tmp_path: Path) -> str:
         env=os.environ | {"KVADMIN_VAR_DIR": str(tmp_path)} | env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=patient(60),
     )
     return result.stdout + result.stderr
 

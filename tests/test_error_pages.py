@@ -10,6 +10,7 @@ from django.test import Client, override_settings
 
 from tests.index import MODEL
 from tests.residency.conftest import register
+from tests.waiting import patient
 
 pytestmark = pytest.mark.django_db
 
@@ -91,7 +92,7 @@ def test_the_favicon_answers_without_a_login_or_a_not_found_line(caplog) -> None
 
 
 def test_the_favicon_is_served(asgi_server) -> None:
-    connection = http.client.HTTPConnection(urlsplit(asgi_server).netloc, timeout=5)
+    connection = http.client.HTTPConnection(urlsplit(asgi_server).netloc, timeout=patient(5))
     try:
         connection.request("GET", "/static/kvadmin/favicon.svg")
         response = connection.getresponse()

@@ -13,6 +13,7 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from tests.conftest import ROOT
+from tests.waiting import patient
 
 pytestmark = pytest.mark.django_db
 LOGIN = "/accounts/login/"
@@ -88,7 +89,7 @@ def test_the_limit_and_cooloff_come_from_the_environment() -> None:
         env=env | {"DJANGO_SETTINGS_MODULE": "kvadmin.settings"},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=patient(60),
         check=True,
     )
     assert result.stdout.split() == ["3", "0:02:00"]

@@ -6,9 +6,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.waiting import patient
+
 
 def _get(asgi_server: str, path: str) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection(urlsplit(asgi_server).netloc, timeout=5)
+    connection = http.client.HTTPConnection(urlsplit(asgi_server).netloc, timeout=patient(5))
     try:
         connection.request("GET", path)
         response = connection.getresponse()

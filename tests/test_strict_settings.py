@@ -10,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from kvadmin.conf import check_knobs, knob, parse_bool
 from tests.conftest import ROOT
+from tests.waiting import patient
 
 
 @pytest.mark.parametrize(("text", "value"), [("1", True), (" Yes", True), ("off", False)])
@@ -21,7 +22,7 @@ def test_a_misspelt_boolean_stops_the_start(subprocess_env) -> None:
     done = subprocess.run(
         [sys.executable, "manage.py", "check"],
         cwd=ROOT, env=subprocess_env | {"DEBUG": "ture"}, capture_output=True, text=True,
-        timeout=60,
+        timeout=patient(60),
     )  # fmt: skip
     assert done.returncode != 0
     assert "DEBUG='ture': use one of" in done.stderr

@@ -21,7 +21,7 @@ from kvadmin.engines.models import Engine
 from tests.conftest import http_json, start_asgi_server, stop_process
 from tests.index import MODEL
 from tests.routing.conftest import PODS, request_tokens
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -167,7 +167,7 @@ def _post(url: str, body: bytes, token: str) -> tuple[int, Message, bytes]:
         f"{url}/api/v1/score", data=body, headers={"Authorization": f"Bearer {token}"}
     )
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=patient(10)) as response:
             return response.status, response.headers, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.headers, error.read()
@@ -209,7 +209,7 @@ def test_beyond_its_requests_in_flight_it_answers_503_with_retry_after_at_once(
 def test_a_body_beyond_the_upload_limit_is_refused_before_it_is_read(asgi_server, engines):
     token = ApiToken.issue("gateway")[1]
     port = int(asgi_server.rsplit(":", 1)[1])
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+    with socket.create_connection(("127.0.0.1", port), timeout=patient(5)) as connection:
         connection.sendall(
             b"POST /api/v1/score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Authorization: Bearer %s\r\nContent-Length: 100000000\r\n\r\n{" % token.encode()
@@ -228,7 +228,7 @@ def _post_score(url: str, token: str, headers: dict[str, str]) -> tuple[int, Mes
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"} | headers,
     )
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=patient(10)) as response:
             return response.status, response.headers
     except urllib.error.HTTPError as error:
         return error.code, error.headers

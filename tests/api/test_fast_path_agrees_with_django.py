@@ -14,6 +14,7 @@ from tests.api.test_fast_path import engines  # noqa: F401  (a shared fixture)
 from tests.conftest import start_asgi_server, stop_process
 from tests.index import MODEL
 from tests.routing.conftest import request_tokens
+from tests.waiting import patient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PROMPT = json.dumps({"model": MODEL, "token_ids": request_tokens(2)}).encode()
@@ -46,7 +47,7 @@ def _call(url: str, method: str, path: str, headers: list[str], body: bytes = b"
         lines.append(f"Content-Length: {len(body)}")
     conn = open_request(url, "\n".join(lines), body)
     try:
-        return read_answer(conn, timeout=10)
+        return read_answer(conn, timeout=patient(10))
     finally:
         conn.close()
 

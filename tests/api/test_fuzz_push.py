@@ -13,6 +13,7 @@ from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.index.pod_lock import DrainLock
 from scoring import keys
+from tests.conftest import examples
 from tests.index import MODEL
 from tests.ingest.conftest import snapshot
 from tests.ingest.malicious import any_payloads, rejected_payloads
@@ -53,7 +54,7 @@ def _post(body: bytes, token: str):
     return Client().post(URL, body, content_type="application/msgpack", headers=headers)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=FIXTURES)
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=FIXTURES)
 @given(body=any_payloads)
 def test_any_body_is_answered_in_json_without_a_500(token, redis_client, drain_held, body) -> None:
     assert drain_held.renew()
@@ -70,7 +71,7 @@ def test_any_body_is_answered_in_json_without_a_500(token, redis_client, drain_h
         assert _state(redis_client) == before
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=FIXTURES)
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=FIXTURES)
 @given(rank=st.one_of(st.integers(-(2**63), -1), st.integers(2, 2**64 - 1)))
 def test_any_rank_outside_the_engine_is_400(token, redis_client, drain_held, rank) -> None:
     assert drain_held.renew()
@@ -81,7 +82,7 @@ def test_any_rank_outside_the_engine_is_400(token, redis_client, drain_held, ran
     assert _state(redis_client) == before
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=FIXTURES)
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=FIXTURES)
 @given(body=rejected_payloads)
 def test_a_malicious_body_queues_no_event(token, redis_client, body) -> None:
     response = _post(body, token)

@@ -24,7 +24,7 @@ from kvadmin.routing.service import score
 from tests.browser.conftest import log_in
 from tests.fleet.conftest import local_config
 from tests.index import MODEL
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RATES = ("events", "blocks", "decisions")
@@ -53,7 +53,7 @@ def fleet(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
             )
         yield fleet
         loop.stop()
-        thread.join(timeout=15)
+        thread.join(timeout=patient(15))
 
 
 class KvadminRouter:

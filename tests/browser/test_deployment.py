@@ -41,10 +41,10 @@ from tests.conftest import (
     stop_process,
 )
 from tests.index import MODEL
-from tests.waiting import a_second_after, wait_until
+from tests.waiting import a_second_after, patient, wait_until
 from tests.weights.forms import operator_cookie, save_at_once, weights_form
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 PROMPT = list(range(1000, 1064))  # four blocks
 
 
@@ -190,7 +190,7 @@ def test_a_stopped_worker_hands_its_streams_to_the_other_and_nothing_is_lost(
     deployment.caught_up()
     stopping = deployment.workers[0]
     stopping.send_signal(signal.SIGTERM)
-    stopping.wait(timeout=30)
+    stopping.wait(timeout=patient(30))
     for n in range(10, 30):  # published while the stopped worker's streams change hands
         fleet.pods[n % 2].serve([5000 + 16 * n + k for k in range(48)])
     deployment.caught_up()
@@ -221,7 +221,7 @@ def test_two_workers_handed_the_gc_task_at_once_run_it_once(deployment) -> None:
     answered: set[str] = set()
 
     def both_answered() -> bool:
-        answered.add(broker.send_task("kvadmin.ping").get(timeout=10))
+        answered.add(broker.send_task("kvadmin.ping").get(timeout=patient(10)))
         return len(answered) == 2
 
     wait_until(both_answered, timeout=STARTUP_SECONDS, what="both workers to answer a ping")

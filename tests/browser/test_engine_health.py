@@ -21,7 +21,7 @@ from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.registered import load_streams
 from tests.browser.conftest import log_in
 from tests.conftest import http_json, local_config
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 POD = "vllm-0.default"
@@ -41,7 +41,7 @@ def engine(redis_url: str, redis_client: redis.Redis) -> Iterator[Fleet]:
         wait_until(lambda: status.read_statuses(redis_client, [spec.id])[0].connected)
         yield fleet
         loop.stop()
-        thread.join(timeout=15)
+        thread.join(timeout=patient(15))
 
 
 def _beat() -> None:

@@ -12,7 +12,7 @@ from kvadmin.index.pod_lock import DrainLock
 from kvadmin.index.streams import StreamId, push_stream
 from scoring.keys import block_key, stream_status_key
 from tests.index import MODEL, std
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,7 +67,7 @@ def test_it_waits_for_a_chunk_of_pushed_batches_being_applied(redis_client, inde
     wait_until(lambda: not Engine.objects.filter(pod=pod).exists(), what="the engine row gone")
     index.store(pod, range(2), pushed=True)  # the task's chunk
     task.release()
-    remover.join(timeout=30)
+    remover.join(timeout=patient(30))
     assert not remover.is_alive()
     assert not redis_client.keys("*a-0.default*")
 

@@ -14,6 +14,7 @@ from kvadmin.ingest.probes import probe_engines
 from kvadmin.redis_server import free_port
 from scoring import keys
 from tests.conftest import ROOT
+from tests.waiting import patient
 
 SCHEDULE = (
     "import django; django.setup(); from django.conf import settings; "
@@ -25,7 +26,7 @@ SCHEDULE = (
 def _schedule(env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", SCHEDULE],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=patient(60),
     )  # fmt: skip
 
 

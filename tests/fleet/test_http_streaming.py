@@ -5,11 +5,12 @@ import json
 import urllib.request
 
 from tests.fleet.conftest import StartFleet, local_config
+from tests.waiting import patient
 
 
 def stream(url: str, body: dict) -> list[bytes]:
     request = urllib.request.Request(url, json.dumps(body).encode())
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=patient(10)) as response:
         assert response.headers["Content-Type"] == "text/event-stream"
         return [line for line in response.read().split(b"\n\n") if line]
 

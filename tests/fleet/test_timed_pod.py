@@ -13,7 +13,7 @@ from kvadmin.load.exposition import parse_load
 from scoring.ttft import TtftParameters
 from tests.conftest import http_json
 from tests.fleet.conftest import StartFleet, local_config
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 # 0.05 s per request plus 1 ms per uncached token: easy to tell apart from scheduling noise.
 SLOW = TtftParameters(first_token_s=0.05, default_prefill_tokens_per_s=1000.0, decode_slowdown=0)
@@ -30,7 +30,7 @@ def _complete(url: str, prompt: list[int], max_tokens: int = 16) -> dict:
 
 
 def _metrics(url: str) -> str:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=patient(5)) as response:
         assert response.headers["Content-Type"].startswith("text/plain")
         return response.read().decode()
 

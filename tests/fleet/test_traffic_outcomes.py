@@ -13,6 +13,7 @@ from kvadmin.search.lookup import search
 from tests.conftest import http_json
 from tests.fleet.conftest import StartFleet, local_config
 from tests.operations.conftest import parse
+from tests.waiting import patient
 
 REQUESTS = 24
 
@@ -21,7 +22,7 @@ def _scrape(url: str) -> dict[str, dict[str, float]]:
     """Each outcome family's samples by pod."""
     token = ApiToken.issue("prometheus", "metrics")[1]
     request = urllib.request.Request(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=patient(10)) as response:
         samples = parse(response.read().decode())
     found: dict[str, dict[str, float]] = {}
     for (name, labels), value in samples.items():

@@ -27,7 +27,7 @@ from kvadmin.routing import outcomes
 from kvadmin.routing.decisions import Decision
 from tests.conftest import ROOT, local_config, stop_process
 from tests.index import MODEL
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,7 +56,7 @@ class Picker:
 
     def counter(self, name: str, **labels: str) -> float:
         """A counter's value from the picker's Prometheus endpoint (0 when absent)."""
-        text = urllib.request.urlopen(self.metrics_url, timeout=5).read().decode()
+        text = urllib.request.urlopen(self.metrics_url, timeout=patient(5)).read().decode()
         wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
         line_start = f"{name}_total{{{wanted}}} " if wanted else f"{name}_total "
         for line in text.splitlines():
@@ -72,7 +72,7 @@ def health(address: str, service: str, credentials: grpc.ChannelCredentials | No
     with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         request = health_pb2.HealthCheckRequest(service=service)
-        return stub.Check(request, timeout=2).status
+        return stub.Check(request, timeout=patient(2)).status
 
 
 def start_picker(env: dict[str, str], *extra: str) -> Picker:
@@ -109,7 +109,9 @@ class Gateway:
 
     def stat(self, name: str) -> int:
         """One of Envoy's counters (its admin /stats)."""
-        text = urllib.request.urlopen(f"{self.admin}/stats?filter=^{name}$", timeout=5).read()
+        text = urllib.request.urlopen(
+            f"{self.admin}/stats?filter=^{name}$", timeout=patient(5)
+        ).read()
         for line in text.decode().splitlines():
             key, _, value = line.partition(": ")
             if key == name:
@@ -119,7 +121,9 @@ class Gateway:
     def post(
         self, path: str, body: Any, headers: dict[str, str] | None = None
     ) -> tuple[int, dict[str, str], bytes]:
-        connection = http.client.HTTPConnection(self.url.removeprefix("http://"), timeout=30)
+        connection = http.client.HTTPConnection(
+            self.url.removeprefix("http://"), timeout=patient(30)
+        )
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         connection.request(
             "POST", path, data, {"Content-Type": "application/json"} | (headers or {})
@@ -149,7 +153,7 @@ def start_envoy(tmp_path: Path, pickers: list[str], pods: list[str], **options: 
     def ready() -> bool:
         assert process.poll() is None, "envoy exited"
         try:
-            return urllib.request.urlopen(f"http://{admin}/ready", timeout=1).status == 200
+            return urllib.request.urlopen(f"http://{admin}/ready", timeout=patient(1)).status == 200
         except OSError:
             return False
 
@@ -161,7 +165,7 @@ def wait_for_pickers(admin: str, pickers: list[str]) -> None:
     """Envoy's health checks found every picker healthy (it sends no stream before)."""
 
     def healthy() -> bool:
-        text = urllib.request.urlopen(f"{admin}/clusters", timeout=2).read().decode()
+        text = urllib.request.urlopen(f"{admin}/clusters", timeout=patient(2)).read().decode()
         return all(f"picker::{p}::health_flags::healthy" in text for p in pickers)
 
     wait_until(healthy, timeout=30, what="envoy to see the pickers healthy")

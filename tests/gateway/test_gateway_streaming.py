@@ -12,14 +12,14 @@ from kvadmin.gateway.protocol import DECISION_HEADER
 from kvadmin.routing import outcomes
 from tests.gateway.conftest import logged
 from tests.index import MODEL
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def events(url: str, body: dict) -> tuple[dict[str, str], list[tuple[float, bytes]]]:
     """The answer's headers and each `data:` line with when it arrived."""
-    connection = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
+    connection = http.client.HTTPConnection(url.removeprefix("http://"), timeout=patient(30))
     connection.request("POST", "/v1/completions", json.dumps(body).encode(), {})
     response = connection.getresponse()
     assert response.status == 200

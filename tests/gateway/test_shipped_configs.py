@@ -9,6 +9,7 @@ import yaml
 from kvadmin.gateway import envoy
 from kvadmin.stack import PORTS
 from tests.conftest import ROOT
+from tests.waiting import patient
 
 KUBERNETES = ROOT / "deploy" / "kubernetes"
 
@@ -16,7 +17,7 @@ KUBERNETES = ROOT / "deploy" / "kubernetes"
 def test_the_shipped_envoy_config_is_valid(tmp_path: Path) -> None:
     checked = subprocess.run(
         [envoy.binary(), "--mode", "validate", "-c", str(envoy.SHIPPED)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=patient(120),
     )  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
     for balancing in ("round_robin", "least_request"):
@@ -27,7 +28,7 @@ def test_the_shipped_envoy_config_is_valid(tmp_path: Path) -> None:
         validated = subprocess.run(
             [envoy.binary(), "--mode", "validate", "-c", str(path)],
             capture_output=True,
-            timeout=120,
+            timeout=patient(120),
         )
         assert validated.returncode == 0
 

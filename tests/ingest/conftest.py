@@ -14,6 +14,7 @@ from kvadmin.ingest.reader import IngestLoop
 from kvadmin.ingest.streams import StreamSpec
 from scoring.values import ValueFormat
 from tests.index import MODEL
+from tests.waiting import patient
 
 
 def spec_for(publisher: Publisher, pod: str = "vllm-0.default", rank: int = 0) -> StreamSpec:
@@ -82,5 +83,5 @@ def start_loop(redis_url: str) -> Iterator[StartLoop]:
     yield start
     for loop, thread in running:
         loop.stop()
-        thread.join(timeout=15)
+        thread.join(timeout=patient(15))
         assert not thread.is_alive(), "the ingest loop did not stop"

@@ -13,6 +13,7 @@ from kvadmin.ingest.decode import (
     UndecodableBatch,
     decode_batch,
 )
+from tests.conftest import examples
 from tests.ingest.malicious import any_payloads, rejected_payloads
 
 
@@ -42,14 +43,14 @@ def test_any_payload_decodes_within_the_limits_or_is_undecodable(payload: bytes)
             assert event.lora_name is None or len(event.lora_name) <= LORA_NAME_MAX_LENGTH
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(payload=rejected_payloads)
 def test_a_malicious_payload_yields_no_event(payload: bytes) -> None:
     batch = _decoded_or_refused(payload)
     assert batch is None or (not batch.events and batch.skipped)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(payload=st.binary(min_size=1, max_size=64))
 def test_the_first_bytes_of_a_nested_payload_never_escape(payload: bytes) -> None:
     _decoded_or_refused(b"\x91" * 30_000 + payload)

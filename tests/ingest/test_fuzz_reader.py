@@ -15,10 +15,11 @@ from kvadmin.fleet.wire import Encoding
 from kvadmin.index import status
 from kvadmin.index.writer import Applier
 from kvadmin.ingest.reader import IngestLoop
+from tests.conftest import examples
 from tests.ingest.blocks import key, stored
 from tests.ingest.conftest import snapshot, spec_for
 from tests.ingest.malicious import rejected_payloads
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 BAD, GOOD = "bad-0.default", "good-0.default"
 BOOKKEEPING = ("kvadmin:metrics:", "kvadmin:lease:", "kvadmin:ingest:workers")
@@ -54,12 +55,12 @@ def fleet(redis_url, redis_client) -> Iterator[tuple[Publisher, Publisher, Inges
             wait_until(lambda s=spec, n=seq: status.last_seq(redis_client, s.id) == n, what="first")
         yield bad, good, loop
         loop.stop()
-        thread.join(timeout=15)
+        thread.join(timeout=patient(15))
         assert not thread.is_alive()
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

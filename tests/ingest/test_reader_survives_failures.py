@@ -20,7 +20,7 @@ from kvadmin.redis_server import RedisServer
 from tests.ingest.blocks import key, stored
 from tests.ingest.conftest import spec_for
 from tests.redis_busy import held_busy
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 STREAM = StreamId("vllm-0.default", 0)
 POD = STREAM.pod
@@ -73,7 +73,7 @@ def _run(loop: IngestLoop) -> threading.Thread:
 
 def _stop(loop: IngestLoop, thread: threading.Thread) -> None:
     loop.stop()
-    thread.join(timeout=15)
+    thread.join(timeout=patient(15))
     assert not thread.is_alive(), "the ingest loop did not stop"
 
 

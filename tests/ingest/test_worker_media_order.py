@@ -24,7 +24,7 @@ from kvadmin.weights.config import WeightConfig
 from kvadmin.weights.versions import current_version, save_version
 from tests.index import MODEL, engine_hash
 from tests.ingest.blocks import key, stored
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 POD = "vllm-0.default"
@@ -77,7 +77,7 @@ def ranks(redis_client: redis.Redis) -> Iterator[list[Publisher]]:
         yield publishers
     finally:
         loop.stop()
-        thread.join(timeout=15)
+        thread.join(timeout=patient(15))
         for publisher in publishers:
             publisher.close()
         forget_cached_weights()

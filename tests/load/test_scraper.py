@@ -147,7 +147,7 @@ def test_the_loop_keeps_the_period_and_stops(redis_client, busy_fleet) -> None:
         )
     finally:
         scraper.stop()
-        thread.join(timeout=2)
+        thread.join(timeout=patient(2))
     assert not thread.is_alive()
 
 

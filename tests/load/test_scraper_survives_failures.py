@@ -16,7 +16,7 @@ from kvadmin.redis_server import RedisServer
 from tests.conftest import local_config
 from tests.fleet.conftest import StartFleet
 from tests.redis_busy import held_busy
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 FAST = ScrapeSettings(period=0.1, timeout=0.5, threads=2, ttl=30)
 POD = "vllm-0.default"
@@ -64,7 +64,7 @@ def _running(scraper: LoadScraper) -> Iterator[threading.Thread]:
     thread.start()
     yield thread
     scraper.stop()
-    thread.join(timeout=5)
+    thread.join(timeout=patient(5))
     assert not thread.is_alive()
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from kvadmin.web_server import proxy_options
 from tests.conftest import start_asgi_server, stop_process
+from tests.waiting import patient
 
 ALLOWED = "10.0.0.0/8"
 
@@ -33,7 +34,7 @@ def web_server(subprocess_env: dict[str, str]) -> Iterator[Callable[..., str]]:
 def _scrape(url: str, forwarded_for: str) -> int:
     request = urllib.request.Request(f"{url}/metrics", headers={"X-Forwarded-For": forwarded_for})
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=patient(5)) as response:
             return response.status
     except urllib.error.HTTPError as error:
         return error.code

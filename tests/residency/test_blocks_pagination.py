@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kvadmin.residency.blocks import BlocksQuery, browse_blocks
 from kvadmin.residency.listing import PAGE_SIZE, Position
 from scoring import keys
+from tests.conftest import examples
 from tests.index import MODEL, NOW, IngestedIndex, std
 
 pytestmark = pytest.mark.django_db
@@ -115,7 +116,7 @@ def index_of(redis_client: redis.Redis, stores) -> IngestedIndex:
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

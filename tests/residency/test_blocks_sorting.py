@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from kvadmin.residency.listing import PAGE_SIZE
 from kvadmin.residency.ranking import newest_window
 from scoring import keys
+from tests.conftest import examples
 from tests.index import NOW, std
 from tests.residency.test_blocks_pagination import _stores, index_of
 
@@ -108,7 +109,7 @@ def test_a_bad_sort_is_a_clear_error(browsing, shared_oldest, params, said) -> N
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -11,6 +11,7 @@ from kvadmin.metrics.families import label_field
 from tests.conftest import http_json
 from tests.index import MODEL
 from tests.routing.conftest import PODS, hold, request_tokens
+from tests.waiting import patient
 
 POSTS = 8
 
@@ -29,7 +30,7 @@ def test_concurrent_posts_of_one_outcome_record_it_once(
     start = threading.Barrier(POSTS)
 
     def post(_: int) -> int:
-        start.wait(timeout=10)
+        start.wait(timeout=patient(10))
         return http_json(url, {"cached_tokens": 48, "prompt_tokens": 64}, token)[0]
 
     with ThreadPoolExecutor(POSTS) as pool:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from kvadmin.api.models import ApiToken
 from kvadmin.routing import decisions
+from tests.conftest import examples
 from tests.index import MODEL
 from tests.routing.conftest import PODS, request_tokens
 
@@ -122,7 +123,7 @@ BODIES = st.fixed_dictionaries(
 
 
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -10,7 +10,7 @@ import pytest
 from kvadmin.engines.models import Engine
 from kvadmin.routing import tokenizer_warmup
 from tests.conftest import start_asgi_server, stop_process
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +29,7 @@ def test_each_web_process_loads_the_tokenizers_before_it_serves(
         env = subprocess_env | {"KVADMIN_WEB_WORKERS": "1"}
         process, url = start_asgi_server(env, log_level="info", output=output)
         try:
-            urllib.request.urlopen(f"{url}/healthz", timeout=10).read()
+            urllib.request.urlopen(f"{url}/healthz", timeout=patient(10)).read()
             text = wait_until(
                 lambda: "tokenizers loaded at start" in (found := log.read_text()) and found,
                 what="the start's log",

@@ -16,6 +16,7 @@ from scoring.index import BaselineIndexReader, IndexReader
 from scoring.score import PodScore, ScoreResult, score_walk
 from scoring.values import ValueFormat
 from scoring.weights import TierWeights
+from tests.conftest import examples
 from tests.index import MODEL, VALUE_FORMATS, write_kthena_index
 
 Index = dict[int, dict[str, str]]
@@ -199,6 +200,7 @@ def assert_readers_follow_the_spec(
 
 
 EXAMPLES = settings(
+    max_examples=examples(100),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -24,6 +24,7 @@ from scoring.keys import (
 )
 from scoring.route_record import RouteAdvance
 from scoring.route_state import StateRequest
+from tests.conftest import examples
 from tests.index import MODEL, write_kthena_index
 from tests.waiting import wait_until
 
@@ -96,7 +97,7 @@ WRITES = st.lists(
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -15,7 +15,7 @@ from kombu import Connection
 
 from kvadmin import redis_urls
 from tests.sentinel.topology import SentinelTopology
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 
 def _index(url: str) -> Callable[[], None]:
@@ -36,7 +36,7 @@ def _broker(url: str) -> Callable[[], None]:
         with Connection(broker, transport_options=options, connect_timeout=1) as connection:
             queue = connection.SimpleQueue(f"q-{uuid.uuid4().hex}")
             queue.put({"n": 1})
-            message = queue.get(timeout=2)
+            message = queue.get(timeout=patient(2))
             assert message.payload == {"n": 1}
             message.ack()
             queue.close()

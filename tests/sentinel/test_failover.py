@@ -26,7 +26,7 @@ from tests.conftest import start_asgi_server, start_worker, stop_process
 from tests.index import MODEL
 from tests.ingest.test_index_matches_fleet import _caught_up, _config, _matches, _traffic
 from tests.sentinel.topology import SentinelTopology
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,7 +43,7 @@ class Pages:
         while not self.stopping.is_set():
             request = urllib.request.Request(self.url + "/pods/", headers={"Cookie": self.cookie})
             try:
-                with urllib.request.urlopen(request, timeout=5) as response:
+                with urllib.request.urlopen(request, timeout=patient(5)) as response:
                     status = response.status
             except urllib.error.HTTPError as error:
                 status = error.code
@@ -90,7 +90,7 @@ def _decide(url: str, token: str) -> int:
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     request = urllib.request.Request(url + "/api/v1/score", body, headers)
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=patient(5)) as response:
             return response.status
     except urllib.error.HTTPError as error:
         return error.code

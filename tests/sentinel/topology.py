@@ -8,7 +8,7 @@ from pathlib import Path
 import redis
 
 from kvadmin.redis_server import free_port, server_binary
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 MASTER = "kvadmin"
 DOWN_AFTER_MS = 1000
@@ -99,7 +99,7 @@ class SentinelTopology:
                 process.terminate()
         for process in self.processes.values():
             try:
-                process.wait(timeout=10)
+                process.wait(timeout=patient(10))
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()

@@ -11,6 +11,7 @@ from django.core.management import call_command
 
 from kvadmin.dashboard.first_admin import password_file, saved_login
 from tests.conftest import ROOT
+from tests.waiting import patient
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +59,7 @@ def test_admin_password_resets_it_without_a_terminal(subprocess_env) -> None:
     done = subprocess.run(
         [sys.executable, "manage.py", "admin_password"],
         cwd=ROOT, env=subprocess_env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        timeout=60,
+        timeout=patient(60),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     username, new = saved_login()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kvadmin.redis_server import RedisServer, free_port
 from tests.conftest import ROOT
+from tests.waiting import patient
 
 
 def _hold(port: int) -> socket.socket | None:
@@ -31,7 +32,7 @@ def test_a_taken_fleet_port_is_named_and_nothing_starts(
         with RedisServer() as redis:
             run = subprocess.run(
                 [sys.executable, "-m", "kvadmin.stack"],
-                cwd=ROOT, capture_output=True, text=True, timeout=60,
+                cwd=ROOT, capture_output=True, text=True, timeout=patient(60),
                 env=subprocess_env | {
                     "REDIS_URL": redis.url,
                     "KVADMIN_PORT": str(free_port()),

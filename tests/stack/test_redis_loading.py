@@ -15,7 +15,7 @@ from kvadmin.redis_server import RedisServer
 from scoring.keys import BLOCK_KEY_PREFIX
 from tests.conftest import ROOT, start_worker, stop_process
 from tests.fleet.conftest import free_base_port
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,7 +69,7 @@ def loading_redis(tmp_path):
     yield server
     client.close()
     process.terminate()
-    process.wait(timeout=10)
+    process.wait(timeout=patient(10))
 
 
 def test_the_fleet_and_a_worker_started_while_redis_loads_come_up(
@@ -101,7 +101,7 @@ def test_the_fleet_and_a_worker_started_while_redis_loads_come_up(
     finally:
         client.close()
         fleet.terminate()
-        output = fleet.communicate(timeout=30)[0]
+        output = fleet.communicate(timeout=patient(30))[0]
         stop_process(worker)
     assert "fleet: waiting for Redis" in output and "(loading its data)" in output
     assert "fleet up: 1 pods" in output

@@ -21,6 +21,7 @@ from kvadmin.stack import state_file
 from scoring.keys import DEMO_PODS_KEY
 from tests.conftest import ROOT
 from tests.index import MODEL
+from tests.waiting import patient
 
 EMBEDDED_PORT = 6390
 """The embedded Redis's port when REDIS_URL is unset (kvadmin/settings.py)."""
@@ -86,7 +87,7 @@ def test_it_works_with_make_run_stopped_and_its_redis_with_it(
     run = subprocess.run(
         [sys.executable, "manage.py", "reset_demo"],
         cwd=ROOT, env=env | {"KVADMIN_VAR_DIR": str(tmp_path)},
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=patient(120),
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     assert "vllm-1.default: unregistered" in run.stdout

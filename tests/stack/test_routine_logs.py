@@ -17,7 +17,7 @@ from kvadmin.routine_logs import RoutineRequests
 from tests.conftest import http_json, start_asgi_server, stop_process
 from tests.index import MODEL
 from tests.routing.conftest import PODS, hold, request_tokens
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,7 +99,7 @@ def test_a_gateways_scores_and_outcomes_log_nothing(server: Server, redis_client
         outcome = {"cached_tokens": 32, "prompt_tokens": 48}
         url = f"{server.url}/api/v1/decisions/{decision['decision_id']}/outcome"
         assert http_json(url, outcome, token)[0] == 201
-    urllib.request.urlopen(f"{server.url}/healthz", timeout=10).read()
+    urllib.request.urlopen(f"{server.url}/healthz", timeout=patient(10)).read()
     # The last request's line is the marker: the lines of those before it are written.
     assert http_json(f"{server.url}/api/v1/score", {}, "wrong")[0] == 401
     server.logged('"POST /api/v1/score HTTP/1.1" 401')
@@ -121,7 +121,7 @@ def test_a_redis_outage_is_one_warning_per_answer_and_no_error(
         own.stop()
         request = urllib.request.Request(f"{server.url}/pods/", headers={"Cookie": cookie})
         with pytest.raises(urllib.error.HTTPError) as answered:
-            urllib.request.urlopen(request, timeout=10)
+            urllib.request.urlopen(request, timeout=patient(10))
         assert answered.value.code == 503
         server.logged('"GET /pods/ HTTP/1.1" 503')
         lines = server.lines()

@@ -15,7 +15,7 @@ import pytest
 
 from kvadmin.redis_server import RedisServer, free_port
 from tests.conftest import ROOT
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,7 +81,7 @@ def children(env: dict[str, str]) -> list[int]:
 def test_a_second_run_says_where_kvadmin_runs(running_stack, stack_env) -> None:
     second = subprocess.run(
         [sys.executable, "-m", "kvadmin.stack"],
-        cwd=ROOT, env=stack_env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=stack_env, capture_output=True, text=True, timeout=patient(60),
     )  # fmt: skip
     assert second.returncode == 1, "refused: not started, so not a success"
     url = f"http://127.0.0.1:{stack_env['KVADMIN_PORT']}"
@@ -101,8 +101,8 @@ def test_a_process_that_dies_is_started_again(running_stack, stack_env) -> None:
 def test_ctrl_c_stops_everything_in_reverse_order_and_exits_0(running_stack, stack_env) -> None:
     pids = children(stack_env)
     running_stack.process.send_signal(signal.SIGINT)
-    assert running_stack.process.wait(timeout=90) == 0
-    running_stack.reader.join(timeout=10)
+    assert running_stack.process.wait(timeout=patient(90)) == 0
+    running_stack.reader.join(timeout=patient(10))
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)

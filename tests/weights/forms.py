@@ -12,6 +12,7 @@ from django.test import Client
 from kvadmin.weights.parameters import SCALARS, number_text
 from kvadmin.weights.versions import current_version
 from scoring.ttft import DEFAULT_PARAMETERS
+from tests.waiting import patient
 
 DEFAULT_ROWS = (("gpu", "1"), ("cpu", "0.8"), ("cpu_pinned", "0.8"))
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -70,7 +71,7 @@ def save_over_http(url: str, cookie: str, form: dict) -> tuple[int, str]:
         },
     )
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=patient(30)) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
@@ -83,12 +84,12 @@ def save_at_once(saves: list[tuple[str, str, dict]]) -> list[tuple[int, str]]:
     answers: list[tuple[int, str]] = [(0, "")] * len(saves)
 
     def save(n: int) -> None:
-        start.wait(timeout=10)
+        start.wait(timeout=patient(10))
         answers[n] = save_over_http(*saves[n])
 
     threads = [threading.Thread(target=save, args=(n,)) for n in range(len(saves))]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=60)
+        thread.join(timeout=patient(60))
     return answers

@@ -13,7 +13,7 @@ from kvadmin.weights.config import WeightConfig
 from kvadmin.weights.tasks import weights_in_use
 from kvadmin.weights.versions import current_version, save_version
 from tests.conftest import ROOT, stop_process
-from tests.waiting import a_second_after, wait_until
+from tests.waiting import a_second_after, patient, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,7 +63,7 @@ def test_a_saved_version_reaches_a_celery_worker_within_a_second(
     celery_worker, fresh_weights, version_one
 ) -> None:
     def worker_version() -> int:
-        return weights_in_use.delay().get(timeout=5)["version"]
+        return weights_in_use.delay().get(timeout=patient(5))["version"]
 
     wait_until(lambda: worker_version() == 1, what="the worker on version 1")
     save_version(
@@ -74,4 +74,4 @@ def test_a_saved_version_reaches_a_celery_worker_within_a_second(
     )
     a_second_after(time.monotonic())
     assert worker_version() == 2
-    assert weights_in_use.delay().get(timeout=5)["weights"]["gpu"] == 0.9
+    assert weights_in_use.delay().get(timeout=patient(5))["weights"]["gpu"] == 0.9

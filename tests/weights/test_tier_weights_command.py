@@ -14,6 +14,7 @@ from scoring.keys import WEIGHTS_VERSION_KEY
 from scoring.weights import KVADMIN_WEIGHTS
 from tests.conftest import ROOT
 from tests.index import MODEL
+from tests.waiting import patient
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +42,7 @@ def from_the_shell(env: dict[str, str], *args: str) -> subprocess.CompletedProce
     """`manage.py tier_weights ARGS` in a process of its own, as an operator's shell runs it."""
     return subprocess.run(
         [sys.executable, "manage.py", "tier_weights", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=patient(60),
     )  # fmt: skip
 
 
