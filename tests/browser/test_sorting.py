@@ -69,7 +69,8 @@ def _append(request_id: str, score: int) -> None:
     decisions.append(one)
 
 
-def test_the_feed_sorts_the_whole_log_and_pages_on(page, asgi_server, carol) -> None:
+def test_the_feed_sorts_the_whole_log_and_pages_on(page, asgi_server, carol, redis_client) -> None:
+    """The log starts empty (redis_client), so the count is this test's decisions alone."""
     count = FEED_ROWS + 10
     for n in range(count):  # the oldest scores highest
         _append(f"r{n}", 1000 - n)
