@@ -11,13 +11,19 @@ that must not run on a misconfigured index stops at start with every problem nam
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Tags, register
+from django.db import DatabaseError
 
 from kvadmin.engines.models import Engine
 from kvadmin.index.groups import primary_problems, setting_problems, startup_problems
 
 
 def _models() -> list[str]:
-    return list(Engine.objects.values_list("model", flat=True).distinct())
+    """The registered models; none before the first migration made the engines' table (the
+    first `migrate` of a new install runs this check too)."""
+    try:
+        return list(Engine.objects.values_list("model", flat=True).distinct())
+    except DatabaseError:
+        return []
 
 
 def require_ready(who: str) -> None:
