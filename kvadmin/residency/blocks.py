@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import redis
 
 from kvadmin.engines.models import Engine
-from kvadmin.index.groups import group_of, index_groups
+from kvadmin.index.groups import IndexGroup, group_of, index_groups
 from kvadmin.index.inventory import read_inventory
 from kvadmin.residency.listing import (
     PAGE_SIZE,
@@ -109,8 +109,11 @@ def browse_blocks(
     """One page of a model's blocks (the first known model when none is named), from the
     model's index group (the models listed are those of every group). Raises
     UnknownModel for a model nobody serves or holds, InvalidFilter for a pod not serving it."""
-    groups = [client] if client is not None else [group.client() for group in index_groups()]
-    inventories = {index: read_inventory(index) for index in groups}
+    # Keyed by group (None: the caller's client, holding every model), each client taken once.
+    clients: dict[IndexGroup | None, redis.Redis] = (
+        {None: client} if client is not None else {g: g.client() for g in index_groups()}
+    )
+    inventories = {group: read_inventory(index) for group, index in clients.items()}
     pod_models = {
         pod: held.model
         for inventory in inventories.values()
@@ -123,8 +126,8 @@ def browse_blocks(
         return BlocksListing([], None, [], [], query, now=int(time.time()))
     if model not in models:
         raise UnknownModel(model)
-    client = client or group_of(model).client()  # the model's blocks are in its group
-    inventory = inventories[client]
+    group = None if client is not None else group_of(model)  # the model's blocks: its group
+    client, inventory = clients[group], inventories[group]
     pod_models = {pod: held.model for pod, held in inventory.items() if held.model is not None}
     indexed = pods_of_model(pod_models, model)
     registered = Engine.objects.filter(model=model).values_list("pod", flat=True)
