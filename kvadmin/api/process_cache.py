@@ -27,7 +27,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,12 +75,28 @@ class Snapshot:
 class _State:
     snapshot: Snapshot | None = None
     checked_at: float = float("-inf")
-    check: "tuple[asyncio.AbstractEventLoop, asyncio.Task[Snapshot]] | None" = None
-    """The check in progress, and the event loop it runs in."""
     used_at: dict[int, float] = field(default_factory=dict)
 
 
 _state = _State()
+
+
+class SharedCheck[T]:
+    """One check under way per process: callers that come while it runs await the same task
+    (on the event loop that started it), shielded, so one caller giving up (its request
+    cancelled) does not cancel the others' check."""
+
+    def __init__(self) -> None:
+        self._under_way: tuple[asyncio.AbstractEventLoop, asyncio.Task[T]] | None = None
+
+    async def run(self, start: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        loop = asyncio.get_running_loop()
+        if self._under_way is None or self._under_way[0] is not loop or self._under_way[1].done():
+            self._under_way = (loop, loop.create_task(start()))
+        return await asyncio.shield(self._under_way[1])
+
+
+_check: SharedCheck[Snapshot] = SharedCheck()
 
 
 async def snapshot(client: redis.asyncio.Redis, recheck: bool = False) -> Snapshot:
@@ -92,11 +108,7 @@ async def snapshot(client: redis.asyncio.Redis, recheck: bool = False) -> Snapsh
     current = _state.snapshot
     if current is not None and not recheck and _fresh():
         return current
-    loop = asyncio.get_running_loop()
-    if _state.check is None or _state.check[0] is not loop or _state.check[1].done():
-        _state.check = (loop, loop.create_task(_checked(client, current)))
-    # Shielded: one caller giving up (its request cancelled) must not cancel the others' check.
-    return await asyncio.shield(_state.check[1])
+    return await _check.run(lambda: _checked(client, current))
 
 
 def _fresh() -> bool:

@@ -60,15 +60,10 @@ async def current_weights() -> ActiveWeights:
     active, fresh = cached_weights()
     if fresh:
         return active  # type: ignore[return-value]
-    loop = asyncio.get_running_loop()
-    if not _weights_check or _weights_check[0] is not loop or _weights_check[1].done():
-        _weights_check[:] = [loop, loop.create_task(asyncio.to_thread(active_weights))]
-    # Shielded: one caller giving up (its request cancelled) must not cancel the others' check.
-    return await asyncio.shield(_weights_check[1])
+    return await _weights_check.run(lambda: asyncio.to_thread(active_weights))
 
 
-_weights_check: list = []
-"""[event loop, task] of the weights check under way in this process."""
+_weights_check: process_cache.SharedCheck[ActiveWeights] = process_cache.SharedCheck()
 
 
 def _serve(engines: list[EngineRow], pods: list[str] | None) -> bool:
