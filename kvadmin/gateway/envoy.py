@@ -47,12 +47,15 @@ def render(
     balancing: Balancing = "picker",
     failure_mode_allow: bool | None = None,
     subset_from_header: bool = False,
+    message_timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """The shipped config listening on `listen`, its admin on `admin` (`ip:port` each),
     asking `pickers` and sending to `pods`. `balancing` other than "picker" drops the
     ext_proc filter and balances with Envoy's own policy (a baseline). `subset_from_header`
     (tests) lets a request header `x-gateway-destination-endpoint-subset` set the subset
-    hint, as a gateway's own filters would."""
+    hint, as a gateway's own filters would. `message_timeout_s` replaces the shipped wait for
+    each picker answer (tests on a loaded machine, where a long prompt's tokenizing may take
+    longer)."""
     config = copy.deepcopy(shipped())
     config["admin"]["address"] = _address(admin)["address"]
     listener = config["static_resources"]["listeners"][0]
@@ -68,6 +71,8 @@ def render(
     ]
     if failure_mode_allow is not None:
         filters[0]["typed_config"]["failure_mode_allow"] = failure_mode_allow
+    if message_timeout_s is not None:
+        filters[0]["typed_config"]["message_timeout"] = f"{message_timeout_s:.3f}s"
     if subset_from_header:
         filters.insert(0, _subset_header_filter())
     if balancing != "picker":

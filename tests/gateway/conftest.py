@@ -140,6 +140,10 @@ class Gateway:
 
 def start_envoy(tmp_path: Path, pickers: list[str], pods: list[str], **options: Any) -> tuple:
     listen, admin = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    # Envoy waits for each picker answer past the pickers' own deadline (picker_env): on a
+    # loaded machine a long prompt's tokenizing outlasts the shipped 0.5 s, and the request
+    # would pass unrouted (failure_mode_allow).
+    options.setdefault("message_timeout_s", patient(20))
     config = envoy.write(
         envoy.render(listen, admin, pickers, pods, **options),
         tmp_path / f"envoy-{free_port()}.yaml",
