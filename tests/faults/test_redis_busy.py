@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def busy_redis(site: Site) -> Iterator[None]:
-    """The site's Redis held by a script (answering BUSY past 50 ms) until the test ends."""
+    """The site's Redis held by a script for the test, answering BUSY past 50 ms."""
     for request in REQUESTS:  # every page warm, as in the other fault tests
         assert site.call(request).status in (200, 202), request
     with held_busy(site.redis.url):
