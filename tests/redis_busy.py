@@ -33,8 +33,11 @@ def _answers_busy(url: str) -> bool:
 @contextmanager
 def held_busy(url: str) -> Iterator[None]:
     """Redis at `url` running a script (BUSY past 50 ms) from when the block starts until it
-    ends; on leaving, the script is killed and Redis answers again."""
+    ends; on leaving, the script is killed and Redis answers again, and its busy threshold is
+    put back (the session's Redis is every later test's too: at 50 ms, a long script of theirs
+    would answer BUSY to their other clients)."""
     client = redis.Redis.from_url(url, socket_timeout=None)
+    threshold = client.config_get("busy-reply-threshold")["busy-reply-threshold"]
     client.config_set("busy-reply-threshold", 50)
 
     def spin() -> None:
@@ -53,6 +56,7 @@ def held_busy(url: str) -> Iterator[None]:
         wait_until(lambda: _killed(killer) or not script.is_alive(), what="the script killed")
         script.join(timeout=patient(10))
         killer.close()
+        client.config_set("busy-reply-threshold", threshold)
         client.close()
 
 

@@ -4,7 +4,6 @@ while it lasts, backed off, and the batches published meanwhile are applied afte
 
 import logging
 import threading
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -56,13 +55,6 @@ class Registry:
         if self.faults:
             raise self.faults.pop(0)
         return self.specs
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    server = RedisServer().start()
-    yield server
-    server.stop()
 
 
 def _run(loop: IngestLoop) -> threading.Thread:
