@@ -80,7 +80,12 @@ class StateRequest:
 
 
 class RawPodState(msgspec.Struct, frozen=True):
-    """One pod's state exactly as Redis holds it (untrusted text where the scraper wrote it)."""
+    """One pod's state exactly as Redis holds it (untrusted text where the scraper wrote it).
+
+    This and the load types below are frozen msgspec Structs rather than frozen dataclasses:
+    a decision builds several per candidate, and a frozen dataclass sets each field through
+    `object.__setattr__` (its __init__ 1.7 us against 0.2 us; `decide` lost a fifth of its
+    CPU)."""
 
     busy_until_ms: str | None = None
     prefill_ms: str | None = None
