@@ -148,7 +148,7 @@ def test_a_redis_held_busy_by_a_script_is_an_outage_the_loop_outlives(
         publisher.publish([stored(1)])
         wait_until(lambda: _applied(client, 1), what="block 1 applied")
 
-        with held_busy(own_redis.url, 3):
+        with held_busy(own_redis.url):
             publisher.publish([stored(2)])  # the loop's script call meets BUSY
             wait_until(lambda: loop.guard.counts["redis_unavailable"], what="a BUSY round")
 

@@ -93,7 +93,7 @@ def test_a_busy_redis_is_outlived(own_redis, target) -> None:
     port = own_redis.connection_pool.connection_kwargs["port"]
     with _running(scraper):
         wait_until(lambda: _scrapes(own_redis, POD, "ok") >= 1, what="a first scrape")
-        with held_busy(f"redis://127.0.0.1:{port}/0", 2):
+        with held_busy(f"redis://127.0.0.1:{port}/0"):
             wait_until(lambda: scraper.guard.counts["redis_unavailable"], what="a BUSY round")
         before = _scrapes(own_redis, POD, "ok")
         wait_until(lambda: _scrapes(own_redis, POD, "ok") > before, timeout=30, what="scrapes")
