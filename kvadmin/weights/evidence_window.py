@@ -154,8 +154,9 @@ def folded(
             changed[name] = {who: list(kept) for who, kept in lines.get(name, {}).items()}
         line = changed[name].setdefault(item.requester[:MAX_REQUESTER_CHARS], [])
         line.append(
-            Kept(item.at, window.computed_tokens, window.prefill_s, window.running,
-                 window.lower_hits)  # fmt: skip
+            Kept(
+                item.at, window.computed_tokens, window.prefill_s, window.running, window.lower_hits
+            )  # fmt: skip
         )
     for name, of_pod in changed.items():
         for who in list(of_pod):
