@@ -79,6 +79,12 @@ class LeaseKeeper:
     def start(self) -> None:
         self._thread.start()
 
+    def join(self) -> None:
+        """Wait for a renewal in flight once `stop` is set (a call's own socket timeout bounds
+        it), so that nothing renews what the reading thread then releases."""
+        if self._thread.is_alive():
+            self._thread.join()
+
     def take_lost(self) -> set[StreamId]:
         with self._lock:
             lost, self._lost = self._lost, set()

@@ -135,6 +135,7 @@ class IngestLoop:
                 # it must not end ingestion in this worker for good.
                 self.recover(self.guard.failed(error))
                 next_housekeeping = 0.0
+        self.lease_keeper.join()
         self.drop_all(release=True)
         with contextlib.suppress(redis.RedisError):
             self.leases.leave()
