@@ -1,7 +1,8 @@
 """The endpoint picker behind the real Envoy, against Envoy balancing on its own, in one run.
 
 Run from the project root: `.venv/bin/python bench/gateway.py [--seconds S] [--baseline REV]
-[--only latency]` (a few minutes; `--only latency` runs 1. and 4. alone, in seconds).
+[--only latency|load]` (a few minutes; `--only latency` runs 1. and 4. alone, in seconds,
+`--only load` 3. alone).
 Say how many cores the machine has and its load average when quoting the figures: Envoy, the
 picker, the pods, Redis and the load generators share them.
 
@@ -16,9 +17,16 @@ own policy). Configurations take turns, round after round, so that all see the s
    keep-alive clients: p50/p99 through the picker against round robin.
 2. Long prompts: about 220 KB of text each (8 documents, a question each), streamed, from 20
    and 100 clients, instant pods: p50/p99 time to first byte of the body, requests/s.
-3. TTFT under load: timed pods (`--time-scale 1`), the same 8 documents asked in turn, open
-   loop (Poisson arrivals) at 0.5 and 0.8 of the fleet's capacity without hits: p90 TTFT
-   through the picker (`ttft` policy), round robin and least request.
+   Every table also gives the hit rate the pods delivered, their queue wait, the busiest
+   pod's requests over the mean, and what the picker (degraded choices and why, outcomes
+   recorded) and its Envoy (requests passed without the picker, retries) counted.
+3. TTFT under load: timed pods (`--time-scale 1`: scoring.ttft's default prefill speed, so a
+   hit saves most of a request's time) of 512 GPU blocks, fewer than the workload's prefixes
+   need, so where a request goes decides its hit. The workload is the demo's
+   (kvadmin/fleet/workload.py: shared system prompts, multi-turn chats, 10% cold one-offs),
+   a trace of its own per gateway and round. The fleet's capacity is measured on it (16
+   keep-alive clients through least request); open loop (Poisson arrivals) at 0.5 and 0.8 of
+   it: p90 TTFT through the picker (`ttft` policy), round robin and least request.
 4. Decisions per CPU second: the picker process's CPU per routed request in 1., against the
    web server's per decision for POST /api/v1/score (the lean path) with the same bodies.
 
@@ -36,6 +44,7 @@ import multiprocessing
 import os
 import random
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -248,6 +257,27 @@ def load(port: int, requests: list[bytes], seconds: float, clients: int = 0, rat
 # The rig --------------------------------------------------------------------------------------
 
 
+def events_ports() -> int:
+    """The first of PODS events ports whose replay ports (REPLAY_PORT_OFFSET above) are free
+    too: a pod binds both, and a replay port taken by another process kills the fleet."""
+    from kvadmin.fleet.fleet import REPLAY_PORT_OFFSET
+
+    while True:
+        first = free_ports(PODS)
+        if free_ports_at(first + REPLAY_PORT_OFFSET):
+            return first
+
+
+def free_ports_at(first: int) -> bool:
+    try:
+        with contextlib.ExitStack() as held:
+            for port in range(first, first + PODS):
+                held.enter_context(socket.create_server(("127.0.0.1", port)))
+    except OSError:
+        return False
+    return True
+
+
 @dataclass
 class Rig:
     env: dict[str, str]
@@ -277,7 +307,7 @@ class Rig:
         """4 registered pods on free ports; their process and serving addresses."""
         from kvadmin.fleet.fleet import READY_LINE
 
-        http_port, base_port = free_ports(PODS), free_ports(PODS)
+        http_port, base_port = free_ports(PODS), events_ports()
         process = self.spawn(
             sys.executable, "manage.py", "simulate", "--pods", str(PODS), "--kind", "vllm",
             "--model", MODEL, "--tokenizer", "deepseek-v4", "--register",
