@@ -132,8 +132,9 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # with calibration "manual" are left alone.
     "CALIBRATION": True,
     "CALIBRATION_PERIOD_SECONDS": 2.0,
-    # ... and from the newest CALIBRATION_OUTCOMES delivered outcomes (TTFT, cached and prompt
-    # tokens) of the last CALIBRATION_OUTCOME_SECONDS (kvadmin.weights.evidence).
+    # ... and from the delivered outcomes (TTFT, cached and prompt tokens) of the last
+    # CALIBRATION_OUTCOME_SECONDS, folded as they arrive, at most CALIBRATION_OUTCOMES per run
+    # (kvadmin.weights.evidence_window).
     "CALIBRATION_OUTCOMES": 2000,
     "CALIBRATION_OUTCOME_SECONDS": 900.0,
     # Each process re-reads the published tier-weights version at most this often (seconds).

@@ -360,6 +360,15 @@ OUTCOMES_KEY = "kvadmin:outcomes"
 """HASH: decision id -> JSON outcome (cached_tokens, prompt_tokens, ttft_ms, at). Written once
 (HSETNX); a field goes when route_record.lua trims its id out of DECISION_IDS_KEY."""
 
+OUTCOME_LOG_KEY = "kvadmin:outcome-log"
+"""STREAM, capped at DECISIONS_MAX: each timed outcome as it is recorded, field "d" = its
+decision (JSON, the chosen pod's estimate only), "o" = the outcome JSON. Calibration follows it
+from a cursor (kvadmin.weights.evidence_window) instead of rescanning the decision log."""
+
+CALIBRATION_EVIDENCE_KEY = "kvadmin:calibration:evidence"
+"""HASH: calibration's folded outcomes (kvadmin.weights.evidence_window): "cursor", "consumed",
+"generation", "lost", and per model and pod "w:{model}US{pod}" = JSON requester -> windows."""
+
 OUTCOME_MINUTES_KEY_PREFIX = "kvadmin:metrics:outcomes:"
 """HASH per minute (unix seconds // 60), with a TTL: "{model}US{pod}RS{tally}" -> tokens (or
 outcomes) of the decisions whose outcome arrived that minute, for the dashboard."""

@@ -50,7 +50,7 @@ from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
 from kvadmin.metrics.recorder import HITS_TTL_SECONDS, bucket_of, outcome_minute_key
 from kvadmin.routing import answer, decisions, requesters
-from kvadmin.routing.decisions import Decision
+from kvadmin.routing.decisions import CandidateEstimate, Decision
 from scoring import keys
 from scoring.route_state import (
     WAIT_FACTOR_BOUNDS,
@@ -294,8 +294,11 @@ def _record_input(
         outcome_minute_key(int(outcome.at // 60)),
         *(family.key for family in tallies.values()),
         *(families.OUTCOME_TIMINGS[name].key for name in timings),
+        keys.OUTCOME_LOG_KEY,
     ]
     chosen = decision.estimate_of(decision.chosen) if decision.chosen else None
+    logged = _logged(decision, chosen) if outcome.ttft_ms is not None else ""
+    args += [logged, knob("DECISIONS_MAX")]
     if outcome.ttft_ms is not None and chosen is not None:
         # The delivered time corrects the pod's wait (scoring.route_state, corrected_wait_log).
         script_keys.append(keys.queue_key(chosen.pod))
@@ -303,6 +306,17 @@ def _record_input(
         args += [repr(WAIT_LEARNING), repr(WAIT_STEP_BOUND), repr(WAIT_MIN_SHARE)]
         args += [repr(math.log(bound)) for bound in WAIT_FACTOR_BOUNDS]
     return script_keys, args
+
+
+def _logged(decision: Decision, chosen: CandidateEstimate | None) -> bytes | str:
+    """The decision as the outcome log keeps it (keys.OUTCOME_LOG_KEY): what a comparison
+    reads of it (`prediction_error.Routed`: the chosen pod's estimate), the rest left out so
+    an entry stays small; "" (not logged) without a chosen pod's estimate."""
+    if chosen is None:
+        return ""
+    return decisions.encode(
+        msgspec.structs.replace(decision, estimates=[chosen], scores=[], candidates=[])
+    )
 
 
 def _timings(

@@ -26,6 +26,7 @@ import redis
 from kvadmin.routing import decisions
 from kvadmin.routing.decisions import CandidateEstimate
 from kvadmin.routing.outcomes import Outcome, outcomes_of
+from scoring import keys
 
 
 class Routed(msgspec.Struct, kw_only=True):
@@ -41,6 +42,7 @@ class Routed(msgspec.Struct, kw_only=True):
 
 
 _decoder = msgspec.json.Decoder(Routed)
+_outcome_decoder = msgspec.json.Decoder(Outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,58 @@ def _pages(client: redis.Redis, pod: str | None, since: float) -> Iterator[list[
         yield page
         if older:
             return
+
+
+@dataclass(frozen=True, slots=True)
+class LogRead:
+    """What one read of the outcome log (keys.OUTCOME_LOG_KEY) after a cursor found."""
+
+    found: list[Delivered]
+    """The comparable outcomes among the entries read, in arrival order."""
+    last_id: str
+    """The last entry read; "" when none was."""
+    read: int
+    """Entries read, comparable or not."""
+    added: int
+    """Entries ever added to the log (0: there is no log)."""
+    length: int
+    first_id: str
+    """The log's oldest entry ("" when empty): past the cursor, entries were trimmed unread."""
+
+
+def logged_after(client: redis.Redis, after: str, count: int) -> LogRead:
+    """The oldest `count` entries of the outcome log after the entry `after` ("": from the
+    start), with the log's size and history. One round trip."""
+    pipeline = client.pipeline(transaction=False)
+    pipeline.xinfo_stream(keys.OUTCOME_LOG_KEY)
+    pipeline.xrange(keys.OUTCOME_LOG_KEY, min=f"({after}" if after else "-", count=count)
+    info, entries = pipeline.execute(raise_on_error=False)
+    if isinstance(info, redis.ResponseError):  # no log yet
+        return LogRead([], "", 0, 0, 0, "")
+    if isinstance(entries, Exception):
+        raise entries
+    found = []
+    for _, fields in entries:
+        compared = _logged(fields)
+        if compared is not None:
+            found.append(compared)
+    return LogRead(
+        found,
+        entries[-1][0] if entries else "",
+        len(entries),
+        int(info.get("entries-added", 0)),
+        int(info["length"]),
+        info.get("recorded-first-entry-id") or (info.get("first-entry") or ("",))[0],
+    )
+
+
+def _logged(fields: dict[str, str]) -> Delivered | None:
+    try:
+        decision = _decoder.decode(fields["d"])
+        outcome = _outcome_decoder.decode(fields["o"])
+    except (KeyError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    return _compared(decision, outcome) if decision.chosen is not None else None
 
 
 def _compared(decision: Routed, outcome: Outcome) -> Delivered | None:

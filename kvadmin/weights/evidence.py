@@ -8,18 +8,19 @@ time (the delivered TTFT less the predicted wait). Outcomes whose predicted wait
 WAIT_SHARE of their TTFT are left out: there the wait estimate's own error would be fitted as
 prefill. Outcomes of pods that are not enabled engines of the decision's model are ignored.
 How much an outcome weighs is fit.fit's rule: one line per requester and pod, one vote each.
+The outcomes are folded as they arrive into a bounded window kept in Redis (kvadmin.weights.
+evidence_window), so a fit reads only what arrived since the last one.
 """
 
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import redis
 
-from kvadmin.conf import knob
 from kvadmin.engines.models import Engine
-from kvadmin.routing.prediction_error import Delivered, delivered
+from kvadmin.routing.prediction_error import Delivered
 from kvadmin.weights.config import WeightConfig
+from kvadmin.weights.evidence_window import Followed, follow
 from kvadmin.weights.fit import PLAUSIBLE, Fit, Window, fit_from_engines
 from scoring.policy import SPECULATIVE_MEDIUM
 from scoring.weights import normalize_name
@@ -30,27 +31,18 @@ WAIT_SHARE: Final = 0.25
 def evidence_fit(client: redis.Redis, config: WeightConfig) -> Fit:
     """The fit of the enabled engines' counters and their recent outcomes, with `config`'s
     parameters as the base and its lower-tier weight as the reload cost."""
+    return followed_fit(client, config)[0]
+
+
+def followed_fit(client: redis.Redis, config: WeightConfig) -> tuple[Fit, Followed]:
+    """`evidence_fit`, and what folding the outcomes that arrived since the last fit found
+    (kvadmin.weights.evidence_window)."""
     engines = list(Engine.objects.filter(enabled=True).values_list("pod", "model", "kind"))
     reload = 1.0 - config.tier_weights().weight_for("CPU")
-    found = delivered(
-        client,
-        knob("CALIBRATION_OUTCOMES"),
-        since=time.time() - knob("CALIBRATION_OUTCOME_SECONDS"),
-    )
     served = {(pod, model) for pod, model, _ in engines}
-    return fit_from_engines(client, engines, config.ttft, reload, reported_windows(found, served))
-
-
-def reported_windows(
-    found: Iterable[Delivered], served: set[tuple[str, str]]
-) -> dict[str, dict[str, list[Window]]]:
-    """Pod -> requester -> the windows of its outcomes, oldest first."""
-    reported: dict[str, dict[str, list[Window]]] = {}
-    for item in sorted(found, key=lambda item: item.at):
-        window = outcome_window(item)
-        if window is not None and (item.pod, item.model) in served:
-            reported.setdefault(item.pod, {}).setdefault(item.requester, []).append(window)
-    return reported
+    followed = follow(client, served, outcome_window)
+    fitted = fit_from_engines(client, engines, config.ttft, reload, followed.reported)
+    return fitted, followed
 
 
 def outcome_window(item: Delivered) -> Window | None:

@@ -1,16 +1,20 @@
 -- Record a decision's outcome once, and add it to the hit accounting in the same step: two
 -- processes posting the same outcome at once get one "recorded" and one "repeated", and the
--- accounting counts it once. kvadmin/routing/outcomes.py builds KEYS and ARGV.
+-- accounting counts it once; a timed outcome is also appended to the outcome log, which
+-- calibration follows (kvadmin.weights.evidence_window). kvadmin/routing/outcomes.py builds
+-- KEYS and ARGV.
 --
 -- KEYS: 1 the decision id index ZSET, 2 the outcomes HASH, 3 this minute's outcome bucket,
 --       then one counter family HASH per tally, then one histogram family HASH per timing
---       observed (none when the outcome reported no time to first token), then the chosen
---       pod's queue HASH when the outcome corrects its wait.
+--       observed (none when the outcome reported no time to first token), then the outcome
+--       log STREAM, then the chosen pod's queue HASH when the outcome corrects its wait.
 -- ARGV: 1 the decision id, 2 the outcome JSON, 3 the counters' label field (model US pod),
 --       4 the bucket's TTL in seconds, 5 the number of tallies, then per tally (in KEYS
 --       order): its name, its amount; then the number of timings, and per timing (in KEYS
 --       order): its name, its bucket index, the histogram's value (seconds for a time), the
---       minute bucket's (ms for a time); then, with the queue key, the wait correction's
+--       minute bucket's (ms for a time); then the decision's entry for the outcome log (""
+--       when the outcome times nothing: it is not logged) and the log's cap; then, with the
+--       queue key, the wait correction's
 --       inputs: the predicted wait, predicted prefill and delivered TTFT in seconds, the
 --       learning share, the step bound, the least share of the predicted TTFT the wait must
 --       be, the factor's bounds as logs (low, high).
@@ -42,8 +46,13 @@ for k = 4 + tallies, 3 + tallies + timings do
   at = at + 4
 end
 redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
+if ARGV[at] ~= '' then
+  redis.call('XADD', KEYS[4 + tallies + timings], 'MAXLEN', '~', ARGV[at + 1], '*',
+             'd', ARGV[at], 'o', ARGV[2])
+end
+at = at + 2
 
-local queue = KEYS[4 + tallies + timings]
+local queue = KEYS[5 + tallies + timings]
 if queue and redis.call('HEXISTS', queue, 'busy_until_ms') == 1 then
   local wait, prefill, delivered = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   local share, bound, least = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])
