@@ -1,7 +1,8 @@
 """The endpoint picker behind the real Envoy, against Envoy balancing on its own, in one run.
 
 Run from the project root: `.venv/bin/python bench/gateway.py [--seconds S] [--baseline REV]
-[--only latency]` (a few minutes; `--only latency` runs 1. and 4. alone, in seconds).
+[--only latency|load]` (a few minutes; `--only latency` runs 1. and 4. alone, in seconds,
+`--only load` 3. alone).
 Say how many cores the machine has and its load average when quoting the figures: Envoy, the
 picker, the pods, Redis and the load generators share them.
 
@@ -16,9 +17,16 @@ own policy). Configurations take turns, round after round, so that all see the s
    keep-alive clients: p50/p99 through the picker against round robin.
 2. Long prompts: about 220 KB of text each (8 documents, a question each), streamed, from 20
    and 100 clients, instant pods: p50/p99 time to first byte of the body, requests/s.
-3. TTFT under load: timed pods (`--time-scale 1`), the same 8 documents asked in turn, open
-   loop (Poisson arrivals) at 0.5 and 0.8 of the fleet's capacity without hits: p90 TTFT
-   through the picker (`ttft` policy), round robin and least request.
+   Every table also gives the hit rate the pods delivered, their queue wait, the busiest
+   pod's requests over the mean, and what the picker (degraded choices and why, outcomes
+   recorded) and its Envoy (requests passed without the picker, retries) counted.
+3. TTFT under load: timed pods (`--time-scale 1`: scoring.ttft's default prefill speed, so a
+   hit saves most of a request's time) of 512 GPU blocks, fewer than the workload's prefixes
+   need, so where a request goes decides its hit. The workload is the demo's
+   (kvadmin/fleet/workload.py: shared system prompts, multi-turn chats, 10% cold one-offs),
+   a trace of its own per gateway and round. The fleet's capacity is measured on it (16
+   keep-alive clients through least request); open loop (Poisson arrivals) at 0.5 and 0.8 of
+   it: p90 TTFT through the picker (`ttft` policy), round robin and least request.
 4. Decisions per CPU second: the picker process's CPU per routed request in 1., against the
    web server's per decision for POST /api/v1/score (the lean path) with the same bodies.
 
@@ -30,16 +38,20 @@ picker against REV's, as ratios.
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import multiprocessing
 import os
 import random
+import re
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +72,11 @@ MODEL = "deepseek-ai/DeepSeek-V4-Flash"
 PODS = 4
 ROUNDS = 2
 GENERATORS = 2
+INSTANT_GPU_BLOCKS = 2048
+TIMED_GPU_BLOCKS = 512
+"""Fewer than the workload's prefixes need: where a request goes decides its hit."""
+LOAD_SECONDS = 4
+"""3.'s runs are this many times --seconds: enough arrivals for a p90."""
 WORDS = ("cache", "block", "prefix", "tier", "engine", "router", "token", "pod", "queue")
 
 
@@ -77,10 +94,10 @@ def completion(prompt: str, stream: bool = False, max_tokens: int = 4) -> bytes:
     return json.dumps(body).encode()
 
 
-def http_request(body: bytes) -> bytes:
+def http_request(body: bytes, path: str = "/v1/completions") -> bytes:
     return (
-        b"POST /v1/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
-        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        b"POST %s HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body)
     )
 
 
@@ -94,11 +111,44 @@ class Run:
     total: list[float] = field(default_factory=list)
     statuses: Counter = field(default_factory=Counter)
     seconds: float = 0.0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    """The pods' usage of the answers: cached / prompt is the hit rate delivered."""
+    pods: Counter = field(default_factory=Counter)
+    """Answers by the pod that served them (the simulated pods name themselves)."""
+    queued: list[float] = field(default_factory=list)
+    """Seconds each answered request waited in its pod's prefill queue (timed pods)."""
 
     def add(self, other: "Run") -> None:
         self.ttfb += other.ttfb
         self.total += other.total
         self.statuses.update(other.statuses)
+        self.prompt_tokens += other.prompt_tokens
+        self.cached_tokens += other.cached_tokens
+        self.pods.update(other.pods)
+        self.queued += other.queued
+
+    def served(self, body: bytes) -> None:
+        """What the pod's answer says of itself: its usage, its name, its queue wait."""
+        for name, pattern in _ANSWER_FIELDS.items():
+            found = pattern.findall(body)
+            if not found:
+                continue
+            value = found[-1]
+            if name == "pod":
+                self.pods[value.decode()] += 1
+            elif name == "queued_ms":
+                self.queued.append(float(value) / 1000)
+            else:
+                setattr(self, name, getattr(self, name) + int(value))
+
+
+_ANSWER_FIELDS = {
+    "prompt_tokens": re.compile(rb'"prompt_tokens":\s*(\d+)'),
+    "cached_tokens": re.compile(rb'"cached_tokens":\s*(\d+)'),
+    "pod": re.compile(rb'"pod":\s*"([^"]+)"'),
+    "queued_ms": re.compile(rb'"queued_ms":\s*([0-9.]+)'),
+}
 
 
 async def _exchange(reader, writer, request: bytes, run: Run) -> None:
@@ -108,6 +158,7 @@ async def _exchange(reader, writer, request: bytes, run: Run) -> None:
     status = int(head[9:12])
     first = None
     lowered = head.lower()
+    last = b""
     if b"transfer-encoding: chunked" in lowered:
         while True:
             size = int((await reader.readline()).strip(), 16)
@@ -116,24 +167,28 @@ async def _exchange(reader, writer, request: bytes, run: Run) -> None:
                 first = time.perf_counter()
             if size == 0:
                 break
-            del data
+            if b'"usage"' in data:
+                last = data
     else:
         length = int(lowered.split(b"content-length:")[1].split(b"\r\n")[0])
-        await reader.readexactly(length)
+        last = await reader.readexactly(length)
         first = time.perf_counter()
     if status == 200:
         run.ttfb.append(first - started)
         run.total.append(time.perf_counter() - started)
+        run.served(last)
     run.statuses[status] += 1
 
 
-async def _closed_loop(port: int, requests: list[bytes], until: float, run: Run) -> None:
+async def _closed_loop(
+    port: int, requests: list[bytes], turns: Iterator[int], until: float, run: Run
+) -> None:
+    """One keep-alive client; each request is the next of `requests` the clients of this
+    process have not sent (a trace keeps its order: a conversation's turns come in turn)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    n = random.randrange(len(requests))
     try:
         while time.perf_counter() < until:
-            await _exchange(reader, writer, requests[n % len(requests)], run)
-            n += 1
+            await _exchange(reader, writer, requests[next(turns) % len(requests)], run)
     except (OSError, asyncio.IncompleteReadError, ValueError):
         run.statuses["connection lost"] += 1
     finally:
@@ -167,13 +222,14 @@ def _generate(port, requests, clients, rate, start, seconds, out) -> None:
         if rate:
             await _open_loop(port, requests, rate, until, run)
         else:
+            turns = itertools.count()
             await asyncio.gather(
-                *(_closed_loop(port, requests, until, run) for _ in range(clients))
+                *(_closed_loop(port, requests, turns, until, run) for _ in range(clients))
             )
         return run
 
     run = asyncio.run(main())
-    out.send((run.ttfb, run.total, dict(run.statuses)))
+    out.send(run)
 
 
 def load(port: int, requests: list[bytes], seconds: float, clients: int = 0, rate: float = 0):
@@ -182,18 +238,18 @@ def load(port: int, requests: list[bytes], seconds: float, clients: int = 0, rat
     shares = [clients // processes + (i < clients % processes) for i in range(processes)]
     start = time.time() + 0.3
     pipes, workers = [], []
-    for share in shares:
+    for i, share in enumerate(shares):
         receiving, sending = multiprocessing.Pipe(duplex=False)
+        part = requests[i::processes]  # each process its share of the trace, in order
         worker = multiprocessing.Process(
-            target=_generate, args=(port, requests, share, rate, start, seconds, sending)
+            target=_generate, args=(port, part, share, rate, start, seconds, sending)
         )
         worker.start()
         pipes.append(receiving)
         workers.append(worker)
     total = Run(seconds=seconds)
     for receiving, worker in zip(pipes, workers, strict=True):
-        ttfb, latencies, statuses = receiving.recv()
-        total.add(Run(ttfb, latencies, Counter(statuses)))
+        total.add(receiving.recv())
         worker.join()
     return total
 
@@ -201,11 +257,34 @@ def load(port: int, requests: list[bytes], seconds: float, clients: int = 0, rat
 # The rig --------------------------------------------------------------------------------------
 
 
+def events_ports() -> int:
+    """The first of PODS events ports whose replay ports (REPLAY_PORT_OFFSET above) are free
+    too: a pod binds both, and a replay port taken by another process kills the fleet."""
+    from kvadmin.fleet.fleet import REPLAY_PORT_OFFSET
+
+    while True:
+        first = free_ports(PODS)
+        if free_ports_at(first + REPLAY_PORT_OFFSET):
+            return first
+
+
+def free_ports_at(first: int) -> bool:
+    try:
+        with contextlib.ExitStack() as held:
+            for port in range(first, first + PODS):
+                held.enter_context(socket.create_server(("127.0.0.1", port)))
+    except OSError:
+        return False
+    return True
+
+
 @dataclass
 class Rig:
     env: dict[str, str]
     workdir: Path
     processes: list[subprocess.Popen] = field(default_factory=list)
+    admins: dict[int, int] = field(default_factory=dict)
+    """Each Envoy's admin port by its listener's."""
 
     def spawn(self, *command: str, ready: str | None = None, cwd: Path = ROOT) -> subprocess.Popen:
         log = (self.workdir / f"{len(self.processes)}.log").open("w")
@@ -224,27 +303,26 @@ class Rig:
                 raise SystemExit(f"{command[:3]} exited:\n{Path(log.name).read_text()[-3000:]}")
         return process
 
-    def fleet(self, time_scale: float) -> tuple[subprocess.Popen, list[str]]:
+    def fleet(self, time_scale: float, gpu_blocks: int) -> tuple[subprocess.Popen, list[str]]:
         """4 registered pods on free ports; their process and serving addresses."""
         from kvadmin.fleet.fleet import READY_LINE
 
-        http_port, base_port = free_ports(PODS), free_ports(PODS)
+        http_port, base_port = free_ports(PODS), events_ports()
         process = self.spawn(
             sys.executable, "manage.py", "simulate", "--pods", str(PODS), "--kind", "vllm",
             "--model", MODEL, "--tokenizer", "deepseek-v4", "--register",
             "--http-port", str(http_port), "--base-port", str(base_port),
             "--time-scale", str(time_scale), "--decode-seconds", "0.5",
-            "--gpu-blocks", "2048", "--max-model-len", "262144", ready=READY_LINE,
+            "--gpu-blocks", str(gpu_blocks), "--max-model-len", "262144", ready=READY_LINE,
         )  # fmt: skip
         return process, [f"127.0.0.1:{http_port + i}" for i in range(PODS)]
 
     def envoy(self, pods: list[str], picker: str, balancing: str) -> int:
         from kvadmin.gateway import envoy
 
-        port = free_port()
-        config = envoy.render(
-            f"127.0.0.1:{port}", f"127.0.0.1:{free_port()}", [picker], pods, balancing
-        )
+        port, admin = free_port(), free_port()
+        config = envoy.render(f"127.0.0.1:{port}", f"127.0.0.1:{admin}", [picker], pods, balancing)
+        self.admins[port] = admin
         path = envoy.write(config, self.workdir / f"envoy-{port}.yaml")
         self.spawn(
             envoy.binary(), "-c", str(path), "--concurrency", "2", "-l", "error",
@@ -282,37 +360,90 @@ class Rig:
 PICKER_METRICS = free_port()
 
 
-def picker_answers() -> dict[str, int]:
-    """The picker's counted answers (routed, degraded...) since it started."""
+PICKER_COUNTERS = {
+    "answers": 'kvadmin_picker_requests_total{answer="',
+    "degraded": 'kvadmin_picker_degraded_total{reason="',
+    "outcomes": 'kvadmin_picker_outcomes_total{result="',
+}
+
+
+def picker_counters() -> dict[str, Counter]:
+    """The picker's counters since it started: its answers (routed, degraded...), why its
+    choices were degraded, what became of the outcomes (recorded: the wait correction and
+    calibration learn from them)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{PICKER_METRICS}/metrics", timeout=5).read()
-    prefix = 'kvadmin_picker_requests_total{answer="'
-    return {
-        line[len(prefix) :].split('"')[0]: int(float(line.split()[-1]))
-        for line in text.decode().splitlines()
-        if line.startswith(prefix)
-    }
+    found = {name: Counter() for name in PICKER_COUNTERS}
+    for line in text.decode().splitlines():
+        for name, prefix in PICKER_COUNTERS.items():
+            if line.startswith(prefix):
+                found[name][line[len(prefix) :].split('"')[0]] = int(float(line.split()[-1]))
+    return found
+
+
+ENVOY_STATS = ("ext_proc.failure_mode_allowed", "ext_proc.message_timeouts", "upstream_rq_retry")
+
+
+def envoy_stats(admin: int) -> Counter:
+    """The Envoy's requests that went on without the picker's answer (failure_mode_allow:
+    Envoy's round robin placed them) and its retries (a refused or reset pod: the next
+    endpoint the picker named)."""
+    url = f"http://127.0.0.1:{admin}/stats?filter=ext_proc|upstream_rq_retry"
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    found = Counter()
+    for line in text.splitlines():
+        name, _, value = line.partition(": ")
+        for stat in ENVOY_STATS:
+            if name.endswith(stat) and value.strip().isdigit():
+                found[stat] += int(value)
+    return found
+
+
+def since(now: dict[str, Counter], before: dict[str, Counter]) -> str:
+    return "; ".join(
+        f"{name} {dict(+(now[name] - before[name]))}" for name in now if +(now[name] - before[name])
+    )
 
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:8.1f}"
 
 
-def compare(title: str, gateways: dict[str, int], requests: list[bytes], seconds: float, **how):
-    """Each gateway ROUNDS times, in turns; prints p50/p99 (and p90) of the first byte."""
+Trace = Callable[[str, int], list[bytes]]
+"""The requests a gateway is sent in a round (-1: the warm-up)."""
+
+
+def same(requests: list[bytes]) -> Trace:
+    return lambda name, turn: requests
+
+
+def compare(
+    title: str, rig: Rig, gateways: dict[str, int], trace: Trace, seconds: float, **how
+) -> dict[str, Run]:
+    """Each gateway ROUNDS times, in turns; prints p50/p99 (and p90) of the first byte, the
+    hit rate the pods delivered, their queue wait, how evenly the requests spread (the
+    busiest pod's over the mean), and what the picker and its Envoy counted meanwhile."""
     runs = {name: Run() for name in gateways}
-    for port in gateways.values():  # warm: tokenizers loaded, connections open
-        load(port, requests, 1.0, **how)
-    for _ in range(ROUNDS):
+    for name, port in gateways.items():  # warm: tokenizers loaded, connections open
+        load(port, trace(name, -1), 1.0, **how)
+    before = picker_counters() | {"envoy": envoy_stats(rig.admins[gateways["picker"]])}
+    for turn in range(ROUNDS):
         for name, port in gateways.items():
-            runs[name].add(load(port, requests, seconds, **how))
+            runs[name].add(load(port, trace(name, turn), seconds, **how))
             runs[name].seconds += seconds
-    print(f"\n{title}; the picker's answers so far: {picker_answers()}")
-    print(f"{'':>14} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'req/s':>7}  statuses")
+    now = picker_counters() | {"envoy": envoy_stats(rig.admins[gateways["picker"]])}
+    print(f"\n{title}\n   meanwhile, the picker and its Envoy: {since(now, before)}")
+    print(
+        f"{'':>14} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'req/s':>7} {'hits':>5} "
+        f"{'queue ms':>8} {'max/mean':>8}  statuses"
+    )
     for name, run in runs.items():
+        hits = run.cached_tokens / max(run.prompt_tokens, 1)
+        spread = max(run.pods.values(), default=0) / max(len(run.ttfb) / PODS, 1)
+        queue = sum(run.queued) / max(len(run.queued), 1)
         print(
             f"{name:>14} {ms(percentile(run.ttfb, 0.5))} {ms(percentile(run.ttfb, 0.9))} "
-            f"{ms(percentile(run.ttfb, 0.99))} {len(run.ttfb) / run.seconds:7.1f}  "
-            f"{dict(run.statuses)}"
+            f"{ms(percentile(run.ttfb, 0.99))} {len(run.ttfb) / run.seconds:7.1f} {hits:5.2f} "
+            f"{ms(queue)} {spread:8.2f}  {dict(run.statuses)}"
         )
     return runs
 
@@ -324,7 +455,7 @@ def added(runs: dict[str, Run], fraction: float, picker: str = "picker") -> floa
 
 
 def bench_latency(
-    gateways: dict[str, int], pickers: dict[str, subprocess.Popen], seconds: float
+    rig: Rig, gateways: dict[str, int], pickers: dict[str, subprocess.Popen], seconds: float
 ) -> float:
     """1.; returns this tree's picker's CPU seconds per routed request at 8 clients. With a
     baseline picker, each picker's figures against it."""
@@ -333,7 +464,7 @@ def bench_latency(
     for clients in (1, 8):
         before = {name: _cpu_seconds(process.pid) for name, process in pickers.items()}
         title = f"1. added latency, short completions, {clients} client(s)"
-        runs = compare(title, gateways, short, seconds, clients=clients)
+        runs = compare(title, rig, gateways, same(short), seconds, clients=clients)
         for name, process in pickers.items():
             spent = _cpu_seconds(process.pid) - before[name]
             cpu[name] = spent / max(len(runs[name].ttfb), 1)
@@ -380,32 +511,59 @@ def bench_api_cpu(env: dict[str, str], token: str, picker_cpu: float, seconds: f
     )
 
 
-def bench_long(gateways: dict[str, int], seconds: float) -> None:
+def bench_long(rig: Rig, gateways: dict[str, int], seconds: float) -> None:
     """2."""
     texts = documents(random.Random(2), 8, 220_000)
     long = [http_request(completion(f"{d} q{n}", stream=True)) for n, d in enumerate(texts * 2)]
     for clients in (20, 100):
         title = f"2. ~220 KB prompts, streamed, {clients} clients (time to first chunk)"
-        runs = compare(title, gateways, long, seconds, clients=clients)
+        runs = compare(title, rig, gateways, same(long), seconds, clients=clients)
         print(
             f"   added by the picker: p50 {added(runs, 0.5):.1f} ms, p99 {added(runs, 0.99):.1f} ms"
         )
 
 
-def bench_load(gateways: dict[str, int], seconds: float) -> None:
-    """3."""
-    asked = documents(random.Random(3), 8, 12_000)
-    questions = [
-        http_request(completion(f"{d} question {n}", max_tokens=8))
-        for n in range(64)
-        for d in asked
-    ]
-    capacity = PODS / cold_prefill_seconds(asked[0])
-    print(f"\n3. capacity without hits: {capacity:.1f} requests/s ({PODS} pods)")
+def conversations(seed: int, count: int) -> list[bytes]:
+    """`count` requests of the demo's traffic (kvadmin/fleet/workload.py), in order: 12 groups
+    of 8 users behind long system prompts (200-800 words), multi-turn chats whose prompt grows
+    by a reply and a question each turn, 10% cold one-off completions. Each reply is fed back,
+    so a conversation's next turn extends its last prompt, as a chat client's does."""
+    from kvadmin.fleet.workload import Workload
+
+    workload, rng = Workload(MODEL, seed=seed), random.Random(seed)
+    trace = []
+    for _ in range(count):
+        request = workload.next_request()
+        trace.append(http_request(json.dumps(request.body).encode(), request.path))
+        workload.record_reply(request, " ".join(rng.choice(WORDS) for _ in range(8)))
+    return trace
+
+
+def bench_load(rig: Rig, gateways: dict[str, int], seconds: float) -> None:
+    """3. Every gateway's every round gets a trace of its own (its own system prompts and
+    users): none finds what another's requests left in the pods' caches. The capacity is
+    measured, on this workload: the requests/s the fleet answers with every pod's queue full
+    (4 keep-alive clients per pod) through Envoy's least request, the baseline."""
+    names = list(gateways)
+    saturated = load(
+        gateways["least request"], conversations(99, 400 * round(seconds)), seconds * 2,
+        clients=4 * PODS,
+    )  # fmt: skip
+    capacity = len(saturated.ttfb) / (seconds * 2)
+    hits = saturated.cached_tokens / max(saturated.prompt_tokens, 1)
+    print(
+        f"\n3. capacity measured: {capacity:.1f} requests/s ({PODS} pods, {4 * PODS} clients "
+        f"through least request, hits {hits:.2f}, {dict(saturated.statuses)})"
+    )
     for fraction in (0.5, 0.8):
         rate = fraction * capacity
+        length = round(rate * seconds * LOAD_SECONDS * 2) + 100
+
+        def trace(name: str, turn: int, length: int = length) -> list[bytes]:
+            return conversations(100 * (turn + 2) + names.index(name), length)
+
         title = f"3. TTFT at {fraction} of capacity ({rate:.1f} requests/s, open loop)"
-        runs = compare(title, gateways, questions, seconds * 2, rate=rate)
+        runs = compare(title, rig, gateways, trace, seconds * LOAD_SECONDS, rate=rate)
         p90 = {name: percentile(run.ttfb, 0.9) for name, run in runs.items()}
         print(
             f"   picker p90 / least request p90: {p90['picker'] / p90['least request']:.2f}, "
@@ -417,7 +575,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per run and gateway")
     parser.add_argument("--baseline", help="also a picker of this revision (1. and 4.)")
-    parser.add_argument("--only", choices=("latency",), help="1. and 4. alone")
+    parser.add_argument("--only", choices=("latency", "load"), help="1. and 4. alone, or 3. alone")
     arguments = parser.parse_args()
     seconds = arguments.seconds
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
@@ -437,7 +595,7 @@ def main() -> None:
                 "--loglevel=ERROR", "--without-gossip", "--without-mingle",
             )  # fmt: skip
             picker, address = rig.picker(PICKER_METRICS)
-            instant_fleet, instant = rig.fleet(0.0)
+            instant_fleet, instant = rig.fleet(0.0, INSTANT_GPU_BLOCKS)
             pair = (("picker", "picker"), ("round robin", "round_robin"))
             gateways = {name: rig.envoy(instant, address, how) for name, how in pair}
             pickers = {"picker": picker}
@@ -446,33 +604,22 @@ def main() -> None:
                 tree = baseline_tree(arguments.baseline, workdir)
                 pickers[name], base_address = rig.picker(free_port(), tree)
                 gateways[name] = rig.envoy(instant, base_address, "picker")
-            picker_cpu = bench_latency(gateways, pickers, seconds)
-            bench_api_cpu(env, token, picker_cpu, seconds)
+            if arguments.only != "load":
+                picker_cpu = bench_latency(rig, gateways, pickers, seconds)
+                bench_api_cpu(env, token, picker_cpu, seconds)
+            if arguments.only is None:
+                bench_long(rig, {name: gateways[name] for name, _ in pair}, seconds)
             if arguments.only != "latency":
-                bench_long({name: gateways[name] for name, _ in pair}, seconds)
                 # The instant pods unregistered before the timed ones register.
                 instant_fleet.terminate()
                 instant_fleet.wait(timeout=30)
-                _, timed = rig.fleet(1.0)
+                _, timed = rig.fleet(1.0, TIMED_GPU_BLOCKS)
                 three = (*pair, ("least request", "least_request"))
-                bench_load({name: rig.envoy(timed, address, how) for name, how in three}, seconds)
+                timed_gateways = {name: rig.envoy(timed, address, how) for name, how in three}
+                bench_load(rig, timed_gateways, seconds)
         finally:
             rig.stop()
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
-
-
-def cold_prefill_seconds(text: str) -> float:
-    """A request's prefill with no hit, as the timed pods serve it."""
-    from django.conf import settings
-
-    from kvadmin.model_tokenizer.bundled import NAME
-    from kvadmin.model_tokenizer.files import cached
-    from scoring.ttft import DEFAULT_PARAMETERS, estimate_prefill
-    from scoring.weights import TierWeights
-
-    tokenizer = cached(str(settings.VAR_DIR / "tokenizers" / NAME)).tokenizer
-    tokens = len(tokenizer.encode(text).ids)
-    return estimate_prefill(MODEL, tokens, (), 16, 0, TierWeights(), DEFAULT_PARAMETERS).seconds
 
 
 if __name__ == "__main__":
