@@ -9,6 +9,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tests.waiting import patient
+
 TOKENS = b'{"tokens": [' + b", ".join(b"%d" % n for n in range(64)) + b"]}"
 
 
@@ -119,6 +121,6 @@ def hostile_engine(mode: str) -> Iterator[_Server]:
         server.released.set()
         server.shutdown()
         server.server_close()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + patient(5)
         while server.holding and time.monotonic() < deadline:
             time.sleep(0.01)
