@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass, field
 from itertools import groupby, repeat
 from typing import Any, Final, Literal
 
+import msgspec
+
 from scoring.choice import choose, tie_break
 from scoring.score import MediaRun
 from scoring.ttft import DEFAULT_PARAMETERS, PrefillEstimate, TtftParameters, estimate_prefill
@@ -56,8 +58,7 @@ DEFAULT_POLICY: Final[Policy] = "ttft"
 SPECULATIVE_MEDIUM: Final = "GPU"
 
 
-@dataclass(frozen=True, slots=True)
-class PodLoad:
+class PodLoad(msgspec.Struct, frozen=True):
     """What is known of a pod's load. `stale`: the signal is older than it should be, or the
     pod's load is unknown; the pod is still priced with it, and the choice says so."""
 

@@ -45,6 +45,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import msgspec
+
 from scoring.keys import in_flight_key, load_key, queue_key
 from scoring.policy import PodLoad
 from scoring.scripts import script
@@ -80,9 +82,13 @@ class StateRequest:
     """Unix ms to read at; None: Redis' clock, the one the queue is advanced with."""
 
 
-@dataclass(frozen=True, slots=True)
-class RawPodState:
-    """One pod's state exactly as Redis holds it (untrusted text where the scraper wrote it)."""
+class RawPodState(msgspec.Struct, frozen=True):
+    """One pod's state exactly as Redis holds it (untrusted text where the scraper wrote it).
+
+    This and the load types below are frozen msgspec Structs rather than frozen dataclasses:
+    a decision builds several per candidate, and a frozen dataclass sets each field through
+    `object.__setattr__` (its __init__ 1.7 us against 0.2 us; `decide` lost a fifth of its
+    CPU)."""
 
     busy_until_ms: str | None = None
     prefill_ms: str | None = None
@@ -108,16 +114,14 @@ class RouteState:
     pods: Mapping[str, RawPodState]
 
 
-@dataclass(frozen=True, slots=True)
-class ScrapedLoad:
+class ScrapedLoad(msgspec.Struct, frozen=True):
     running: int
     waiting: int
     kv_usage: float
     scraped_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class LoadReading:
+class LoadReading(msgspec.Struct, frozen=True):
     """A pod's load as priced, and what it came from (for the decision's explanation)."""
 
     load: PodLoad

@@ -20,7 +20,7 @@ from django.test import Client, override_settings
 
 from kvadmin.fleet.fleet import Fleet
 from kvadmin.fleet.pod import PodConfig
-from kvadmin.redis_server import free_port, free_ports
+from kvadmin.redis_server import RedisServer, free_port, free_ports
 from kvadmin.weights.config import KVADMIN_DEFAULTS
 from kvadmin.weights.models import TierWeightsVersion
 from tests import services
@@ -112,6 +112,24 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     """A client of the index database, emptied before each test."""
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A redis-server of this test alone. For a test that reads what the whole server saw
+    (INFO's counters, MONITOR, the script cache) or stops it: the session's Redis is shared
+    with the session's worker and web server and whatever else runs beside this test."""
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_client(own_redis: RedisServer) -> Iterator[redis.Redis]:
+    """A client of this test's own redis-server (own_redis)."""
+    client = redis.Redis.from_url(own_redis.url, decode_responses=True)
     yield client
     client.close()
 

@@ -18,11 +18,13 @@ from kvadmin.fleet.wire import Encoding, encode_batch
 from kvadmin.redis_server import RedisServer
 from tests.conftest import start_asgi_server, stop_process
 from tests.index import MODEL
+from tests.waiting import patient
 
 POD = "vllm-0.default"
-# What an outage must answer within (the bound), and what waiting forever looks like.
-FAST_SECONDS = 2.0
-HANG_SECONDS = 8.0
+# What an outage must answer within (the bound), and what waiting forever looks like,
+# both scaled for this machine (TEST_TIMEOUT_SCALE) as every deadline of the suite.
+FAST_SECONDS = patient(2.0)
+HANG_SECONDS = patient(8.0)
 CSRF_SECRET = "k" * 32
 
 

@@ -78,20 +78,20 @@ def test_purging_a_pod_removes_exactly_its_entries(
     assert redis_client.hget(block_key(MODEL, STDS[0]), "b.ns") == "100|GPU"
 
 
-def test_a_pod_purge_takes_bounded_steps_and_never_scans(
-    applier: Applier, redis_client: redis.Redis
-) -> None:
+def test_a_pod_purge_takes_bounded_steps_and_never_scans(own_client: redis.Redis) -> None:
+    """On a redis-server of its own: its counters are those of this test's commands alone."""
+    applier = Applier(own_client, chunk_size=10)
     _fill(applier, "a.ns")
-    redis_client.config_resetstat()
+    own_client.config_resetstat()
 
     applier.purge_pod("a.ns")
 
-    stats = redis_client.info("commandstats")
+    stats = own_client.info("commandstats")
     assert "cmdstat_scan" not in stats
     assert "cmdstat_keys" not in stats
     # 28 engine blocks + 25 GPU and 5 CPU residency members, 10 per step
     assert stats["cmdstat_evalsha"]["calls"] >= 6
-    assert [key for key in redis_client.keys("*a.ns*") if "stream:" not in key] == []
+    assert [key for key in own_client.keys("*a.ns*") if "stream:" not in key] == []
 
 
 def test_a_stream_purge_keeps_the_other_ranks(applier: Applier, redis_client: redis.Redis) -> None:

@@ -4,6 +4,7 @@ nothing, and a run of batches is applied in one round trip with its counters."""
 import redis
 
 from kvadmin.index.events import BlockRemoved, BlockStored, EventBatch
+from kvadmin.index.scripts import load
 from kvadmin.index.streams import StreamId
 from kvadmin.index.writer import Applier
 from kvadmin.ingest.streams import StreamSpec
@@ -41,9 +42,11 @@ def test_a_duplicate_seq_is_not_applied_twice(applier: Applier, redis_client: re
     assert (status["last_seq"], status["batches"], status["blocks_stored"]) == ("5", "1", "1")
 
 
-def test_a_run_of_batches_is_one_round_trip(applier: Applier, redis_client: redis.Redis) -> None:
+def test_a_run_of_batches_is_one_round_trip(own_client: redis.Redis) -> None:
+    """On a redis-server of its own: its counters are those of this test's commands alone."""
+    applier = Applier(own_client)
     applier.apply_batch("p.ns", MODEL, "vllm", 0, 1, _stored("1"), now=100)
-    redis_client.config_resetstat()
+    own_client.config_resetstat()
 
     results = applier.apply_batches(
         STREAM,
@@ -58,22 +61,23 @@ def test_a_run_of_batches_is_one_round_trip(applier: Applier, redis_client: redi
     assert [r.applied for r in results] == [False, True, True]
     assert results[2].counts["blocks_removed"] == 1
     assert results[2].counts["skipped_bad_hash"] == 2
-    assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] == 1
-    status = redis_client.hgetall(stream_status_key("p.ns", 0))
+    assert own_client.info("commandstats")["cmdstat_evalsha"]["calls"] == 1
+    status = own_client.hgetall(stream_status_key("p.ns", 0))
     assert status["last_seq"] == "3"
     assert (status["batches"], status["events"], status["skipped_bad_hash"]) == ("3", "3", "2")
-    assert not redis_client.exists(refcount_key("p.ns"))  # engine hash 2 alone holds it
-    assert redis_client.hget(block_key(MODEL, STD), "p.ns") == "101|GPU"
+    assert not own_client.exists(refcount_key("p.ns"))  # engine hash 2 alone holds it
+    assert own_client.hget(block_key(MODEL, STD), "p.ns") == "101|GPU"
 
 
-def test_a_long_run_is_split_between_calls(redis_client: redis.Redis) -> None:
-    applier = Applier(redis_client, blocks_per_call=2)
-    redis_client.config_resetstat()
+def test_a_long_run_is_split_between_calls(own_client: redis.Redis) -> None:
+    applier = Applier(own_client, blocks_per_call=2)
+    own_client.script_load(load("apply").text)  # as a server that ran the writer has it
+    own_client.config_resetstat()
 
     results = applier.apply_batches(STREAM, [(seq, _stored(str(seq))) for seq in range(5)], now=1)
 
     assert all(r.applied for r in results)
-    assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] == 3
+    assert own_client.info("commandstats")["cmdstat_evalsha"]["calls"] == 3
 
 
 def test_a_reset_last_seq_accepts_seq_zero_again(
@@ -86,13 +90,14 @@ def test_a_reset_last_seq_accepts_seq_zero_again(
     assert applier.apply_batch("p.ns", MODEL, "vllm", 0, 0, _stored("2"), now=100).applied
 
 
-def test_pipelined_calls_survive_a_flushed_script_cache(redis_client: redis.Redis) -> None:
-    """A restarted Redis has no scripts: every call sent ahead fails, and is sent again."""
-    applier = Applier(redis_client, blocks_per_call=1)
-    redis_client.script_flush()
+def test_pipelined_calls_survive_a_flushed_script_cache(own_client: redis.Redis) -> None:
+    """A restarted Redis has no scripts: every call sent ahead fails, and is sent again (on a
+    redis-server of its own, whose script cache no other client fills meanwhile)."""
+    applier = Applier(own_client, blocks_per_call=1)
+    own_client.script_flush()
 
     results = applier.apply_batches(STREAM, [(seq, _stored(str(seq))) for seq in range(4)], now=1)
 
     assert all(r.applied for r in results)
-    assert redis_client.hget(refcount_key("p.ns"), f"{STD}|GPU") == "4"  # four engine hashes
-    assert redis_client.hget(stream_status_key("p.ns", 0), "batches") == "4"
+    assert own_client.hget(refcount_key("p.ns"), f"{STD}|GPU") == "4"  # four engine hashes
+    assert own_client.hget(stream_status_key("p.ns", 0), "batches") == "4"

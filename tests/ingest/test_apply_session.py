@@ -107,27 +107,28 @@ def test_a_failed_session_refuses_more_work(redis_client: redis.Redis) -> None:
     assert not applier.apply_batches(_stream("a.ns"), _batches(1, 1), now=100)[0].applied
 
 
-def test_a_call_whose_predecessor_failed_does_not_apply(redis_client: redis.Redis) -> None:
+def test_a_call_whose_predecessor_failed_does_not_apply(own_client: redis.Redis) -> None:
     """A missing script fails a call; another client loads the script before the stream's
     next call arrives. That call must fail too, or batch 0 would be refused as applied when
-    it runs again, and lost."""
-    applier = Applier(redis_client)
-    redis_client.script_flush()
-    missing = redis_client.info("errorstats").get("errorstat_NOSCRIPT", {}).get("count", 0)
+    it runs again, and lost. (On a redis-server of its own: its NOSCRIPT count and script
+    cache are this test's alone.)"""
+    applier = Applier(own_client)
+    own_client.script_flush()
+    missing = own_client.info("errorstats").get("errorstat_NOSCRIPT", {}).get("count", 0)
     results: list[list[ApplyResult]] = []
     session = applier.session(window=4)
     try:
         session.submit(_stream("a.ns"), _batches(0, 1), 100, done=results.append)
         wait_until(
-            lambda: redis_client.info("errorstats")["errorstat_NOSCRIPT"]["count"] > missing,
+            lambda: own_client.info("errorstats")["errorstat_NOSCRIPT"]["count"] > missing,
             what="the first call to fail for want of the script",
         )
-        redis_client.script_load(load("apply").text)
+        own_client.script_load(load("apply").text)
         session.submit(_stream("a.ns"), _batches(1, 1), 100, done=results.append)
         session.wait()
     finally:
         session.close()
 
     assert [[(r.seq, r.applied) for r in run] for run in results] == [[(0, True)], [(1, True)]]
-    assert redis_client.hget(block_key(MODEL, STDS[0]), "a.ns") == "100"
-    assert redis_client.hget(stream_status_key("a.ns", 0), "batches") == "2"
+    assert own_client.hget(block_key(MODEL, STDS[0]), "a.ns") == "100"
+    assert own_client.hget(stream_status_key("a.ns", 0), "batches") == "2"

@@ -86,7 +86,7 @@ def test_a_failed_probe_run_is_counted_backed_off_and_followed(
 
 def test_a_probe_run_outlives_a_busy_redis(engine, redis_client, fresh_guards) -> None:
     guard, _ = fresh_guards
-    with held_busy(django_settings.INDEX_REDIS_URL, 1):
+    with held_busy(django_settings.INDEX_REDIS_URL):
         assert probes.probe_engines() == 0
     assert guard.counts["redis_unavailable"] == 1
     wait_until(lambda: guard.due() and probes.probe_engines() == 1, what="a probe after BUSY")
@@ -121,7 +121,7 @@ def test_a_failed_rewrite_run_is_counted_backed_off_and_followed(
 def test_a_rewrite_run_outlives_a_busy_redis(redis_client, fresh_guards, settings) -> None:
     _, guard = fresh_guards
     _to_legacy(settings)
-    with held_busy(django_settings.INDEX_REDIS_URL, 1):
+    with held_busy(django_settings.INDEX_REDIS_URL):
         tasks.rewrite_values()
     assert guard.counts["redis_unavailable"] == 1
     wait_until(lambda: guard.due() and (tasks.rewrite_values() or _rewritten(redis_client)))

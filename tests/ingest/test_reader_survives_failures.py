@@ -4,7 +4,6 @@ while it lasts, backed off, and the batches published meanwhile are applied afte
 
 import logging
 import threading
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -56,13 +55,6 @@ class Registry:
         if self.faults:
             raise self.faults.pop(0)
         return self.specs
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    server = RedisServer().start()
-    yield server
-    server.stop()
 
 
 def _run(loop: IngestLoop) -> threading.Thread:
@@ -148,7 +140,7 @@ def test_a_redis_held_busy_by_a_script_is_an_outage_the_loop_outlives(
         publisher.publish([stored(1)])
         wait_until(lambda: _applied(client, 1), what="block 1 applied")
 
-        with held_busy(own_redis.url, 3):
+        with held_busy(own_redis.url):
             publisher.publish([stored(2)])  # the loop's script call meets BUSY
             wait_until(lambda: loop.guard.counts["redis_unavailable"], what="a BUSY round")
 

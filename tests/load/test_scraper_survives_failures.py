@@ -12,7 +12,6 @@ import redis
 from kvadmin.load.scraper import LoadScraper, ScrapeSettings, Target
 from kvadmin.metrics import families
 from kvadmin.metrics.families import label_field
-from kvadmin.redis_server import RedisServer
 from tests.conftest import local_config
 from tests.fleet.conftest import StartFleet
 from tests.redis_busy import held_busy
@@ -44,15 +43,6 @@ class Targets:
 
 
 @pytest.fixture
-def own_redis() -> Iterator[redis.Redis]:
-    server = RedisServer().start()
-    client = redis.Redis.from_url(server.url, decode_responses=True)
-    yield client
-    client.close()
-    server.stop()
-
-
-@pytest.fixture
 def target(start_fleet: StartFleet) -> Target:
     config = start_fleet(local_config(POD)).configs[0]
     return Target(config.name, config.kind, config.http_url)
@@ -74,34 +64,33 @@ def _running(scraper: LoadScraper) -> Iterator[threading.Thread]:
     ids=["moved", "bug"],
 )
 def test_failing_rounds_are_counted_backed_off_and_followed_by_scrapes(
-    own_redis, target, fault, kind
+    own_client, target, fault, kind
 ) -> None:
     targets = Targets([target])
     targets.faults = [fault] * 3
-    scraper = LoadScraper(own_redis, targets.load, targets.bump, "w1", FAST)
+    scraper = LoadScraper(own_client, targets.load, targets.bump, "w1", FAST)
     with _running(scraper) as thread:
-        wait_until(lambda: _scrapes(own_redis, POD, "ok") >= 2, timeout=30, what="scrapes")
+        wait_until(lambda: _scrapes(own_client, POD, "ok") >= 2, timeout=30, what="scrapes")
         assert thread.is_alive()
         assert scraper.guard.counts[kind] == 3
         # The counts go to Redis once it answers again.
-        counted = own_redis.hget(families.LOOP_FAILURES.key, label_field(("load_scraper", kind)))
+        counted = own_client.hget(families.LOOP_FAILURES.key, label_field(("load_scraper", kind)))
         assert counted == "3"
 
 
-def test_a_busy_redis_is_outlived(own_redis, target) -> None:
-    scraper = LoadScraper(own_redis, lambda: [target], lambda: 0, "w1", FAST)
-    port = own_redis.connection_pool.connection_kwargs["port"]
+def test_a_busy_redis_is_outlived(own_redis, own_client, target) -> None:
+    scraper = LoadScraper(own_client, lambda: [target], lambda: 0, "w1", FAST)
     with _running(scraper):
-        wait_until(lambda: _scrapes(own_redis, POD, "ok") >= 1, what="a first scrape")
-        with held_busy(f"redis://127.0.0.1:{port}/0", 2):
+        wait_until(lambda: _scrapes(own_client, POD, "ok") >= 1, what="a first scrape")
+        with held_busy(own_redis.url):
             wait_until(lambda: scraper.guard.counts["redis_unavailable"], what="a BUSY round")
-        before = _scrapes(own_redis, POD, "ok")
-        wait_until(lambda: _scrapes(own_redis, POD, "ok") > before, timeout=30, what="scrapes")
+        before = _scrapes(own_client, POD, "ok")
+        wait_until(lambda: _scrapes(own_client, POD, "ok") > before, timeout=30, what="scrapes")
 
 
-def test_one_engines_surprise_costs_only_that_engine(own_redis, target) -> None:
+def test_one_engines_surprise_costs_only_that_engine(own_client, target) -> None:
     odd = Target("odd-0.default", "no-such-kind", target.base_url)  # parse_load: KeyError
-    scraper = LoadScraper(own_redis, lambda: [odd, target], lambda: 0, "w1", FAST)
+    scraper = LoadScraper(own_client, lambda: [odd, target], lambda: 0, "w1", FAST)
 
     outcomes = {o.pod: o.reason for o in scraper.tick()}
 

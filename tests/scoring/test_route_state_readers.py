@@ -125,16 +125,17 @@ def test_without_a_pinned_clock_both_readers_read_at_redis_time(redis_client) ->
         assert state.pods[PODS[0]] == RawPodState()
 
 
-def test_the_lua_reader_reads_walk_and_state_in_one_command(redis_client, redis_url) -> None:
+def test_the_lua_reader_reads_walk_and_state_in_one_command(own_redis, own_client) -> None:
+    """MONITOR on a redis-server of its own: what it sees is this test's commands alone."""
     blocks = list(range(20))
-    write_kthena_index(redis_client, {block: {PODS[0]: "1000|GPU"} for block in blocks})
+    write_kthena_index(own_client, {block: {PODS[0]: "1000|GPU"} for block in blocks})
     request = StateRequest(MODEL, PODS, WINDOW)
     reader = IndexReader()
-    reader.read(redis_client, MODEL, blocks, set(PODS), {}, state=request)  # loads the script
-    watcher = redis.Redis.from_url(redis_url, decode_responses=True)
+    reader.read(own_client, MODEL, blocks, set(PODS), {}, state=request)  # loads the script
+    watcher = redis.Redis.from_url(own_redis.url, decode_responses=True)
     with watcher.monitor() as monitor:
-        walk, state = reader.read(redis_client, MODEL, blocks, set(PODS), {}, state=request)
-        redis_client.echo("read done")
+        walk, state = reader.read(own_client, MODEL, blocks, set(PODS), {}, state=request)
+        own_client.echo("read done")
         sent = []
         while (command := monitor.next_command())["command"] != "ECHO read done":
             if command["client_type"] != "lua":
