@@ -35,6 +35,7 @@ import redis.asyncio
 from scoring.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCKS, block_hashes
 from scoring.keys import (
     LOAD_FIELDS,
+    QUEUE_FIELDS,
     block_key,
     block_keys,
     pod_media_key,
@@ -146,7 +147,7 @@ class BaselineIndexReader(PrefixReader):
                 pipeline.time()
             for pod in state_pods:
                 queue, in_flight, load = state_keys(pod)
-                pipeline.hmget(queue, ["busy_until_ms", "prefill_ms", "wait_log"])
+                pipeline.hmget(queue, QUEUE_FIELDS)
                 pipeline.zrange(in_flight, 0, -1, withscores=True)
                 pipeline.hmget(load, LOAD_FIELDS)
             if blocks:
@@ -397,21 +398,19 @@ def walk_reply(
     now_ms, at = int(reply[at]), at + 1
     pods: dict[str, RawPodState] = {}
     for pod in state.pods:
-        n_spans = reply[at + 8]
-        spans = iter(reply[at + 9 : at + 9 + 2 * n_spans])
+        n_spans = reply[at + 10]
+        spans = iter(reply[at + 11 : at + 11 + 2 * n_spans])
         pods[pod] = RawPodState(
-            busy_until_ms=reply[at],
-            prefill_ms=reply[at + 1],
-            wait_log=reply[at + 2],
-            in_flight=int(reply[at + 3]),
-            **dict(zip(LOAD_FIELDS, reply[at + 4 : at + 8], strict=True)),
+            **dict(zip(QUEUE_FIELDS, reply[at : at + 5], strict=True)),
+            in_flight=int(reply[at + 5]),
+            **dict(zip(LOAD_FIELDS, reply[at + 6 : at + 10], strict=True)),
             speculative=tuple(
                 chain.from_iterable(
                     range(start, start + length) for start, length in zip(spans, spans, strict=True)
                 )
             ),
         )
-        at += 9 + 2 * n_spans
+        at += 11 + 2 * n_spans
     return walk, RouteState(now_ms, pods)
 
 
@@ -474,11 +473,9 @@ def _baseline_state(state: StateRequest, walk: PrefixWalk, replies: list[Any]) -
     matched = {pod: sum(count for _m, count in runs) for pod, runs in walk.runs.items()}
     pods: dict[str, RawPodState] = {}
     for i, pod in enumerate(state.pods):
-        (busy_until, prefill, wait_log), in_flight, load = pod_replies[3 * i : 3 * i + 3]
+        queue, in_flight, load = pod_replies[3 * i : 3 * i + 3]
         pods[pod] = RawPodState(
-            busy_until_ms=busy_until,
-            prefill_ms=prefill,
-            wait_log=wait_log,
+            **dict(zip(QUEUE_FIELDS, queue, strict=True)),
             in_flight=sum(1 for _member, end in in_flight if end > since),
             **dict(zip(LOAD_FIELDS, load, strict=True)),
             speculative=speculative_positions(entries, matched, pod, now_ms),

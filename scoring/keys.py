@@ -320,9 +320,15 @@ def speculative_keys(model: str) -> list[str]:
 def queue_key(pod: str) -> str:
     """HASH: the pod's virtual queue: `busy_until_ms` (unix ms at which the prefills kvadmin
     routed to it are predicted to be done; the scraper restarts it from the engine's waiting
-    requests), `prefill_ms` (a moving mean of their S_est) and `wait_log` (the log of the
-    delivered correction of its wait, moved by outcomes: scoring.route_state)."""
+    requests), `prefill_ms` (a moving mean of their S_est), `wait_log` (the log of the
+    delivered correction of its wait, moved by outcomes: scoring.route_state), `prefill_log`
+    (the same of its prefill estimates) and `prefill_version` (the weights version that was
+    learned against)."""
     return f"kvadmin:queue:{pod}"
+
+
+QUEUE_FIELDS: Final = ("busy_until_ms", "prefill_ms", "wait_log", "prefill_log", "prefill_version")
+"""The queue hash's fields every reader reads, in this order (`RawPodState`'s names)."""
 
 
 def in_flight_key(pod: str) -> str:

@@ -70,6 +70,9 @@ class PodLoad(msgspec.Struct, frozen=True):
     queued: float = 0.0
     """Requests waiting on the pod before this one (the engine's count, or the wait in mean
     prefills): those the extra work of a placement there delays (the module docstring)."""
+    prefill_factor: float = 1.0
+    """What the pod's prefills delivered over what they were predicted (scoring.route_state):
+    its S_est is multiplied by it."""
 
 
 UNKNOWN_LOAD: Final = PodLoad(stale=True)
@@ -208,6 +211,7 @@ def choose_pod(
                 parameters,
                 pod,  # its own calibrated T0 and speed, when it has them
             )
+        prefill = prefill.scaled(load.prefill_factor)
         matched = sum(count for _medium, count in runs)
         estimates.append((pod, matched, speculative_blocks, prefill, load, runs))
     if not estimates:

@@ -63,7 +63,10 @@ WAIT_STEP_BOUND: Final = math.log(2.0)
 """An outcome's log ratio is taken at most this far (a hung request, a clock jump)."""
 WAIT_MIN_SHARE: Final = 0.2
 """An outcome teaches the wait only when the predicted wait was at least this share of its
-predicted TTFT: otherwise the delivered time is about the prefill, which calibration fits."""
+predicted TTFT; below it, the delivered time is about the prefill, and teaches the prefill."""
+PREFILL_FACTOR_BOUNDS: Final = (0.5, 3.0)
+"""The delivered correction never more than halves a prefill estimate, nor more than triples
+it (about the range of GPUs one model's pods run on: calibration fits the rest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,10 @@ class RawPodState(msgspec.Struct, frozen=True):
     prefill_ms: str | None = None
     wait_log: str | None = None
     """The log of the pod's delivered wait correction (`corrected_wait_log`)."""
+    prefill_log: str | None = None
+    """The log of the pod's delivered prefill correction (`corrected_prefill_log`)."""
+    prefill_version: str | None = None
+    """The weights version `prefill_log` was learned against."""
     in_flight: int = 0
     running: str | None = None
     waiting: str | None = None
@@ -129,6 +136,8 @@ class LoadReading(msgspec.Struct, frozen=True):
     prefill (`RouteRequest.recent_work`, which breaks the policy's ties)."""
     wait_factor: float = 1.0
     """The delivered correction the wait was multiplied by."""
+    prefill_factor: float = 1.0
+    """The delivered correction the pod's prefill estimates are multiplied by."""
 
 
 def state_keys(pod: str) -> list[str]:
@@ -171,32 +180,36 @@ def scraped_load(raw: RawPodState) -> ScrapedLoad | None:
 
 
 def load_reading(
-    raw: RawPodState, now_ms: int, fresh_s: float, fallback_prefill_s: float
+    raw: RawPodState, now_ms: int, fresh_s: float, fallback_prefill_s: float, version: int
 ) -> LoadReading:
-    """The pod's `PodLoad` under the resync rule of the module docstring. The mean predicted
-    prefill is the queue's moving mean, or `fallback_prefill_s` before the pod has one."""
+    """The pod's `PodLoad` under the resync rule of the module docstring, priced with the
+    weights `version` in effect. The mean predicted prefill is the queue's moving mean, or
+    `fallback_prefill_s` before the pod has one."""
     busy_until = _number(raw.busy_until_ms)
     queue_wait = max(0.0, (busy_until - now_ms) / 1000) if busy_until is not None else 0.0
+    learned = raw.prefill_version is not None and _number(raw.prefill_version) == version
+    prefill = delivered_factor(raw.prefill_log if learned else None, PREFILL_FACTOR_BOUNDS)
     mean_ms = _number(raw.prefill_ms)
-    mean = mean_ms / 1000 if mean_ms is not None and mean_ms >= 0 else fallback_prefill_s
+    mean = mean_ms / 1000 if mean_ms is not None and mean_ms >= 0 else fallback_prefill_s * prefill
     recent = max(raw.in_flight, 0) * mean
-    factor = wait_factor(raw.wait_log)
+    factor = delivered_factor(raw.wait_log, WAIT_FACTOR_BOUNDS)
     scraped = scraped_load(raw)
     age = now_ms / 1000 - scraped.scraped_at if scraped is not None else None
     if scraped is None or age is None or not -fresh_s <= age <= fresh_s:
         wait = queue_wait * factor
-        load = PodLoad(wait, raw.in_flight, True, _queued(wait, mean))
-        return LoadReading(load, queue_wait, None, age, recent, factor)
+        load = PodLoad(wait, raw.in_flight, True, _queued(wait, mean), prefill)
+        return LoadReading(load, queue_wait, None, age, recent, factor, prefill)
     wait = max(queue_wait, scraped.waiting * mean - max(age, 0.0)) * factor
-    load = PodLoad(wait, scraped.running, False, max(scraped.waiting, _queued(wait, mean)))
-    return LoadReading(load, queue_wait, scraped.waiting, age, recent, factor)
+    queued = max(scraped.waiting, _queued(wait, mean))
+    load = PodLoad(wait, scraped.running, False, queued, prefill)
+    return LoadReading(load, queue_wait, scraped.waiting, age, recent, factor, prefill)
 
 
-def wait_factor(wait_log: str | None) -> float:
-    """The delivered correction a queue hash's `wait_log` stands for (1 without one), within
-    WAIT_FACTOR_BOUNDS."""
-    value = _number(wait_log)
-    low, high = WAIT_FACTOR_BOUNDS
+def delivered_factor(log: str | None, bounds: tuple[float, float]) -> float:
+    """The delivered correction a queue hash's `wait_log` or `prefill_log` stands for (1
+    without one), within its `bounds`."""
+    value = _number(log)
+    low, high = bounds
     return 1.0 if value is None else min(max(math.exp(min(value, 10.0)), low), high)
 
 
@@ -210,13 +223,76 @@ def corrected_wait_log(
     The step is taken on the corrected wait, so repeated outcomes drive the ratio of imposed to
     predicted wait to 1 (the factor integrates what is left). A wait the pod did not impose at
     all (delivered no later than the prefill alone) counts as the factor's lower bound."""
-    low, high = (math.log(bound) for bound in WAIT_FACTOR_BOUNDS)
     predicted = predicted_wait_s + predicted_prefill_s
     if not predicted_wait_s > 0 or predicted_wait_s < WAIT_MIN_SHARE * predicted:
         return wait_log
-    imposed = max(delivered_s - predicted_prefill_s, predicted_wait_s * WAIT_FACTOR_BOUNDS[0])
-    ratio = min(max(math.log(imposed / predicted_wait_s), -WAIT_STEP_BOUND), WAIT_STEP_BOUND)
-    return min(max(wait_log + WAIT_LEARNING * ratio, low), high)
+    imposed = delivered_s - predicted_prefill_s
+    return _stepped(wait_log, imposed, predicted_wait_s, WAIT_FACTOR_BOUNDS)
+
+
+def corrected_prefill_log(
+    learned: tuple[float, int | None],
+    version: int,
+    predicted_wait_s: float,
+    predicted_prefill_s: float,
+    delivered_s: float,
+) -> tuple[float, int | None]:
+    """The pod's (`prefill_log`, `prefill_version`) after one outcome of a decision priced with
+    weights `version` (the other arguments as `corrected_wait_log`'s): the outcomes the wait
+    rule leaves out, whose delivered time is about the prefill, step the log by the log of the
+    prefill the pod took (delivered less the predicted wait) over the one predicted (corrected
+    already). outcome_record.lua applies the same rule.
+
+    The factor corrects one version's parameters: an outcome of a later version starts it
+    again from 1 (calibration has just moved them, most likely by what the factor had learned),
+    one of an earlier version does not count, and readers pricing with another version ignore
+    it (`load_reading`). Without the restart, a factor learned while calibration had no fit yet
+    went on multiplying the fitted parameters: predictions 15-20% long for a while.
+
+    Calibration fits the parameters from the same evidence, but a step at a time every few
+    seconds, per model or per pod once enough windows have come; this factor follows a pod
+    within about twenty outcomes, so that its queue (a sum of its predicted prefills) does not
+    fall behind a pod slower than its parameters meanwhile. Once calibration catches up, the
+    ratios it steps by turn the other way and bring it back to 1."""
+    log, learned_version = learned
+    predicted = predicted_wait_s + predicted_prefill_s
+    if not predicted_prefill_s > 0 or (
+        predicted_wait_s > 0 and predicted_wait_s >= WAIT_MIN_SHARE * predicted
+    ):
+        return learned
+    if learned_version is not None and learned_version > version:
+        return learned
+    if learned_version is None or learned_version < version:
+        log = 0.0
+    took = delivered_s - max(predicted_wait_s, 0.0)
+    return _stepped(log, took, predicted_prefill_s, PREFILL_FACTOR_BOUNDS), version
+
+
+def _stepped(log: float, delivered: float, predicted: float, bounds: tuple[float, float]) -> float:
+    """The rule both corrections follow: `log` moved by WAIT_LEARNING of the log ratio of
+    `delivered` to `predicted` (floored at the lower bound, taken at most WAIT_STEP_BOUND),
+    kept within `bounds`."""
+    low, high = (math.log(bound) for bound in bounds)
+    ratio = math.log(max(delivered, predicted * bounds[0]) / predicted)
+    step = min(max(ratio, -WAIT_STEP_BOUND), WAIT_STEP_BOUND)
+    return min(max(log + WAIT_LEARNING * step, low), high)
+
+
+def resynced_busy_until(
+    busy_until_ms: float, now_ms: float, waiting: int, running: int, mean_ms: float
+) -> float:
+    """The virtual queue's `busy_until_ms` restarted from a scrape (the resync rule):
+    queue_resync.lua applies the same rule; this is its reference.
+
+    The engine's waiting requests are priced at the queue's mean predicted prefill. A prefill
+    already running at the scrape is not among them: it is the part of the virtual queue's own
+    remaining work beyond the waiting requests', at most one mean prefill, and only while the
+    engine runs anything (an engine running nothing is idle, whatever the queue predicted)."""
+    waiting_ms = max(waiting, 0) * mean_ms
+    running_ms = 0.0
+    if running > 0:
+        running_ms = min(max(busy_until_ms - now_ms - waiting_ms, 0.0), mean_ms)
+    return now_ms + waiting_ms + running_ms
 
 
 def _queued(wait_s: float, mean_s: float) -> float:

@@ -138,6 +138,20 @@ class PrefillEstimate:
     reload_seconds: float
     """The part of S_est spent reloading lower-tier hits."""
 
+    def scaled(self, factor: float) -> "PrefillEstimate":
+        """The estimate with its seconds times `factor`: a pod's delivered correction
+        (scoring.route_state, `prefill_factor`), which calibration's parameters have not caught
+        up with yet."""
+        if factor == 1.0:
+            return self
+        return PrefillEstimate(
+            self.cached_tokens,
+            self.uncached_tokens,
+            self.reload_tokens,
+            self.seconds * factor,
+            self.reload_seconds * factor,
+        )
+
 
 def estimate_prefill(
     model: str,

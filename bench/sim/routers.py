@@ -31,7 +31,13 @@ from bench.sim.calibration import Calibration
 from bench.sim.fleet import MAX_ROUTED_BLOCKS, Job, PodReport, Simulation, runs_of
 from scoring.policy import PodLoad, RouteRequest, choose_pod
 from scoring.route_record import MEAN_WEIGHT
-from scoring.route_state import RawPodState, corrected_wait_log, load_reading
+from scoring.route_state import (
+    RawPodState,
+    corrected_prefill_log,
+    corrected_wait_log,
+    load_reading,
+    resynced_busy_until,
+)
 from scoring.score import PrefixWalk, score_walk
 from scoring.ttft import TtftParameters, estimate_prefill
 from scoring.weights import TierWeights
@@ -176,6 +182,9 @@ class TtftRouter:
         self.speculative: list[dict[int, float]] = [{} for _ in range(pods)]
         self.busy_until = [0.0] * pods
         self.wait_log = [0.0] * pods
+        self.prefill_log = [0.0] * pods
+        self.prefill_version: list[int | None] = [None] * pods
+        """The parameters' version each pod's `prefill_log` was learned against."""
         self.scrapes: list[PodReport | None] = [None] * pods
         self.scraped_at: float | None = None
         self.recent = RecentWork(pods)
@@ -194,7 +203,9 @@ class TtftRouter:
         in_flight = self.recent.counts(now)
         now_ms = round(now * 1000)
         readings = {
-            name: load_reading(self._raw(i, in_flight[i], now), now_ms, self.stale_s, cold)
+            name: load_reading(
+                self._raw(i, in_flight[i], now), now_ms, self.stale_s, cold, self.version
+            )
             for i, name in enumerate(names)
         }
         speculative = {names[i]: _Speculative(self.speculative[i], now) for i in range(len(names))}
@@ -215,7 +226,7 @@ class TtftRouter:
         chosen = names.index(choice.chosen)  # type: ignore[arg-type]
         cost = next(c for c in choice.candidates if c.pod == choice.chosen)
         self.predicted[job.index] = cost.wait_s + cost.prefill_s
-        self.decided[job.index] = (chosen, cost.wait_s, cost.prefill_s)
+        self.decided[job.index] = (chosen, cost.wait_s, cost.prefill_s, self.version)
         # route_record.lua's advance: the prefill starts when the queue is predicted done.
         done = max(self.busy_until[chosen], now) + cost.prefill_s
         self.busy_until[chosen] = done
@@ -226,12 +237,21 @@ class TtftRouter:
             entries[block] = expiry
         return chosen
 
+    @property
+    def version(self) -> int:
+        """The parameters' version: each calibration step is one."""
+        return self.calibration.steps if self.calibration else 0
+
     def _raw(self, pod: int, in_flight: int, now: float) -> RawPodState:
         scrape = self.scrapes[pod] if self.resync else None
         return RawPodState(
             busy_until_ms=repr(self.busy_until[pod] * 1000),
             prefill_ms=repr(self.recent.mean[pod] * 1000) if self.recent.mean[pod] else None,
             wait_log=repr(self.wait_log[pod]),
+            prefill_log=repr(self.prefill_log[pod]),
+            prefill_version=None
+            if self.prefill_version[pod] is None
+            else str(self.prefill_version[pod]),
             in_flight=in_flight,
             running=None if scrape is None else str(scrape.running),
             waiting=None if scrape is None else str(scrape.waiting),
@@ -240,9 +260,12 @@ class TtftRouter:
         )
 
     def delivered(self, index: int, ttft_s: float) -> None:
-        """The request's outcome, as the gateway reports it: outcome_record.lua's correction."""
-        pod, wait, prefill = self.decided.pop(index)
+        """The request's outcome, as the gateway reports it: outcome_record.lua's corrections."""
+        pod, wait, prefill, version = self.decided.pop(index)
         self.wait_log[pod] = corrected_wait_log(self.wait_log[pod], wait, prefill, ttft_s)
+        self.prefill_log[pod], self.prefill_version[pod] = corrected_prefill_log(
+            (self.prefill_log[pod], self.prefill_version[pod]), version, wait, prefill, ttft_s
+        )
 
     def scraped(self, sim: Simulation, now: float, reports: list[PodReport]) -> None:
         self.scraped_at = now
@@ -252,7 +275,9 @@ class TtftRouter:
         for i, report in enumerate(reports):
             self.scrapes[i] = report
             if self.resync and self.recent.mean[i]:  # queue_resync.lua
-                self.busy_until[i] = now + report.waiting * self.recent.mean[i]
+                self.busy_until[i] = resynced_busy_until(
+                    self.busy_until[i], now, report.waiting, report.running, self.recent.mean[i]
+                )
             entries = self.speculative[i]
             for block in [block for block, expiry in entries.items() if expiry <= now]:
                 del entries[block]

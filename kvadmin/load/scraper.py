@@ -186,7 +186,9 @@ class LoadScraper:
             pipe.hset(load_key, mapping=load_fields(outcome.load, now, outcome.seconds))
             pipe.expire(load_key, ttl)
             # The routing policy's virtual queue restarts from the engine's own queue.
-            QUEUE_RESYNC(pipe, [keys.queue_key(outcome.pod)], [outcome.load.waiting])
+            QUEUE_RESYNC(
+                pipe, [keys.queue_key(outcome.pod)], [outcome.load.waiting, outcome.load.running]
+            )
             if outcome.load.counters:
                 sample_keys, args = self._sample(outcome.pod, outcome.load, now)
                 samples.append((len(pipe), sample_keys, args))

@@ -80,6 +80,8 @@ class CandidateEstimate(msgspec.Struct, kw_only=True):
     """The requests waiting on the pod, which its work penalty charges (scoring.policy)."""
     wait_factor: float = 1.0
     """The delivered correction `wait_s` includes (scoring.route_state)."""
+    prefill_factor: float = 1.0
+    """The delivered correction `prefill_s` includes (scoring.route_state)."""
     runs: list[tuple[str | None, int]] = []
     """The media of the blocks the pod was priced as holding, in block order (speculative
     blocks as GPU): with `wait_s` and `running`, what a what-if needs to price the pod again

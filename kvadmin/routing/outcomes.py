@@ -53,6 +53,7 @@ from kvadmin.routing import answer, decisions, requesters
 from kvadmin.routing.decisions import CandidateEstimate, Decision
 from scoring import keys
 from scoring.route_state import (
+    PREFILL_FACTOR_BOUNDS,
     WAIT_FACTOR_BOUNDS,
     WAIT_LEARNING,
     WAIT_MIN_SHARE,
@@ -300,11 +301,14 @@ def _record_input(
     logged = _logged(decision, chosen) if outcome.ttft_ms is not None else ""
     args += [logged, knob("DECISIONS_MAX")]
     if outcome.ttft_ms is not None and chosen is not None:
-        # The delivered time corrects the pod's wait (scoring.route_state, corrected_wait_log).
+        # The delivered time corrects the pod's wait or its prefill estimates
+        # (scoring.route_state: corrected_wait_log, corrected_prefill_log).
         script_keys.append(keys.queue_key(chosen.pod))
         args += [repr(chosen.wait_s), repr(chosen.prefill_s), repr(outcome.ttft_ms / 1000)]
         args += [repr(WAIT_LEARNING), repr(WAIT_STEP_BOUND), repr(WAIT_MIN_SHARE)]
         args += [repr(math.log(bound)) for bound in WAIT_FACTOR_BOUNDS]
+        args.append(str(decision.weights_version))
+        args += [repr(math.log(bound)) for bound in PREFILL_FACTOR_BOUNDS]
     return script_keys, args
 
 

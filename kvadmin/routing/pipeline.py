@@ -230,7 +230,10 @@ def _loads(
         model, n_tokens, (), block_size, 0, active.weights, active.parameters
     ).seconds
     fresh_s = knob("LOAD_STALE_SECONDS")
-    return {pod: load_reading(raw, state.now_ms, fresh_s, cold) for pod, raw in state.pods.items()}
+    return {
+        pod: load_reading(raw, state.now_ms, fresh_s, cold, active.version)
+        for pod, raw in state.pods.items()
+    }
 
 
 def _estimates(
@@ -262,6 +265,7 @@ def _estimates(
                 running=route.loads[cost.pod].running if cost.pod in route.loads else 0,
                 queued=route.loads[cost.pod].queued if cost.pod in route.loads else 0.0,
                 wait_factor=reading.wait_factor if reading else 1.0,
+                prefill_factor=reading.prefill_factor if reading else 1.0,
                 runs=list(cost.runs),
             )
         )

@@ -24,7 +24,8 @@
 --         times (medium, q, q pairs (0-based position, blocks)), the spans of its matched
 --         blocks held in that medium ("" for no medium).
 --         With q > 0 it goes on: now (unix ms), then per state pod, in order: the queue's
---         busy_until_ms, prefill_ms and wait_log, the in-flight count (predicted prefill end within the
+--         busy_until_ms, prefill_ms, wait_log, prefill_log and prefill_version
+--         (scoring.keys.QUEUE_FIELDS), the in-flight count (predicted prefill end within the
 --         window or later), the load hash's running, waiting, kv_usage and scraped_at (false
 --         where missing), k, and k pairs (0-based position, blocks): the spans of the request's
 --         blocks with an unexpired speculative entry for the pod, up to its reach (the first
@@ -237,10 +238,11 @@ if n_state > 0 then
   local spec_at = start_key + 3 * n_state
   local spans = speculative_spans(now, n_state, state_at + 3, KEYS[spec_at + 1], KEYS[spec_at + 2])
   for i = 1, n_state do
-    local queue = redis.call('HMGET', KEYS[key + 1], 'busy_until_ms', 'prefill_ms', 'wait_log')
-    reply[#reply + 1] = queue[1]
-    reply[#reply + 1] = queue[2]
-    reply[#reply + 1] = queue[3]
+    local queue = redis.call('HMGET', KEYS[key + 1], 'busy_until_ms', 'prefill_ms', 'wait_log',
+      'prefill_log', 'prefill_version')
+    for j = 1, 5 do
+      reply[#reply + 1] = queue[j]
+    end
     reply[#reply + 1] = redis.call('ZCOUNT', KEYS[key + 2], in_flight_since, '+inf')
     local load = redis.call('HMGET', KEYS[key + 3], 'running', 'waiting', 'kv_usage', 'scraped_at')
     for j = 1, 4 do

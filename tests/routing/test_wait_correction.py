@@ -3,12 +3,18 @@ the chosen pod's factor by outcome_record.lua's step (the rule of
 `scoring.route_state.corrected_wait_log`), and the next decision prices the pod's wait with it,
 read in the decision's one round trip."""
 
+import math
 import time
 
 import pytest
 
 from scoring.keys import queue_key
-from scoring.route_state import corrected_wait_log, wait_factor
+from scoring.route_state import (
+    WAIT_FACTOR_BOUNDS,
+    corrected_prefill_log,
+    corrected_wait_log,
+    delivered_factor,
+)
 from tests.index import MODEL
 from tests.routing.conftest import PODS, hold, request_tokens
 from tests.routing.test_decision_outcomes import post_outcome  # noqa: F401 (fixture)
@@ -55,7 +61,7 @@ def test_a_slow_outcome_raises_the_pods_wait_and_the_next_decision_prices_it(
     _queue_everywhere(redis_client, 2_000)
     _, second = post_score({"model": MODEL, "token_ids": request_tokens(3)})
     again = next(e for e in second["estimates"] if e["pod"] == PODS[0])
-    assert again["wait_factor"] == pytest.approx(wait_factor(repr(stored)))
+    assert again["wait_factor"] == pytest.approx(delivered_factor(repr(stored), WAIT_FACTOR_BOUNDS))
     assert again["wait_s"] == pytest.approx(again["queue_wait_s"] * again["wait_factor"])
     assert again["wait_s"] > again["queue_wait_s"]
 
@@ -77,3 +83,32 @@ def test_an_outcome_about_the_prefill_or_for_an_expired_queue_changes_no_wait(
     redis_client.delete(queue_key(queued["chosen"]))  # idle a minute: the queue expired
     post_outcome(queued["decision_id"], {"cached_tokens": 32, "prompt_tokens": 48, "ttft_ms": 9e3})
     assert not redis_client.exists(queue_key(queued["chosen"]))
+
+
+def test_a_slow_outcome_on_an_idle_pod_raises_its_prefill_estimates(
+    post_score,
+    engines,
+    redis_client,
+    post_outcome,  # noqa: F811
+) -> None:
+    """outcome_record.lua steps `prefill_log` as `corrected_prefill_log` does, under the
+    decision's weights version, and the next decision prices the pod's prefill with it."""
+    hold(redis_client, PODS[0], request_tokens(3), ["GPU", "GPU"])
+    status, idle = post_score({"model": MODEL, "token_ids": request_tokens(3)})
+    chosen = _chosen(idle)
+    assert status == 200 and chosen["wait_s"] == 0.0 and chosen["prefill_factor"] == 1.0
+    delivered_s = 3 * chosen["prefill_s"]
+    post_outcome(
+        idle["decision_id"],
+        {"cached_tokens": 32, "prompt_tokens": 48, "ttft_ms": delivered_s * 1000},
+    )
+    stored = redis_client.hmget(queue_key(idle["chosen"]), ["prefill_log", "prefill_version"])
+    expected = corrected_prefill_log(
+        (0.0, None), idle["weights_version"], 0.0, chosen["prefill_s"], delivered_s
+    )
+    assert (float(stored[0]), int(stored[1])) == (pytest.approx(expected[0]), expected[1])
+
+    _, second = post_score({"model": MODEL, "token_ids": request_tokens(3)})
+    again = next(e for e in second["estimates"] if e["pod"] == idle["chosen"])
+    assert again["prefill_factor"] == pytest.approx(math.exp(expected[0]))
+    assert again["prefill_factor"] > 1.0

@@ -36,14 +36,14 @@ def fresh(waiting: int, age_s: float = 0.1) -> dict[str, str]:
 
 
 def test_without_a_scrape_the_virtual_queue_prices_the_pod_and_it_is_flagged_stale() -> None:
-    reading = load_reading(raw(), NOW_MS, 3.0, 0.2)
+    reading = load_reading(raw(), NOW_MS, 3.0, 0.2, 1)
     assert reading.load == QUEUE_ONLY
     assert (reading.engine_waiting, reading.load_age_s) == (None, None)
 
 
 def test_a_fresh_scrape_with_a_longer_queue_than_kvadmin_knows_resyncs_the_wait() -> None:
     """What the engine waited 0.1 s ago has drained that much since."""
-    reading = load_reading(raw(**fresh(waiting=10)), NOW_MS, 3.0, 0.2)
+    reading = load_reading(raw(**fresh(waiting=10)), NOW_MS, 3.0, 0.2, 1)
     assert reading.load.wait_s == pytest.approx(10 * 0.05 - 0.1) and not reading.load.stale
     assert reading.load.running == 7 and reading.load.queued == 10
     assert reading.queue_wait_s == pytest.approx(0.3) and reading.engine_waiting == 10
@@ -51,13 +51,13 @@ def test_a_fresh_scrape_with_a_longer_queue_than_kvadmin_knows_resyncs_the_wait(
 
 def test_a_fresh_scrape_never_shortens_kvadmin_s_own_queue() -> None:
     """Requests just routed may not be in the engine's queue yet."""
-    reading = load_reading(raw(**fresh(waiting=1)), NOW_MS, 3.0, 0.2)
+    reading = load_reading(raw(**fresh(waiting=1)), NOW_MS, 3.0, 0.2, 1)
     assert reading.load.wait_s == pytest.approx(0.3) and not reading.load.stale
 
 
 def test_before_any_routing_the_callers_prefill_stands_for_the_mean() -> None:
     state = RawPodState(**fresh(waiting=3))
-    assert load_reading(state, NOW_MS, 3.0, 0.2).load.wait_s == pytest.approx(0.6 - 0.1)
+    assert load_reading(state, NOW_MS, 3.0, 0.2, 1).load.wait_s == pytest.approx(0.6 - 0.1)
 
 
 @pytest.mark.parametrize(
@@ -73,13 +73,13 @@ def test_before_any_routing_the_callers_prefill_stands_for_the_mean() -> None:
     ],
 )
 def test_a_stale_or_bad_scrape_is_not_believed(load: dict[str, str]) -> None:
-    reading = load_reading(raw(**load), NOW_MS, 3.0, 0.2)
+    reading = load_reading(raw(**load), NOW_MS, 3.0, 0.2, 1)
     assert reading.load == QUEUE_ONLY
 
 
 def test_a_drained_queue_waits_nothing() -> None:
-    assert load_reading(raw(busy_in_ms=-500), NOW_MS, 3.0, 0.2).load.wait_s == 0.0
-    assert load_reading(raw(busy_in_ms=None), NOW_MS, 3.0, 0.2).load.wait_s == 0.0
+    assert load_reading(raw(busy_in_ms=-500), NOW_MS, 3.0, 0.2, 1).load.wait_s == 0.0
+    assert load_reading(raw(busy_in_ms=None), NOW_MS, 3.0, 0.2, 1).load.wait_s == 0.0
 
 
 def test_speculative_positions_become_the_requests_block_hashes() -> None:
@@ -88,10 +88,10 @@ def test_speculative_positions_become_the_requests_block_hashes() -> None:
 
 
 def test_the_delivered_correction_scales_the_wait_within_its_bounds() -> None:
-    doubled = load_reading(raw(wait_log=str(math.log(2))), NOW_MS, 3.0, 0.2)
+    doubled = load_reading(raw(wait_log=str(math.log(2))), NOW_MS, 3.0, 0.2, 1)
     assert doubled.load.wait_s == pytest.approx(0.6) and doubled.wait_factor == pytest.approx(2)
     assert doubled.load.queued == pytest.approx(12)
-    hostile = load_reading(raw(wait_log="1e308"), NOW_MS, 3.0, 0.2)
+    hostile = load_reading(raw(wait_log="1e308"), NOW_MS, 3.0, 0.2, 1)
     assert hostile.wait_factor == WAIT_FACTOR_BOUNDS[1]
     for garbage in ("nan", "-inf", "x", None):
-        assert load_reading(raw(wait_log=garbage), NOW_MS, 3.0, 0.2).wait_factor == 1.0
+        assert load_reading(raw(wait_log=garbage), NOW_MS, 3.0, 0.2, 1).wait_factor == 1.0

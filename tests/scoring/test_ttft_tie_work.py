@@ -58,7 +58,7 @@ def test_pods_tied_on_work_too_are_broken_by_rendezvous_hashing_among_them() -> 
 def test_recent_work_is_the_requests_in_flight_times_their_mean_predicted_prefill() -> None:
     now_ms = 1_760_000_000_000
     routed = RawPodState(busy_until_ms=str(now_ms), prefill_ms="50", in_flight=4)
-    assert load_reading(routed, now_ms, 3.0, 0.2).recent_work_s == pytest.approx(0.2)
+    assert load_reading(routed, now_ms, 3.0, 0.2, 1).recent_work_s == pytest.approx(0.2)
     no_mean = RawPodState(in_flight=2)
-    assert load_reading(no_mean, now_ms, 3.0, 0.2).recent_work_s == pytest.approx(0.4)
-    assert load_reading(RawPodState(), now_ms, 3.0, 0.2).recent_work_s == 0.0
+    assert load_reading(no_mean, now_ms, 3.0, 0.2, 1).recent_work_s == pytest.approx(0.4)
+    assert load_reading(RawPodState(), now_ms, 3.0, 0.2, 1).recent_work_s == 0.0

@@ -17,11 +17,15 @@
 --       queue key, the wait correction's
 --       inputs: the predicted wait, predicted prefill and delivered TTFT in seconds, the
 --       learning share, the step bound, the least share of the predicted TTFT the wait must
---       be, the factor's bounds as logs (low, high).
+--       be, the factor's bounds as logs (low, high); then the prefill correction's: the
+--       decision's weights version, the prefill factor's bounds as logs (low, high).
 -- Reply: "recorded", "repeated", or "unknown" (the decision left the log).
 --
--- The wait correction is scoring.route_state.corrected_wait_log, step for step; a queue that
--- expired (the pod idle for a minute) is not brought back by a late outcome.
+-- The wait correction is scoring.route_state.corrected_wait_log, step for step, and the
+-- prefill correction corrected_prefill_log (on the outcomes the wait's leaves out). The
+-- prefill factor is learned against one weights version (`prefill_version`): an outcome of a
+-- later version starts it again from 1, one of an earlier version is not counted. A queue
+-- that expired (the pod idle for a minute) is not brought back by a late outcome.
 
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return 'unknown'
@@ -57,12 +61,26 @@ if queue and redis.call('HEXISTS', queue, 'busy_until_ms') == 1 then
   local wait, prefill, delivered = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   local share, bound, least = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])
   local low, high = tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7])
+  local stepped = function(old, took, predicted, least_log, most_log)
+    local ratio = math.log(math.max(took, predicted * math.exp(least_log)) / predicted)
+    ratio = math.min(math.max(ratio, -bound), bound)
+    return string.format('%.17g', math.min(math.max(old + share * ratio, least_log), most_log))
+  end
   if wait > 0 and wait >= least * (wait + prefill) then
     local old = tonumber(redis.call('HGET', queue, 'wait_log') or '') or 0
-    local imposed = math.max(delivered - prefill, wait * math.exp(low))
-    local ratio = math.min(math.max(math.log(imposed / wait), -bound), bound)
-    local new = math.min(math.max(old + share * ratio, low), high)
-    redis.call('HSET', queue, 'wait_log', string.format('%.17g', new))
+    redis.call('HSET', queue, 'wait_log', stepped(old, delivered - prefill, wait, low, high))
+  elseif prefill > 0 then
+    local version = tonumber(ARGV[at + 8])
+    local held = redis.call('HMGET', queue, 'prefill_log', 'prefill_version')
+    local old, learned = tonumber(held[1] or '') or 0, tonumber(held[2] or '')
+    if learned == nil or learned < version then
+      old = 0
+    end
+    if learned == nil or learned <= version then
+      local took = delivered - math.max(wait, 0)
+      local new = stepped(old, took, prefill, tonumber(ARGV[at + 9]), tonumber(ARGV[at + 10]))
+      redis.call('HSET', queue, 'prefill_log', new, 'prefill_version', ARGV[at + 8])
+    end
   end
 end
 return 'recorded'
