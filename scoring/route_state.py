@@ -37,6 +37,11 @@ every later one's wait, and engines serve what kvadmin did not route), so a cons
 the wait, learned per pod, holds where a constant offset would not. The step is a bounded share
 of the log ratio (one outlier moves the factor by at most WAIT_STEP_BOUND * WAIT_LEARNING), and
 the factor stays within WAIT_FACTOR_BOUNDS whatever outcomes say.
+
+The outcomes the wait rule leaves out, whose delivered time is about the prefill, correct the
+pod's prefill estimates the same way (`prefill_log`, `corrected_prefill_log`, within
+PREFILL_FACTOR_BOUNDS), against the weights version they were priced with: a later version
+restarts the factor, and a reader pricing with another version ignores it.
 """
 
 import json

@@ -53,7 +53,9 @@ class Dropped(msgspec.Struct, kw_only=True):
 
 class CandidateEstimate(msgspec.Struct, kw_only=True):
     """One candidate as the `ttft` policy priced it (scoring.policy), in seconds: cost =
-    wait_s + prefill_s + work_penalty_s."""
+    wait_s + prefill_s + work_penalty_s. wait_s includes the pod's delivered wait correction
+    (wait_factor), prefill_s its delivered prefill correction (prefill_factor): factors learned
+    from the pod's delivered TTFTs, 1 until it has any (scoring.route_state)."""
 
     pod: str
     matched_blocks: int
