@@ -39,9 +39,9 @@ of the log ratio (one outlier moves the factor by at most WAIT_STEP_BOUND * WAIT
 the factor stays within WAIT_FACTOR_BOUNDS whatever outcomes say.
 
 The outcomes the wait rule leaves out, whose delivered time is about the prefill, correct the
-pod's prefill estimates the same way (`prefill_log`, `corrected_prefill_log`, by
-PREFILL_LEARNING, within PREFILL_FACTOR_BOUNDS), against the weights version they were priced
-with: a later version restarts the factor, and a reader pricing with another version ignores it.
+pod's prefill estimates the same way (`prefill_log`, `corrected_prefill_log`, within
+PREFILL_FACTOR_BOUNDS), against the weights version they were priced with: a later version
+restarts the factor, and a reader pricing with another version ignores it.
 """
 
 import json
@@ -62,14 +62,8 @@ MAX_LOAD_COUNT: Final = 1_000_000
 """More running or waiting requests than any engine holds: the scrape is not believed."""
 WAIT_FACTOR_BOUNDS: Final = (0.5, 4.0)
 """The delivered correction never more than halves a wait, nor more than quadruples it."""
-WAIT_LEARNING: Final = 0.1
-"""The share of an outcome's log ratio a wait step takes: about the last 10 outcomes count.
-With PREFILL_LEARNING, measured against 0.05 for both on issue 33's hard and slow cases at 0.8
-load (bench/routing_quality.py): the hard case's p90 prediction error 50.2% -> 44.2%, and no
-seed over 1.10x the best baseline (the slow demo's worst had been 1.11x)."""
-PREFILL_LEARNING: Final = 0.075
-"""The same for a prefill step (about the last 13 outcomes): 0.1 made the slow pods' first
-1,000 requests 1.24x the oracle (target 1.20x); 0.05 left the hard case's p90 error at 50.2%."""
+WAIT_LEARNING: Final = 0.05
+"""The share of an outcome's log ratio a step takes: about the last 20 outcomes count."""
 WAIT_STEP_BOUND: Final = math.log(2.0)
 """An outcome's log ratio is taken at most this far (a hung request, a clock jump)."""
 WAIT_MIN_SHARE: Final = 0.2
@@ -238,7 +232,7 @@ def corrected_wait_log(
     if not predicted_wait_s > 0 or predicted_wait_s < WAIT_MIN_SHARE * predicted:
         return wait_log
     imposed = delivered_s - predicted_prefill_s
-    return _stepped(wait_log, imposed, predicted_wait_s, WAIT_FACTOR_BOUNDS, WAIT_LEARNING)
+    return _stepped(wait_log, imposed, predicted_wait_s, WAIT_FACTOR_BOUNDS)
 
 
 def corrected_prefill_log(
@@ -262,7 +256,7 @@ def corrected_prefill_log(
 
     Calibration fits the parameters from the same evidence, but a step at a time every few
     seconds, per model or per pod once enough windows have come; this factor follows a pod
-    within about a dozen outcomes, so that its queue (a sum of its predicted prefills) does not
+    within about twenty outcomes, so that its queue (a sum of its predicted prefills) does not
     fall behind a pod slower than its parameters meanwhile. Once calibration catches up, the
     ratios it steps by turn the other way and bring it back to 1."""
     log, learned_version = learned
@@ -276,21 +270,17 @@ def corrected_prefill_log(
     if learned_version is None or learned_version < version:
         log = 0.0
     took = delivered_s - max(predicted_wait_s, 0.0)
-    return _stepped(
-        log, took, predicted_prefill_s, PREFILL_FACTOR_BOUNDS, PREFILL_LEARNING
-    ), version
+    return _stepped(log, took, predicted_prefill_s, PREFILL_FACTOR_BOUNDS), version
 
 
-def _stepped(
-    log: float, delivered: float, predicted: float, bounds: tuple[float, float], share: float
-) -> float:
-    """The rule both corrections follow: `log` moved by the `share` of the log ratio of
+def _stepped(log: float, delivered: float, predicted: float, bounds: tuple[float, float]) -> float:
+    """The rule both corrections follow: `log` moved by WAIT_LEARNING of the log ratio of
     `delivered` to `predicted` (floored at the lower bound, taken at most WAIT_STEP_BOUND),
     kept within `bounds`."""
     low, high = (math.log(bound) for bound in bounds)
     ratio = math.log(max(delivered, predicted * bounds[0]) / predicted)
     step = min(max(ratio, -WAIT_STEP_BOUND), WAIT_STEP_BOUND)
-    return min(max(log + share * step, low), high)
+    return min(max(log + WAIT_LEARNING * step, low), high)
 
 
 def resynced_busy_until(

@@ -54,7 +54,6 @@ from kvadmin.routing.decisions import CandidateEstimate, Decision
 from scoring import keys
 from scoring.route_state import (
     PREFILL_FACTOR_BOUNDS,
-    PREFILL_LEARNING,
     WAIT_FACTOR_BOUNDS,
     WAIT_LEARNING,
     WAIT_MIN_SHARE,
@@ -310,7 +309,6 @@ def _record_input(
         args += [repr(math.log(bound)) for bound in WAIT_FACTOR_BOUNDS]
         args.append(str(decision.weights_version))
         args += [repr(math.log(bound)) for bound in PREFILL_FACTOR_BOUNDS]
-        args.append(repr(PREFILL_LEARNING))
     return script_keys, args
 
 

@@ -13,8 +13,8 @@ from scoring.keys import queue_key
 from scoring.policy import PodLoad, RouteRequest, choose_pod
 from scoring.route_state import (
     PREFILL_FACTOR_BOUNDS,
-    PREFILL_LEARNING,
     QUEUE_RESYNC,
+    WAIT_LEARNING,
     WAIT_STEP_BOUND,
     RawPodState,
     corrected_prefill_log,
@@ -37,7 +37,7 @@ def test_outcomes_of_a_pod_slower_than_predicted_move_its_factor_to_the_ratio() 
 
 def test_one_outlier_moves_it_a_bounded_step_and_its_bounds_hold() -> None:
     assert corrected_prefill_log((0.0, 1), 1, 0.0, 0.05, 3600.0) == (
-        pytest.approx(PREFILL_LEARNING * WAIT_STEP_BOUND),
+        pytest.approx(WAIT_LEARNING * WAIT_STEP_BOUND),
         1,
     )
     learned: tuple[float, int | None] = (0.0, 1)

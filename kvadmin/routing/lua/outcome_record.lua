@@ -16,10 +16,9 @@
 --       when the outcome times nothing: it is not logged) and the log's cap; then, with the
 --       queue key, the wait correction's
 --       inputs: the predicted wait, predicted prefill and delivered TTFT in seconds, the
---       wait's learning share, the step bound, the least share of the predicted TTFT the wait
---       must be, the factor's bounds as logs (low, high); then the prefill correction's: the
---       decision's weights version, the prefill factor's bounds as logs (low, high), its
---       learning share.
+--       learning share, the step bound, the least share of the predicted TTFT the wait must
+--       be, the factor's bounds as logs (low, high); then the prefill correction's: the
+--       decision's weights version, the prefill factor's bounds as logs (low, high).
 -- Reply: "recorded", "repeated", or "unknown" (the decision left the log).
 --
 -- The wait correction is scoring.route_state.corrected_wait_log, step for step, and the
@@ -62,14 +61,14 @@ if queue and redis.call('HEXISTS', queue, 'busy_until_ms') == 1 then
   local wait, prefill, delivered = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   local share, bound, least = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])
   local low, high = tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7])
-  local stepped = function(old, took, predicted, least_log, most_log, learning)
+  local stepped = function(old, took, predicted, least_log, most_log)
     local ratio = math.log(math.max(took, predicted * math.exp(least_log)) / predicted)
     ratio = math.min(math.max(ratio, -bound), bound)
-    return string.format('%.17g', math.min(math.max(old + learning * ratio, least_log), most_log))
+    return string.format('%.17g', math.min(math.max(old + share * ratio, least_log), most_log))
   end
   if wait > 0 and wait >= least * (wait + prefill) then
     local old = tonumber(redis.call('HGET', queue, 'wait_log') or '') or 0
-    redis.call('HSET', queue, 'wait_log', stepped(old, delivered - prefill, wait, low, high, share))
+    redis.call('HSET', queue, 'wait_log', stepped(old, delivered - prefill, wait, low, high))
   elseif prefill > 0 then
     local version = tonumber(ARGV[at + 8])
     local held = redis.call('HMGET', queue, 'prefill_log', 'prefill_version')
@@ -79,8 +78,7 @@ if queue and redis.call('HEXISTS', queue, 'busy_until_ms') == 1 then
     end
     if learned == nil or learned <= version then
       local took = delivered - math.max(wait, 0)
-      local least_log, most_log = tonumber(ARGV[at + 9]), tonumber(ARGV[at + 10])
-      local new = stepped(old, took, prefill, least_log, most_log, tonumber(ARGV[at + 11]))
+      local new = stepped(old, took, prefill, tonumber(ARGV[at + 9]), tonumber(ARGV[at + 10]))
       redis.call('HSET', queue, 'prefill_log', new, 'prefill_version', ARGV[at + 8])
     end
   end
