@@ -227,7 +227,8 @@ class PodApp:
             self.metrics.prefilled(rank, result.prompt_tokens, result.cached_tokens, 0.0)
             self.metrics.generated(rank, max_tokens)
             return Served(rank, result, 0.0, 0.0)
-        return await self.queues[rank].serve(self.pod.serve_on, tokens, max_tokens)
+        blocks = self.pod.blocks_of(rank, tokens)
+        return await self.queues[rank].serve(self.pod.serve_on, tokens, max_tokens, blocks)
 
     async def _serve(self, body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], str, int]:
         self._check_model(body)

@@ -229,6 +229,12 @@ class SimPod:
             self._publish(rank, result.events)
         return result
 
+    def blocks_of(self, rank: int, token_ids: Sequence[int]) -> list[str]:
+        """The engine hashes of the prompt's full blocks on `rank` (what running requests
+        share of their KV memory)."""
+        with self._lock:
+            return self.caches[rank].blocks_of(token_ids)
+
     def lookup(self, token_ids: Sequence[int]) -> dict[str, int]:
         """The hit by medium that serving this prompt next would report, changing nothing."""
         with self._lock:

@@ -149,6 +149,24 @@ def test_a_full_gpu_makes_the_next_request_wait_for_memory(start_fleet: StartFle
     assert second["kvadmin"]["prefill_ms"] == pytest.approx(alone * 1000)
 
 
+def test_requests_behind_one_prompt_hold_its_blocks_once(start_fleet: StartFleet) -> None:
+    parameters = TtftParameters(first_token_s=0.001, decode_slowdown=0.5)
+    config = local_config(time_scale=1.0, prefill=parameters, decode_seconds=0.5, gpu_blocks=8)
+    url = start_fleet(config).configs[0].http_url
+    prompt = _prompt(1, 6)
+
+    with cf.ThreadPoolExecutor(2) as pool:
+        # The first holds 7 blocks (6 of its prompt, 1 of its answer) while it decodes; the
+        # second shares the 6 and needs 1 more: 8 fit, as vLLM's prefix caching fits them.
+        first, second = _lined_up(pool, url, [(prompt, 16), (prompt, 16)])
+
+    # The second prefilled beside the first (slowed down by it), not after its decode.
+    uncached = len(prompt) - second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    beside = parameters.first_token_s + 1.5 * uncached / parameters.default_prefill_tokens_per_s
+    assert uncached == 16
+    assert second["kvadmin"]["prefill_ms"] == pytest.approx(beside * 1000)
+
+
 def test_the_instant_pod_answers_at_once_and_counts_its_work(start_fleet: StartFleet) -> None:
     url = start_fleet(local_config()).configs[0].http_url
 
