@@ -397,20 +397,23 @@ def walk_reply(
         return walk, None
     now_ms, at = int(reply[at]), at + 1
     pods: dict[str, RawPodState] = {}
+    # Per pod: the queue fields, the in-flight count, the load fields, then its spans.
+    in_flight_at = len(QUEUE_FIELDS)
+    spans_at = in_flight_at + 1 + len(LOAD_FIELDS)
     for pod in state.pods:
-        n_spans = reply[at + 10]
-        spans = iter(reply[at + 11 : at + 11 + 2 * n_spans])
+        n_spans = reply[at + spans_at]
+        spans = iter(reply[at + spans_at + 1 : at + spans_at + 1 + 2 * n_spans])
         pods[pod] = RawPodState(
-            **dict(zip(QUEUE_FIELDS, reply[at : at + 5], strict=True)),
-            in_flight=int(reply[at + 5]),
-            **dict(zip(LOAD_FIELDS, reply[at + 6 : at + 10], strict=True)),
+            **dict(zip(QUEUE_FIELDS, reply[at : at + in_flight_at], strict=True)),
+            in_flight=int(reply[at + in_flight_at]),
+            **dict(zip(LOAD_FIELDS, reply[at + in_flight_at + 1 : at + spans_at], strict=True)),
             speculative=tuple(
                 chain.from_iterable(
                     range(start, start + length) for start, length in zip(spans, spans, strict=True)
                 )
             ),
         )
-        at += 11 + 2 * n_spans
+        at += spans_at + 1 + 2 * n_spans
     return walk, RouteState(now_ms, pods)
 
 

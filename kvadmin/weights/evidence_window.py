@@ -52,6 +52,10 @@ class Kept(msgspec.Struct, array_like=True, frozen=True):
     running: float
     lower_hits: float
 
+    @classmethod
+    def of(cls, at: float, window: Window) -> "Kept":
+        return cls(at, window.computed_tokens, window.prefill_s, window.running, window.lower_hits)
+
     def window(self) -> Window:
         return Window(1.0, self.computed_tokens, self.prefill_s, self.running, self.lower_hits)
 
@@ -153,11 +157,7 @@ def folded(
         if name not in changed:
             changed[name] = {who: list(kept) for who, kept in lines.get(name, {}).items()}
         line = changed[name].setdefault(item.requester[:MAX_REQUESTER_CHARS], [])
-        line.append(
-            Kept(
-                item.at, window.computed_tokens, window.prefill_s, window.running, window.lower_hits
-            )  # fmt: skip
-        )
+        line.append(Kept.of(item.at, window))
     for name, of_pod in changed.items():
         for who in list(of_pod):
             kept = [k for k in of_pod[who][-MAX_POINTS:] if k.at >= since]
