@@ -14,8 +14,11 @@
   pods (bench/routing_quality.py found 1.5 best at low load, where no queue forms). With
   kappa alone the penalty stayed flat as queues grew: under sustained load every pod has a
   queue, moving looked cheap, the recomputed prefixes added work, the queues grew and moving
-  looked cheaper still (issue 33: the hit rate fell from 75% to 50%). Rendezvous hashing
-  breaks only exact ties.
+  looked cheaper still (issue 33: the hit rate fell from 75% to 50%). What spread them after
+  that was the wait: the delivered wait factor (`scoring.route_state.corrected_wait_log`)
+  swung between its bounds once queues were long, pricing warm pods seconds busier than they
+  were, until its step was taken against the factor of now. Rendezvous hashing breaks only
+  exact ties.
 - `kthena`: the highest kthena score, as kthena's kvcache-aware plugin alone picks
   (`scoring.choice.choose`).
 

@@ -30,13 +30,15 @@ stale.
 
 The wait so blended is then corrected by what the pod delivered: the queue hash keeps the log of
 a per-pod factor (`wait_log`), which outcome_record.lua moves with every outcome whose predicted
-wait was a real part of its predicted TTFT (`corrected_wait_log`, the rule both follow): the
-wait the pod actually imposed (delivered TTFT minus the predicted prefill) over the predicted
-wait. Queues under-predict more as load grows (each prefill predicted a little short adds to
-every later one's wait, and engines serve what kvadmin did not route), so a constant factor of
-the wait, learned per pod, holds where a constant offset would not. The step is a bounded share
-of the log ratio (one outlier moves the factor by at most WAIT_STEP_BOUND * WAIT_LEARNING), and
-the factor stays within WAIT_FACTOR_BOUNDS whatever outcomes say.
+wait was a real part of its predicted TTFT (`corrected_wait_log`, the rule both follow): toward
+the wait the pod actually imposed (delivered TTFT minus the predicted prefill) over the
+predicted wait, as the factor now would have predicted it (an outcome comes a queue's length of
+outcomes after its decision: stepped against the decision's own wait, the factor swung). Queues
+under-predict more as load grows (each prefill predicted a little short adds to every later one's
+wait, and engines serve what kvadmin did not route), so a constant factor of the wait, learned
+per pod, holds where a constant offset would not. The step is a bounded share of the log ratio
+(one outlier moves the factor by at most WAIT_STEP_BOUND * WAIT_LEARNING), and the factor stays
+within WAIT_FACTOR_BOUNDS whatever outcomes say.
 
 The outcomes the wait rule leaves out, whose delivered time is about the prefill, correct the
 pod's prefill estimates the same way (`prefill_log`, `corrected_prefill_log`, within
@@ -219,20 +221,35 @@ def delivered_factor(log: str | None, bounds: tuple[float, float]) -> float:
 
 
 def corrected_wait_log(
-    wait_log: float, predicted_wait_s: float, predicted_prefill_s: float, delivered_s: float
+    wait_log: float,
+    predicted_wait_s: float,
+    predicted_prefill_s: float,
+    delivered_s: float,
+    decided_log: float,
 ) -> float:
     """The pod's `wait_log` after one outcome: the decision predicted `predicted_wait_s`
-    (corrected already) and `predicted_prefill_s`, the pod delivered its first token after
-    `delivered_s`. outcome_record.lua applies the same rule; this is its reference.
+    (corrected already, by the factor whose log was `decided_log`) and `predicted_prefill_s`,
+    the pod delivered its first token after `delivered_s`. outcome_record.lua applies the same
+    rule; this is its reference.
 
-    The step is taken on the corrected wait, so repeated outcomes drive the ratio of imposed to
-    predicted wait to 1 (the factor integrates what is left). A wait the pod did not impose at
-    all (delivered no later than the prefill alone) counts as the factor's lower bound."""
+    The step is taken against the wait as the factor holds it now (`predicted_wait_s` times
+    exp(wait_log - decided_log)), not as the decision priced it: the log so moves a share of the
+    way to the log ratio of the imposed wait to the uncorrected one, a moving mean of what
+    outcomes measured. Taken against the decision's own wait, the factor integrated each
+    outcome's residual, and an outcome arrives as many outcomes after its decision as requests
+    were queued ahead of it on the pod: once queues held more than about 1 / (WAIT_LEARNING *
+    2/pi) = 30 requests, the integrator's loop gain passed its stability limit and the factor
+    swung between its bounds (issue 33, the sustained hard case at 0.8 load: factors at 0.5 and
+    4x on pods whose true ratio was 1-1.5, warm pods priced seconds busier than they were,
+    prefixes spread; a larger learning share lowered the limit and made it worse). A wait the
+    pod did not impose at all (delivered no later than the prefill alone) counts as the factor's
+    lower bound."""
     predicted = predicted_wait_s + predicted_prefill_s
     if not predicted_wait_s > 0 or predicted_wait_s < WAIT_MIN_SHARE * predicted:
         return wait_log
     imposed = delivered_s - predicted_prefill_s
-    return _stepped(wait_log, imposed, predicted_wait_s, WAIT_FACTOR_BOUNDS)
+    now = predicted_wait_s * math.exp(wait_log - decided_log)
+    return _stepped(wait_log, imposed, now, WAIT_FACTOR_BOUNDS)
 
 
 def corrected_prefill_log(

@@ -175,9 +175,10 @@ class TtftRouter:
         self.calibration = calibration
         self.predicted: dict[int, float] = {}
         """Per request index, the chosen pod's predicted TTFT (wait + prefill)."""
-        self.decided: dict[int, tuple[int, float, float]] = {}
-        """Per request index in flight: (pod, predicted wait, predicted prefill), its outcome's
-        input to the wait correction."""
+        self.decided: dict[int, tuple[int, float, float, int, float]] = {}
+        """Per request index in flight: (pod, predicted wait, predicted prefill, parameters'
+        version, the wait factor's log the wait included), its outcome's input to the
+        corrections."""
         self.ttl, self.resync, self.stale_s = speculative_ttl_s, resync, stale_s
         self.speculative: list[dict[int, float]] = [{} for _ in range(pods)]
         self.busy_until = [0.0] * pods
@@ -226,7 +227,13 @@ class TtftRouter:
         chosen = names.index(choice.chosen)  # type: ignore[arg-type]
         cost = next(c for c in choice.candidates if c.pod == choice.chosen)
         self.predicted[job.index] = cost.wait_s + cost.prefill_s
-        self.decided[job.index] = (chosen, cost.wait_s, cost.prefill_s, self.version)
+        self.decided[job.index] = (
+            chosen,
+            cost.wait_s,
+            cost.prefill_s,
+            self.version,
+            self.wait_log[chosen],
+        )
         # route_record.lua's advance: the prefill starts when the queue is predicted done.
         done = max(self.busy_until[chosen], now) + cost.prefill_s
         self.busy_until[chosen] = done
@@ -261,8 +268,10 @@ class TtftRouter:
 
     def delivered(self, index: int, ttft_s: float) -> None:
         """The request's outcome, as the gateway reports it: outcome_record.lua's corrections."""
-        pod, wait, prefill, version = self.decided.pop(index)
-        self.wait_log[pod] = corrected_wait_log(self.wait_log[pod], wait, prefill, ttft_s)
+        pod, wait, prefill, version, decided_log = self.decided.pop(index)
+        self.wait_log[pod] = corrected_wait_log(
+            self.wait_log[pod], wait, prefill, ttft_s, decided_log
+        )
         self.prefill_log[pod], self.prefill_version[pod] = corrected_prefill_log(
             (self.prefill_log[pod], self.prefill_version[pod]), version, wait, prefill, ttft_s
         )

@@ -309,6 +309,9 @@ def _record_input(
         args += [repr(math.log(bound)) for bound in WAIT_FACTOR_BOUNDS]
         args.append(str(decision.weights_version))
         args += [repr(math.log(bound)) for bound in PREFILL_FACTOR_BOUNDS]
+        # The factor the decision's wait included: the step is taken against the factor now.
+        low, high = WAIT_FACTOR_BOUNDS
+        args.append(repr(math.log(min(max(chosen.wait_factor, low), high))))
     return script_keys, args
 
 

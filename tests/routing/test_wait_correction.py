@@ -33,18 +33,25 @@ def _chosen(answer: dict) -> dict:
     return next(e for e in answer["estimates"] if e["pod"] == answer["chosen"])
 
 
+def _decided_on_a_queued_warm_pod(post_score, redis_client) -> tuple[dict, dict]:
+    """A decision on PODS[0], which holds the request, every pod queued 2 s, no factor yet: the
+    answer and the chosen pod's estimate."""
+    hold(redis_client, PODS[0], request_tokens(3), ["GPU", "GPU"])
+    _queue_everywhere(redis_client, 2_000)
+    status, answer = post_score({"model": MODEL, "token_ids": request_tokens(3)})
+    assert status == 200 and answer["chosen"] == PODS[0]
+    chosen = _chosen(answer)
+    assert chosen["wait_factor"] == 1.0
+    return answer, chosen
+
+
 def test_a_slow_outcome_raises_the_pods_wait_and_the_next_decision_prices_it(
     post_score,
     engines,
     redis_client,
     post_outcome,  # noqa: F811
 ) -> None:
-    hold(redis_client, PODS[0], request_tokens(3), ["GPU", "GPU"])
-    _queue_everywhere(redis_client, 2_000)
-    status, first = post_score({"model": MODEL, "token_ids": request_tokens(3)})
-    assert status == 200 and first["chosen"] == PODS[0]
-    chosen = _chosen(first)
-    assert chosen["wait_factor"] == 1.0
+    first, chosen = _decided_on_a_queued_warm_pod(post_score, redis_client)
     delivered_s = 3 * (chosen["wait_s"] + chosen["prefill_s"])
 
     status, _ = post_outcome(
@@ -54,7 +61,7 @@ def test_a_slow_outcome_raises_the_pods_wait_and_the_next_decision_prices_it(
     assert status == 201
     stored = float(redis_client.hget(queue_key(PODS[0]), "wait_log"))
     assert stored == pytest.approx(
-        corrected_wait_log(0.0, chosen["wait_s"], chosen["prefill_s"], delivered_s)
+        corrected_wait_log(0.0, chosen["wait_s"], chosen["prefill_s"], delivered_s, 0.0)
     )
     assert stored > 0
 
@@ -64,6 +71,29 @@ def test_a_slow_outcome_raises_the_pods_wait_and_the_next_decision_prices_it(
     assert again["wait_factor"] == pytest.approx(delivered_factor(repr(stored), WAIT_FACTOR_BOUNDS))
     assert again["wait_s"] == pytest.approx(again["queue_wait_s"] * again["wait_factor"])
     assert again["wait_s"] > again["queue_wait_s"]
+
+
+def test_an_outcome_steps_the_factor_as_it_is_now_not_as_its_decision_priced_it(
+    post_score,
+    engines,
+    redis_client,
+    post_outcome,  # noqa: F811
+) -> None:
+    """The decision priced the wait at factor 1; other outcomes have since moved the factor to
+    2: an outcome imposing twice the uncorrected wait confirms 2 rather than pushing it up."""
+    first, chosen = _decided_on_a_queued_warm_pod(post_score, redis_client)
+    redis_client.hset(queue_key(PODS[0]), "wait_log", repr(math.log(2.0)))
+    delivered_s = chosen["prefill_s"] + 2 * chosen["wait_s"]
+
+    post_outcome(
+        first["decision_id"],
+        {"cached_tokens": 32, "prompt_tokens": 48, "ttft_ms": delivered_s * 1000},
+    )
+    stored = float(redis_client.hget(queue_key(PODS[0]), "wait_log"))
+    assert stored == pytest.approx(math.log(2.0))
+    assert stored == pytest.approx(
+        corrected_wait_log(math.log(2.0), chosen["wait_s"], chosen["prefill_s"], delivered_s, 0.0)
+    )
 
 
 def test_an_outcome_about_the_prefill_or_for_an_expired_queue_changes_no_wait(

@@ -18,7 +18,8 @@
 --       inputs: the predicted wait, predicted prefill and delivered TTFT in seconds, the
 --       learning share, the step bound, the least share of the predicted TTFT the wait must
 --       be, the factor's bounds as logs (low, high); then the prefill correction's: the
---       decision's weights version, the prefill factor's bounds as logs (low, high).
+--       decision's weights version, the prefill factor's bounds as logs (low, high); then the
+--       log of the wait factor the decision's wait included.
 -- Reply: "recorded", "repeated", or "unknown" (the decision left the log).
 --
 -- The wait correction is scoring.route_state.corrected_wait_log, step for step, and the
@@ -67,8 +68,10 @@ if queue and redis.call('HEXISTS', queue, 'busy_until_ms') == 1 then
     return string.format('%.17g', math.min(math.max(old + share * ratio, least_log), most_log))
   end
   if wait > 0 and wait >= least * (wait + prefill) then
+    -- Against the wait as the factor now holds it, not as the decision priced it.
     local old = tonumber(redis.call('HGET', queue, 'wait_log') or '') or 0
-    redis.call('HSET', queue, 'wait_log', stepped(old, delivered - prefill, wait, low, high))
+    local now = wait * math.exp(old - tonumber(ARGV[at + 11]))
+    redis.call('HSET', queue, 'wait_log', stepped(old, delivered - prefill, now, low, high))
   elseif prefill > 0 then
     local version = tonumber(ARGV[at + 8])
     local held = redis.call('HMGET', queue, 'prefill_log', 'prefill_version')
