@@ -90,10 +90,11 @@ section 1). `kvadmin.index.engine_blocks` owns the layout."""
 
 def engine_blocks_key(pod: str, stream: str, generation: int, bucket: int) -> str:
     """HASH: engine hash field -> "{std_hash}|{medium},{medium}...", the media in which this
-    stream holds that engine block, for the engine hashes of one bucket of one generation of
-    the stream (`kvadmin.index.engine_blocks.slot` gives the bucket and the field). The source of
-    truth for removals. A clear or a stream purge retires the live generation whole (the
-    stream status's `generation` names the live one)."""
+    stream holds that engine block ("{std_hash}" for GPU alone, "-{std_hash}" for CPU alone:
+    `kvadmin.index.engine_blocks.Entry`), for the engine hashes of one bucket of one
+    generation of the stream (`kvadmin.index.engine_blocks.slot` gives the bucket and the
+    field). The source of truth for removals. A clear or a stream purge retires the live
+    generation whole (the stream status's `generation` names the live one)."""
     return f"kvadmin:eb:{pod}|{stream}|{generation}:{bucket:03d}"
 
 

@@ -14,6 +14,7 @@ the text (Redis caches the script under the same hash).
 """
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from hashlib import sha1
@@ -73,6 +74,48 @@ class LuaScript:
         if isinstance(reply, NoScriptError):
             return await self.call_async(client, keys, args)
         return reply
+
+
+ScriptCall = tuple[LuaScript, redis.Redis, list[Any], list[Any]]
+"""A script, the client to run it on, its KEYS and ARGV."""
+
+
+def call_together(calls: Sequence[ScriptCall]) -> list[Any]:
+    """The replies of read-only script calls on different servers, each sent before any reply
+    is read, as a pipeline sends its commands: one round trip for them all instead of one
+    each (the sync twin of `asyncio.gather` over `call_async`). A NOSCRIPT reply is the script
+    loaded and run again alone; a connection that fails (a pooled one dropped by a Redis
+    restart) leaves the calls to the clients' own `__call__`, with their retry: a call that
+    may have run already runs again, hence read-only scripts only."""
+    held: list[tuple[redis.Redis, Any]] = []
+    replies: list[Any] = []
+    try:
+        for script, client, keys, args in calls:
+            connection = client.connection_pool.get_connection()
+            held.append((client, connection))
+            connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        for client, connection in held:
+            try:
+                replies.append(client.parse_response(connection, "EVALSHA"))
+            except redis.ResponseError as error:
+                replies.append(error)
+    except redis.ConnectionError:
+        for _, connection in held:
+            connection.disconnect()
+        return [script(client, keys, args) for script, client, keys, args in calls]
+    except BaseException:
+        for _, connection in held:
+            connection.disconnect()  # a reply may be left unread on it
+        raise
+    finally:
+        for client, connection in held:
+            client.connection_pool.release(connection)
+    for n, (script, client, keys, args) in enumerate(calls):
+        if isinstance(replies[n], NoScriptError):
+            replies[n] = script(client, keys, args)
+        elif isinstance(replies[n], redis.ResponseError):
+            raise replies[n]
+    return replies
 
 
 def inlined(text: str, includes: Path, seen: set[str] | None = None) -> str:

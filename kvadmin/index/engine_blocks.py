@@ -6,9 +6,11 @@ block page's engine-hash scan, the tests and the benchmarks.
 One generation of a stream (the stream status's `generation`: the live one) is spread over
 `keys.ENGINE_BLOCK_BUCKETS` hashes by the engine hash's last digits (`slot`), which Redis keeps as
 compact listpacks where one hash per stream would be a hashtable (docs/capacity.md section 1).
+A value is the block's std and media (`Entry`), short for a block held in GPU or CPU alone.
 """
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import redis
 
@@ -40,6 +42,44 @@ def engine_hash(field: str, bucket: int) -> str:
     return f"{field}{bucket:03d}"
 
 
+SHORT = {"GPU": "", "CPU": "-"}
+"""The media whose blocks held in them alone have a value of the std alone, after this prefix:
+an integer, which a listpack keeps in 8 bytes where "{std}|CPU" takes 23 (vLLM's two media; on
+its CPU offload half a stream's entries are in CPU alone). Any other media are
+"{std}|{m1},{m2}", the form builds before wrote every value in (lua/includes/media_list.lua's
+parse and entry, which read and write both)."""
+
+
+class Entry(NamedTuple):
+    """One engine block of a stream: its standardized hash and the media the stream holds it
+    in, the primary tier (stored with tokens) first."""
+
+    std: str
+    media: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, value: str) -> "Entry":
+        """The entry of a stored value, in either form."""
+        std, bar, media = value.partition("|")
+        if bar:
+            return cls(std, tuple(media.split(",")))
+        if std.startswith("-"):
+            return cls(std[1:], ("CPU",))
+        return cls(std, ("GPU",))
+
+    @property
+    def value(self) -> str:
+        """The value as the scripts write it."""
+        if len(self.media) == 1 and self.media[0] in SHORT:
+            return SHORT[self.media[0]] + self.std
+        return f"{self.std}|{','.join(self.media)}"
+
+    @property
+    def text(self) -> str:
+        """The long form, "{std}|{m1},{m2}", whatever the stored one."""
+        return f"{self.std}|{','.join(self.media)}"
+
+
 def is_legacy_layout(error: redis.ResponseError) -> bool:
     """Whether an index command refused a pod whose engine blocks are still as builds before
     issue 35 kept them (`Applier.upgrade_pod` upgrades it)."""
@@ -54,21 +94,21 @@ def generations(client: redis.Redis, streams: Sequence[tuple[str, str]]) -> list
     return [int(generation or 0) for generation in pipe.execute()]
 
 
-def lookup(client: redis.Redis, asked: Sequence[tuple[str, str, str]]) -> list[str | None]:
-    """The engine-blocks value "{std}|{media}" of each (pod, stream name, engine hash text),
-    None where the stream does not hold it: two round trips (the generations, the entries)."""
+def lookup(client: redis.Redis, asked: Sequence[tuple[str, str, str]]) -> list[Entry | None]:
+    """The engine block of each (pod, stream name, engine hash text), None where the stream
+    does not hold it: two round trips (the generations, the entries)."""
     streams = sorted({(pod, name) for pod, name, _ in asked})
     live = dict(zip(streams, generations(client, streams), strict=True))
     pipe = client.pipeline(transaction=False)
     for pod, name, text in asked:
         bucket, field = slot(text)
         pipe.hget(keys.engine_blocks_key(pod, name, live[pod, name], bucket), field)
-    return pipe.execute()
+    return [None if value is None else Entry.parse(value) for value in pipe.execute()]
 
 
 def scan(
     client: redis.Redis, pod: str, name: str, bucket: int, buckets: int
-) -> tuple[int, dict[str, str]]:
+) -> tuple[int, dict[str, Entry]]:
     """The entries of `buckets` buckets of the stream's live generation from `bucket` on, in
     two round trips, and the bucket to go on at (0 at the end)."""
     (generation,) = generations(client, [(pod, name)])
@@ -76,14 +116,14 @@ def scan(
     pipe = client.pipeline(transaction=False)
     for at in range(bucket, end):
         pipe.hgetall(keys.engine_blocks_key(pod, name, generation, at))
-    entries: dict[str, str] = {}
+    entries: dict[str, Entry] = {}
     for at, part in zip(range(bucket, end), pipe.execute(), strict=True):
         for field, value in part.items():
-            entries[engine_hash(field, at)] = value
+            entries[engine_hash(field, at)] = Entry.parse(value)
     return (end if end < keys.ENGINE_BLOCK_BUCKETS else 0), entries
 
 
-def read_stream(client: redis.Redis, pod: str, name: str) -> dict[str, str]:
-    """Every engine block of the stream's live generation: engine hash -> value."""
+def read_stream(client: redis.Redis, pod: str, name: str) -> dict[str, Entry]:
+    """Every engine block of the stream's live generation by engine hash."""
     _, entries = scan(client, pod, name, 0, keys.ENGINE_BLOCK_BUCKETS)
     return entries

@@ -61,6 +61,8 @@ class GcReport:
     """Matrix fields (a pod owning a block, as the router sees it) removed."""
     orphans: int = 0
     """Stale residency entries no engine block held (counted in `ownerships` too)."""
+    compacted: int = 0
+    """Engine-block values of an index written before their short form, rewritten in it."""
     pods_purged: int = 0
     purged_blocks: int = 0
     """Matrix fields removed by purging unregistered pods."""
@@ -177,6 +179,7 @@ class _Run:
         self.report.largest_step = max(self.report.largest_step, step.scanned)
         self.report.ownerships += step.ownerships
         self.report.blocks += step.fields
+        self.report.compacted += step.compacted
 
     def timed[T](self, step: Callable[..., T], *args: Any) -> T:
         """Run one bounded step, keep the longest step time, and renew the lock."""

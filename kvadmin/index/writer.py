@@ -30,7 +30,10 @@ engine spelled it, "" for none, std = decimal standardized hash):
   stream holds, spread over `keys.ENGINE_BLOCK_BUCKETS` buckets by the engine hash's last
   digits (`kvadmin.index.engine_blocks`, the one reader of them) so that each stays a small
   listpack: a third of the bytes of one large hash per stream (docs/capacity.md section 1).
-  The first medium is the primary tier (stored with tokens); placeholders append theirs.
+  The first medium is the primary tier (stored with tokens); placeholders append theirs. A
+  block held in GPU alone is "{std}", in CPU alone "-{std}": integers, which a listpack keeps
+  in 8 bytes. Values written before in the long form are read as well, and rewritten short by
+  the next write or garbage collection touching them.
   `gen` is the stream status's `generation`: the live one, which a clear moves on.
 - `kvadmin:res:{pod}|{m}` ZSET std -> last store time (`keys.residency_score`: unix
   microseconds), present iff some (stream, engine hash) holds std in m. Within one second,
@@ -117,6 +120,8 @@ class ExpireStep:
     """Matrix fields (blocks the router saw the pod own) that went."""
     scanned: int
     """Engine blocks looked at."""
+    compacted: int = 0
+    """Engine-block values rewritten in their short form (`kvadmin.index.engine_blocks`)."""
 
 
 def _prefix(key: str, suffix: str) -> str:
@@ -396,12 +401,16 @@ class Applier:
         """One bounded garbage-collection step over a stream's engine blocks (whole buckets,
         about `chunk_size` entries): media whose residency is older than `cutoff` (unix
         seconds) are dropped as removals would drop them. Start at cursor "0"; the returned
-        cursor is "0" again when the scan is complete."""
+        cursor is "0" again when the scan is complete. Values kept in their long form
+        ("{std}|GPU", as builds before the short values wrote them) are rewritten short."""
         model, kind = self._pod_identity(pod)
         before = str(keys.residency_score(cutoff))
         own = [stream, cursor, before, str(self.chunk_size)]
         reply = self._run("expire", pod, model, kind, own)
-        return ExpireStep(_text(reply[0]) or "0", int(reply[1]), int(reply[2]), int(reply[3]))
+        progress, owned, fields, scanned, compacted = reply
+        return ExpireStep(
+            _text(progress) or "0", int(owned), int(fields), int(scanned), int(compacted)
+        )
 
     def sweep_step(self, pod: str, medium: str, cutoff: int) -> ExpireStep:
         """One bounded step releasing up to `chunk_size` residency entries of the pod in

@@ -175,17 +175,16 @@ def scan_engine_hashes(
             return ScanStep(pod, None, [], None, "0")
         stream = streams[0]
     next_cursor, entries = engine_blocks.scan(client, pod, stream.name, int(cursor), SCAN_BUCKETS)
-    prefix = f"{std}|"
-    matches = [(eh, value) for eh, value in entries.items() if value.startswith(prefix)]
+    wanted = str(std)
+    matches = [(eh, entry) for eh, entry in entries.items() if entry.std == wanted]
     found: list[EngineBlock] = []
     if matches:
         kind = client.hget(keys.POD_KINDS_KEY, pod) or ""
         pipe = client.pipeline(transaction=False)
         for eh, _ in matches:
             pipe.ttl(keys.engine_hash_key(kind, pod, eh))
-        for (eh, value), ttl in zip(matches, pipe.execute(), strict=True):
-            media = tuple(value.removeprefix(prefix).split(","))
-            found.append(EngineBlock(eh, media, ttl != -2, ttl if ttl >= 0 else None))
+        for (eh, entry), ttl in zip(matches, pipe.execute(), strict=True):
+            found.append(EngineBlock(eh, entry.media, ttl != -2, ttl if ttl >= 0 else None))
     if int(next_cursor):
         return ScanStep(pod, stream, found, stream, str(next_cursor))
     later = streams[streams.index(stream) + 1 :] if stream in streams else []

@@ -7,7 +7,7 @@ async): no I/O here, so a decision can be built and tested from a reply alone.
    (compatibility.md 5.8). A model whose index group is another Redis than REDIS_URL's
    (`grouped`, `kvadmin.index.groups`) has its walk and restarts read from its group in one
    call and its routing state, which stays on REDIS_URL, by the same script there
-   (`ReadPlan.state_read`): two calls, concurrent on the async path.
+   (`ReadPlan.state_read`): two calls, sent together by both shells (one round trip).
 2. `decide(plan, reply, state_reply) -> (Decision, RecordPlan)`: the scores, the choice under
    the request's policy (`scoring.policy.choose_pod`: `ttft` or `kthena`; the kthena score of
    every pod is computed, recorded and answered whatever the policy) and the decision, and

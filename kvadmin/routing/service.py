@@ -14,7 +14,8 @@ of `routing.pipeline`, each: check the request (`routing.request.checked`), get 
    dropped (compatibility.md 2.4 step 1; a data-parallel pod starts when all its ranks have),
    and each candidate's routing state (`scoring.route_state`). A model whose index group
    (`kvadmin.index.groups`) is another Redis reads its walk and restarts there and its routing
-   state on REDIS_URL: two calls (concurrent on the async path).
+   state on REDIS_URL: two calls, both sent before either reply is read (sync:
+   `scoring.scripts.call_together`; async: `asyncio.gather`), so one round trip still.
 4. `scoring.policy.choose_pod` under the request's policy (default the ROUTING_POLICY knob).
 5. The decision goes to the decision log (`routing.decisions`), the chosen pod's routing state
    advances (`scoring.route_record`) and the scoring metrics (`metrics.recorder`) are counted,
@@ -58,6 +59,7 @@ from kvadmin.routing.tokenize import TokenizationFailed, Tokenized, Tokenizer, t
 from kvadmin.weights.active import ActiveWeights, active_weights
 from scoring import route_record
 from scoring.index import WALK
+from scoring.scripts import call_together
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +123,12 @@ def scored(
     grouped = not group.is_app_redis
     read = plan(wanted, _tokenized(wanted), active_weights(), started, requester, grouped)
     try:
-        reply = WALK(group.client() if grouped else client, read.keys, read.args)
-        state_reply = WALK(client, *read.state_read) if read.state_read else None
+        if read.state_read is None:
+            reply, state_reply = WALK(client, read.keys, read.args), None
+        else:
+            reply, state_reply = call_together(
+                [(WALK, group.client(), read.keys, read.args), (WALK, client, *read.state_read)]
+            )
     except REDIS_OUTAGES:
         raise  # an outage, answered as one by the caller (kvadmin/unavailable.py on the web)
     except redis.RedisError as error:

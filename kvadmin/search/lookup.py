@@ -197,7 +197,7 @@ def _engine_hashes(
         return []
     found = []
     for (pod, _, text), entry in zip(asked, engine_blocks.lookup(client, asked), strict=True):
-        std = entry.partition("|")[0] if entry is not None else ""
+        std = entry.std if entry is not None else ""
         if std.isdigit():
             url = reverse("block", args=[models[pod], int(std)])
             found.append(Match("engine hash", f"block {std}", url, f"engine hash {text} of {pod}"))

@@ -117,10 +117,10 @@ def expected_after_gc(
             kind = "sglang" if pod.startswith("sglang") else "vllm"
             kept = {}
             for name, text in content.items():
-                std, _, media = text.partition("|")
-                left = [m for m in media.split(",") if m in held.get((pod, std), {})]
+                std, media = engine_blocks.Entry.parse(text)
+                left = tuple(m for m in media if m in held.get((pod, std), {}))
                 if left:
-                    kept[name] = f"{std}|{','.join(left)}"
+                    kept[name] = engine_blocks.Entry(std, left).value
                 else:
                     engine_hash = engine_blocks.engine_hash(name, int(bucket))
                     after.pop(f"{kind}:kv:block:{pod}@{engine_hash}", None)

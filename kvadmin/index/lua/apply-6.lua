@@ -74,7 +74,7 @@ local names = {
 local function store(eh, std, m)
   local bucket, f = slot(eh)
   local eb = own_prefix .. bucket
-  if call('HSETNX', eb, f, std .. '|' .. m) == 1 then
+  if call('HSETNX', eb, f, entry(std, m)) == 1 then
     add_holder(std, m)
   else
     local old_std, media_text = parse(call('HGET', eb, f))

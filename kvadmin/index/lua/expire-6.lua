@@ -2,7 +2,10 @@
 Garbage collection (gc.py), one step over a stream's engine blocks: ownership whose last
 store is older than a cutoff goes, exactly as if the engine had sent the removals, so refcounts,
 residency, engine blocks, mapping keys and the matrix value's best medium stay consistent.
-Mapping keys go whatever the setting: those left from when it was on are collected too.
+Mapping keys go whatever the setting: those left from when it was on are collected too. An
+engine block kept as builds before the short values wrote it ("{std}|GPU", "{std}|CPU") is
+rewritten in its short form (includes/media_list.lua's entry): a run over an index written
+before them upgrades every live value, as writes upgrade those they touch.
 
 Input:
   KEYS[1..6]  refcounts, pod media, pod ranks, retired generations, pod models, pod kinds
@@ -11,7 +14,7 @@ Input:
     many engine blocks to look at
 Output:
   { the bucket to go on at ("0" at the end), residency entries removed, matrix fields removed,
-    engine blocks looked at }
+    engine blocks looked at, values rewritten in their short form }
   Error "LEGACY_LAYOUT ..." while the pod keeps engine blocks as before issue 35 (nothing
   written).
 ]]
@@ -36,7 +39,7 @@ end
 local rank, bucket, cutoff, count =
   ARGV[p], tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3])
 own_prefix = live_prefix(rank)
-local owned, fields, scanned = 0, 0, 0
+local owned, fields, scanned, compacted = 0, 0, 0, 0
 while bucket < BUCKETS and scanned < count do
   local name = bucket_name(bucket)
   local eb = own_prefix .. name
@@ -62,6 +65,9 @@ while bucket < BUCKETS and scanned < count do
           fields = fields + went
         end
       end
+    elseif v ~= entry(std, media_text) then
+      write(eb, f, std, media_text)
+      compacted = compacted + 1
     end
   end
   scanned = scanned + #flat / 2
@@ -71,4 +77,4 @@ settle_media()
 if bucket >= BUCKETS then
   bucket = 0
 end
-return { tostring(bucket), owned, fields, scanned }
+return { tostring(bucket), owned, fields, scanned, compacted }

@@ -4,7 +4,8 @@ stream, `kvadmin:eh:{pod}|{stream}`; retired ones in `kvadmin:eh-retired:...`) t
 buckets (includes/engine_blocks.lua). Every other command refuses the pod until nothing is left
 in the old layout, so nothing else writes its engine blocks meanwhile.
 
-1. Each live stream's entries move, unchanged, to the buckets of its live generation.
+1. Each live stream's entries move to the buckets of its live generation, their values in
+   today's form (includes/media_list.lua's entry).
 2. Then the retired ones are released, as drain-6.lua releases retired generations: with every
    live stream moved, a mapping key goes only when no live stream holds its engine hash.
 
@@ -28,7 +29,7 @@ for _, name in ipairs(call('SMEMBERS', RANKS)) do
   for i = 1, #flat, 2 do
     local eh = flat[i]
     local bucket, f = slot(eh)
-    call('HSET', prefix .. bucket, f, flat[i + 1])
+    call('HSET', prefix .. bucket, f, entry(parse(flat[i + 1])))
     fields[#fields + 1] = eh
   end
   if #fields > 0 then

@@ -1,4 +1,5 @@
 --- @include "pod_args"
+--- @include "media_list"
 
 -- A stream's engine blocks are spread over BUCKETS (1000) small hashes per generation, which
 -- Redis keeps as listpacks (docs/capacity.md section 1); kvadmin/index/engine_blocks.py reads
@@ -55,9 +56,9 @@ end
 local own_prefix
 
 -- The stream holds the engine block of field `f` of bucket key `eb` (= std) in the media of
--- `media_text` (see parse).
+-- `media_text` (see media_list.lua's entry).
 local function write(eb, f, std, media_text)
-  call('HSET', eb, f, std .. '|' .. media_text)
+  call('HSET', eb, f, entry(std, media_text))
 end
 
 -- The live generations of the pod's streams (data-parallel ranks), read once per call.

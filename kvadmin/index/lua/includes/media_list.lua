@@ -1,6 +1,10 @@
 --- @include "pod_args"
 
--- The engine-blocks value "{std}|{media list}" and its media lists.
+-- An engine-blocks value and its media lists (kvadmin/index/engine_blocks.py reads them the
+-- same way). A block held in GPU alone is "{std}", in CPU alone "-{std}": Redis keeps both as
+-- 8-byte integers in a listpack, 15 bytes less than the text (vLLM's two media: on its CPU
+-- offload half a stream's entries are in CPU alone). Any other media are "{std}|{media list}",
+-- as builds before them wrote every value; both forms are read.
 -- A media list is never empty: "" is the one medium "" (no medium), "GPU," is GPU and "".
 local function split(text)
   local out, start = {}, 1
@@ -35,10 +39,26 @@ local function only(media_text, m)
   return (media_text == m or m == '') and not find(media_text, ',', 1, true)
 end
 
--- An engine-blocks value "{std}|{media list}": std, media list text.
+-- An engine-blocks value: std, media list text.
 local function parse(v)
   local sep = find(v, '|', 1, true)
-  return sub(v, 1, sep - 1), sub(v, sep + 1)
+  if sep then
+    return sub(v, 1, sep - 1), sub(v, sep + 1)
+  end
+  if byte(v, 1) == 45 then -- '-'
+    return sub(v, 2), 'CPU'
+  end
+  return v, 'GPU'
+end
+
+-- The engine-blocks value of std held in the media of `media_text`.
+local function entry(std, media_text)
+  if media_text == 'GPU' then
+    return std
+  elseif media_text == 'CPU' then
+    return '-' .. std
+  end
+  return std .. '|' .. media_text
 end
 
 local function has(text, m)
