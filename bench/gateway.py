@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import random
@@ -563,12 +564,51 @@ def bench_load(rig: Rig, gateways: dict[str, int], seconds: float) -> None:
             return conversations(100 * (turn + 2) + names.index(name), length)
 
         title = f"3. TTFT at {fraction} of capacity ({rate:.1f} requests/s, open loop)"
+        started = time.time()
         runs = compare(title, rig, gateways, trace, seconds * LOAD_SECONDS, rate=rate)
+        prediction(started)
         p90 = {name: percentile(run.ttfb, 0.9) for name, run in runs.items()}
         print(
             f"   picker p90 / least request p90: {p90['picker'] / p90['least request']:.2f}, "
             f"/ round robin p90: {p90['picker'] / p90['round robin']:.2f}"
         )
+
+
+def prediction(since: float) -> None:
+    """The picker's predicted TTFT against the delivered one for its requests since `since`
+    (the outcomes it recorded): the error, and predicted / delivered for requests that were
+    mostly hits and mostly misses (a bias that differs between them is the prefill model's),
+    then each pod's delivered corrections as the next decision reads them."""
+    from kvadmin.redis_clients import index_client
+    from kvadmin.routing.prediction_error import delivered
+    from scoring.keys import queue_key
+
+    client = index_client()
+    found = delivered(client, 100_000, since=since)
+    if not found:
+        return
+    errors = [item.error for item in found]
+    hits = [i for i in found if i.cached_tokens >= i.prompt_tokens / 2]
+    misses = [i for i in found if i.cached_tokens < i.prompt_tokens / 2]
+
+    def ratio(items: list) -> str:
+        ratios = [i.predicted_s / i.ttft_s for i in items if i.ttft_s > 0]
+        return f"{percentile(ratios, 0.5):.2f} ({len(ratios)})" if ratios else "-"
+
+    print(
+        f"   picker prediction: error median {percentile(errors, 0.5):.1%}, p90 "
+        f"{percentile(errors, 0.9):.1%}; predicted / delivered median: hits {ratio(hits)}, "
+        f"misses {ratio(misses)}"
+    )
+    corrections = []
+    for pod in sorted({item.pod for item in found}):
+        held = client.hmget(queue_key(pod), ["wait_log", "prefill_log", "prefill_offset"])
+        wait, factor, offset = (float(v) if v is not None else None for v in held)
+        corrections.append(
+            f"{pod} wait x{math.exp(wait or 0):.2f} prefill x{math.exp(factor or 0):.2f}"
+            f" {'+' if (offset or 0) >= 0 else ''}{(offset or 0) * 1000:.0f} ms"
+        )
+    print("   corrections now: " + "; ".join(corrections))
 
 
 def main() -> None:

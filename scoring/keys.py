@@ -323,12 +323,20 @@ def queue_key(pod: str) -> str:
     routed to it are predicted to be done; the scraper restarts it from the engine's waiting
     requests), `prefill_ms` (a moving mean of their S_est), `wait_log` (the log of the
     delivered correction of its wait, moved by outcomes: scoring.route_state), `prefill_log`
-    (the same of its prefill estimates) and `prefill_version` (the weights version that was
-    learned against)."""
+    and `prefill_offset` (the factor's log and the offset of the delivered correction of its
+    prefill estimates), `prefill_version` (the weights version they were learned against) and
+    `prefill_fit` (the outcomes and means they were fitted from: `PrefillFit.stored`)."""
     return f"kvadmin:queue:{pod}"
 
 
-QUEUE_FIELDS: Final = ("busy_until_ms", "prefill_ms", "wait_log", "prefill_log", "prefill_version")
+QUEUE_FIELDS: Final = (
+    "busy_until_ms",
+    "prefill_ms",
+    "wait_log",
+    "prefill_log",
+    "prefill_offset",
+    "prefill_version",
+)
 """The queue hash's fields every reader reads, in this order (`RawPodState`'s names)."""
 
 

@@ -76,6 +76,8 @@ class PodLoad(msgspec.Struct, frozen=True):
     prefill_factor: float = 1.0
     """What the pod's prefills delivered over what they were predicted (scoring.route_state):
     its S_est is multiplied by it."""
+    prefill_offset: float = 0.0
+    """Seconds the pod's delivered correction adds to its S_est (the same fit's offset)."""
 
 
 UNKNOWN_LOAD: Final = PodLoad(stale=True)
@@ -214,7 +216,7 @@ def choose_pod(
                 parameters,
                 pod,  # its own calibrated T0 and speed, when it has them
             )
-        prefill = prefill.scaled(load.prefill_factor)
+        prefill = prefill.scaled(load.prefill_factor, load.prefill_offset)
         matched = sum(count for _medium, count in runs)
         estimates.append((pod, matched, speculative_blocks, prefill, load, runs))
     if not estimates:

@@ -41,9 +41,13 @@ per pod, holds where a constant offset would not. The step is a bounded share of
 within WAIT_FACTOR_BOUNDS whatever outcomes say.
 
 The outcomes the wait rule leaves out, whose delivered time is about the prefill, correct the
-pod's prefill estimates the same way (`prefill_log`, `corrected_prefill_log`, within
-PREFILL_FACTOR_BOUNDS), against the weights version they were priced with: a later version
-restarts the factor, and a reader pricing with another version ignores it.
+pod's prefill estimates (`PrefillFit`, `corrected_prefill_fit`): a line through what the pod
+took against what the parameters predicted, delivered = offset + factor * predicted. A factor
+alone learns a fixed latency (the gateway's, the network's: about 20 ms of every delivered TTFT
+through Envoy) as a multiplier, pricing cache misses up to 1.9x what they cost and cheap hits
+short; the offset takes it apart. The factor stays within PREFILL_FACTOR_BOUNDS, the offset
+within PREFILL_OFFSET_BOUNDS; both are learned against the weights version they were priced
+with: a later version restarts them, and a reader pricing with another version ignores them.
 """
 
 import json
@@ -74,6 +78,15 @@ predicted TTFT; below it, the delivered time is about the prefill, and teaches t
 PREFILL_FACTOR_BOUNDS: Final = (0.5, 3.0)
 """The delivered correction never more than halves a prefill estimate, nor more than triples
 it (about the range of GPUs one model's pods run on: calibration fits the rest)."""
+PREFILL_OFFSET_BOUNDS: Final = (-0.02, 0.25)
+"""Seconds the delivered prefill correction adds to every prefill estimate, at most: a latency
+outside the pod's work (a gateway, a network hop), or a T0 calibration has not caught up with.
+A corrected estimate is never below half its factor's (`PrefillEstimate.corrected`)."""
+PREFILL_OFFSET_MIN_OUTCOMES: Final = 10
+"""Outcomes a pod's correction takes in before it fits an offset (the factor alone before)."""
+PREFILL_OFFSET_RIDGE: Final = 0.02
+"""How strongly the fit prefers no offset: it holds the offset near 0 while the predictions it
+learned from barely differ (a line through points of one size has no intercept to find)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +115,11 @@ class RawPodState(msgspec.Struct, frozen=True):
     wait_log: str | None = None
     """The log of the pod's delivered wait correction (`corrected_wait_log`)."""
     prefill_log: str | None = None
-    """The log of the pod's delivered prefill correction (`corrected_prefill_log`)."""
+    """The log of the factor of the pod's delivered prefill correction (`PrefillFit`)."""
+    prefill_offset: str | None = None
+    """The offset of the same, in seconds."""
     prefill_version: str | None = None
-    """The weights version `prefill_log` was learned against."""
+    """The weights version `prefill_log` and `prefill_offset` were learned against."""
     in_flight: int = 0
     running: str | None = None
     waiting: str | None = None
@@ -145,6 +160,8 @@ class LoadReading(msgspec.Struct, frozen=True):
     """The delivered correction the wait was multiplied by."""
     prefill_factor: float = 1.0
     """The delivered correction the pod's prefill estimates are multiplied by."""
+    prefill_offset: float = 0.0
+    """The seconds the delivered correction adds to them."""
 
 
 def state_keys(pod: str) -> list[str]:
@@ -196,6 +213,7 @@ def load_reading(
     queue_wait = max(0.0, (busy_until - now_ms) / 1000) if busy_until is not None else 0.0
     learned = raw.prefill_version is not None and _number(raw.prefill_version) == version
     prefill = delivered_factor(raw.prefill_log if learned else None, PREFILL_FACTOR_BOUNDS)
+    offset = _bounded(_number(raw.prefill_offset) if learned else None, PREFILL_OFFSET_BOUNDS)
     mean_ms = _number(raw.prefill_ms)
     mean = mean_ms / 1000 if mean_ms is not None and mean_ms >= 0 else fallback_prefill_s * prefill
     recent = max(raw.in_flight, 0) * mean
@@ -204,12 +222,12 @@ def load_reading(
     age = now_ms / 1000 - scraped.scraped_at if scraped is not None else None
     if scraped is None or age is None or not -fresh_s <= age <= fresh_s:
         wait = queue_wait * factor
-        load = PodLoad(wait, raw.in_flight, True, _queued(wait, mean), prefill)
-        return LoadReading(load, queue_wait, None, age, recent, factor, prefill)
+        load = PodLoad(wait, raw.in_flight, True, _queued(wait, mean), prefill, offset)
+        return LoadReading(load, queue_wait, None, age, recent, factor, prefill, offset)
     wait = max(queue_wait, scraped.waiting * mean - max(age, 0.0)) * factor
     queued = max(scraped.waiting, _queued(wait, mean))
-    load = PodLoad(wait, scraped.running, False, queued, prefill)
-    return LoadReading(load, queue_wait, scraped.waiting, age, recent, factor, prefill)
+    load = PodLoad(wait, scraped.running, False, queued, prefill, offset)
+    return LoadReading(load, queue_wait, scraped.waiting, age, recent, factor, prefill, offset)
 
 
 def delivered_factor(log: str | None, bounds: tuple[float, float]) -> float:
@@ -252,46 +270,121 @@ def corrected_wait_log(
     return _stepped(wait_log, imposed, now, WAIT_FACTOR_BOUNDS)
 
 
-def corrected_prefill_log(
-    learned: tuple[float, int | None],
+class PrefillFit(msgspec.Struct, frozen=True):
+    """A pod's delivered prefill correction and what it was fitted from: the prefill the pod took
+    (delivered less the predicted wait) against the one the parameters predicted (`predicted`,
+    before any correction), as exponentially weighted means (each outcome weighs
+    WAIT_LEARNING: about the last twenty count). The queue hash keeps the correction in
+    `prefill_log` and `prefill_offset` (what the walk reads), the means in `prefill_fit`.
+
+    The means start as the correction in effect would have them (the prior: took = predicted,
+    no spread), so a pod's first outcomes move the factor a twentieth of the way each, as a
+    ratio's step would, and the offset appears only as predictions of different sizes come in
+    (PREFILL_OFFSET_MIN_OUTCOMES of them at least)."""
+
+    log: float = 0.0
+    """The log of the factor."""
+    offset_s: float = 0.0
+    version: int | None = None
+    """The weights version the correction was learned against (None: never)."""
+    outcomes: int = 0
+    means: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    """E[predicted], E[took], E[predicted^2], E[predicted * took]."""
+
+    @property
+    def factor(self) -> float:
+        return math.exp(self.log)
+
+    def stored(self) -> str:
+        """`prefill_fit` as the queue hash keeps it: the outcomes, then the means."""
+        return " ".join([str(self.outcomes), *(f"{mean:.17g}" for mean in self.means)])
+
+    @classmethod
+    def read(cls, log: str | None, offset: str | None, version: str | None, fit: str | None):
+        """The fit the queue hash's fields stand for (a part that does not parse: none)."""
+        learned, parts = _number(version), (fit or "").split()
+        numbers = [_number(part) for part in parts]
+        if learned is None or len(parts) != 5 or None in numbers:
+            return cls()
+        means = tuple(numbers[1:])
+        return cls(_number(log) or 0.0, _number(offset) or 0.0, int(learned), int(numbers[0]),
+                   means)  # type: ignore[arg-type]  # fmt: skip
+
+
+def corrected_prefill_fit(
+    held: PrefillFit,
     version: int,
     predicted_wait_s: float,
     predicted_prefill_s: float,
+    uncorrected_prefill_s: float,
     delivered_s: float,
-) -> tuple[float, int | None]:
-    """The pod's (`prefill_log`, `prefill_version`) after one outcome of a decision priced with
-    weights `version` (the other arguments as `corrected_wait_log`'s): the outcomes the wait
-    rule leaves out, whose delivered time is about the prefill, step the log by the log of the
-    prefill the pod took (delivered less the predicted wait) over the one predicted (corrected
-    already). outcome_record.lua applies the same rule.
+) -> PrefillFit:
+    """The pod's `PrefillFit` after one outcome of a decision priced with weights `version`
+    that predicted `predicted_wait_s` and `predicted_prefill_s` (the correction in effect
+    included; `uncorrected_prefill_s` without it), delivered after `delivered_s`.
+    outcome_record.lua applies the same rule; this is its reference.
 
-    The factor corrects one version's parameters: an outcome of a later version starts it
-    again from 1 (calibration has just moved them, most likely by what the factor had learned),
-    one of an earlier version does not count, and readers pricing with another version ignore
-    it (`load_reading`). Without the restart, a factor learned while calibration had no fit yet
-    went on multiplying the fitted parameters: predictions 15-20% long for a while.
+    1. The outcomes the wait rule teaches are left out (their delivered time is about the
+       wait), and so are those of an earlier version than the fit's.
+    2. A later version starts the fit again from no correction: calibration has just moved
+       the parameters, most likely by what the correction had learned. Without the restart, a
+       factor learned while calibration had no fit yet went on multiplying the fitted
+       parameters: predictions 15-20% long for a while.
+    3. What the pod took is taken within [0.5, 2] times the prediction (a hung request, a
+       clock jump: one outlier moves the means a bounded step).
+    4. The means move by WAIT_LEARNING towards the outcome's.
+    5. The line: least squares of took on predicted, with a ridge on the offset (none at all
+       before PREFILL_OFFSET_MIN_OUTCOMES), the factor then bounded, the offset fitted to the
+       bounded factor and bounded.
 
     Calibration fits the parameters from the same evidence, but a step at a time every few
-    seconds, per model or per pod once enough windows have come; this factor follows a pod
+    seconds, per model or per pod once enough windows have come; this correction follows a pod
     within about twenty outcomes, so that its queue (a sum of its predicted prefills) does not
-    fall behind a pod slower than its parameters meanwhile. Once calibration catches up, the
-    ratios it steps by turn the other way and bring it back to 1."""
-    log, learned_version = learned
+    fall behind a pod slower than its parameters meanwhile."""
     predicted = predicted_wait_s + predicted_prefill_s
-    if not predicted_prefill_s > 0 or (
+    x = uncorrected_prefill_s
+    if not (predicted_prefill_s > 0 and x > 0) or (
         predicted_wait_s > 0 and predicted_wait_s >= WAIT_MIN_SHARE * predicted
     ):
-        return learned
-    if learned_version is not None and learned_version > version:
-        return learned
-    if learned_version is None or learned_version < version:
-        log = 0.0
+        return held
+    if held.version is not None and held.version > version:
+        return held
+    if held.version != version or not held.outcomes:
+        held = PrefillFit(version=version, means=(x, x, x * x, x * x))
     took = delivered_s - max(predicted_wait_s, 0.0)
-    return _stepped(log, took, predicted_prefill_s, PREFILL_FACTOR_BOUNDS), version
+    low = PREFILL_FACTOR_BOUNDS[0] * predicted_prefill_s
+    y = min(max(took, low), predicted_prefill_s * math.exp(WAIT_STEP_BOUND))
+    mx, my, mxx, mxy = (
+        mean + WAIT_LEARNING * (value - mean)
+        for mean, value in zip(held.means, (x, y, x * x, x * y), strict=True)
+    )
+    outcomes = min(held.outcomes + 1, MAX_LOAD_COUNT)
+    log, offset = _line(outcomes, mx, my, mxx, mxy)
+    return PrefillFit(log, offset, version, outcomes, (mx, my, mxx, mxy))
+
+
+def _line(outcomes: int, mx: float, my: float, mxx: float, mxy: float) -> tuple[float, float]:
+    """(log factor, offset) of step 5 of `corrected_prefill_fit`."""
+    if outcomes < PREFILL_OFFSET_MIN_OUTCOMES:
+        factor = mxy / mxx
+    else:
+        ridge = 1.0 + PREFILL_OFFSET_RIDGE
+        factor = (ridge * mxy - mx * my) / (ridge * mxx - mx * mx)
+    low, high = PREFILL_FACTOR_BOUNDS
+    factor = min(max(factor, low), high)
+    offset = 0.0
+    if outcomes >= PREFILL_OFFSET_MIN_OUTCOMES:
+        offset = _bounded((my - factor * mx) / (1.0 + PREFILL_OFFSET_RIDGE), PREFILL_OFFSET_BOUNDS)
+    return math.log(factor), offset
+
+
+def _bounded(value: float | None, bounds: tuple[float, float]) -> float:
+    """`value` within `bounds` (0 for none)."""
+    return 0.0 if value is None else min(max(value, bounds[0]), bounds[1])
 
 
 def _stepped(log: float, delivered: float, predicted: float, bounds: tuple[float, float]) -> float:
-    """The rule both corrections follow: `log` moved by WAIT_LEARNING of the log ratio of
+    """The wait correction's step: `log` moved by WAIT_LEARNING of the log ratio of
     `delivered` to `predicted` (floored at the lower bound, taken at most WAIT_STEP_BOUND),
     kept within `bounds`."""
     low, high = (math.log(bound) for bound in bounds)

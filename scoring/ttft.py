@@ -138,17 +138,19 @@ class PrefillEstimate:
     reload_seconds: float
     """The part of S_est spent reloading lower-tier hits."""
 
-    def scaled(self, factor: float) -> "PrefillEstimate":
-        """The estimate with its seconds times `factor`: a pod's delivered correction
-        (scoring.route_state, `prefill_factor`), which calibration's parameters have not caught
-        up with yet."""
-        if factor == 1.0:
+    def scaled(self, factor: float, offset_s: float = 0.0) -> "PrefillEstimate":
+        """The estimate with its seconds times `factor`, plus `offset_s`: a pod's delivered
+        correction (scoring.route_state, `PrefillFit`), which calibration's parameters have
+        not caught up with yet. Never below half the factor's alone (a negative offset is a
+        T0 over-estimated, not a prefill that takes no time)."""
+        if factor == 1.0 and offset_s == 0.0:
             return self
+        seconds = self.seconds * factor
         return PrefillEstimate(
             self.cached_tokens,
             self.uncached_tokens,
             self.reload_tokens,
-            self.seconds * factor,
+            max(seconds + offset_s, seconds / 2),
             self.reload_seconds * factor,
         )
 

@@ -32,8 +32,9 @@ from bench.sim.fleet import MAX_ROUTED_BLOCKS, Job, PodReport, Simulation, runs_
 from scoring.policy import PodLoad, RouteRequest, choose_pod
 from scoring.route_record import MEAN_WEIGHT
 from scoring.route_state import (
+    PrefillFit,
     RawPodState,
-    corrected_prefill_log,
+    corrected_prefill_fit,
     corrected_wait_log,
     load_reading,
     resynced_busy_until,
@@ -175,17 +176,16 @@ class TtftRouter:
         self.calibration = calibration
         self.predicted: dict[int, float] = {}
         """Per request index, the chosen pod's predicted TTFT (wait + prefill)."""
-        self.decided: dict[int, tuple[int, float, float, int, float]] = {}
-        """Per request index in flight: (pod, predicted wait, predicted prefill, parameters'
-        version, the wait factor's log the wait included), its outcome's input to the
-        corrections."""
+        self.decided: dict[int, tuple[int, float, float, float, int, float]] = {}
+        """Per request index in flight: (pod, predicted wait, predicted prefill, the same before
+        the prefill correction, weights version, the wait factor's log the wait included), its
+        outcome's input to the corrections."""
         self.ttl, self.resync, self.stale_s = speculative_ttl_s, resync, stale_s
         self.speculative: list[dict[int, float]] = [{} for _ in range(pods)]
         self.busy_until = [0.0] * pods
         self.wait_log = [0.0] * pods
-        self.prefill_log = [0.0] * pods
-        self.prefill_version: list[int | None] = [None] * pods
-        """The parameters' version each pod's `prefill_log` was learned against."""
+        self.prefill_fits = [PrefillFit()] * pods
+        """Each pod's delivered prefill correction (outcome_record.lua's `prefill_fit`)."""
         self.scrapes: list[PodReport | None] = [None] * pods
         self.scraped_at: float | None = None
         self.recent = RecentWork(pods)
@@ -227,10 +227,13 @@ class TtftRouter:
         chosen = names.index(choice.chosen)  # type: ignore[arg-type]
         cost = next(c for c in choice.candidates if c.pod == choice.chosen)
         self.predicted[job.index] = cost.wait_s + cost.prefill_s
+        load = request.loads[choice.chosen]  # type: ignore[index]
+        uncorrected = (cost.prefill_s - load.prefill_offset) / load.prefill_factor
         self.decided[job.index] = (
             chosen,
             cost.wait_s,
             cost.prefill_s,
+            uncorrected,
             self.version,
             self.wait_log[chosen],
         )
@@ -255,10 +258,11 @@ class TtftRouter:
             busy_until_ms=repr(self.busy_until[pod] * 1000),
             prefill_ms=repr(self.recent.mean[pod] * 1000) if self.recent.mean[pod] else None,
             wait_log=repr(self.wait_log[pod]),
-            prefill_log=repr(self.prefill_log[pod]),
+            prefill_log=repr(self.prefill_fits[pod].log),
+            prefill_offset=repr(self.prefill_fits[pod].offset_s),
             prefill_version=None
-            if self.prefill_version[pod] is None
-            else str(self.prefill_version[pod]),
+            if self.prefill_fits[pod].version is None
+            else str(self.prefill_fits[pod].version),
             in_flight=in_flight,
             running=None if scrape is None else str(scrape.running),
             waiting=None if scrape is None else str(scrape.waiting),
@@ -268,12 +272,12 @@ class TtftRouter:
 
     def delivered(self, index: int, ttft_s: float) -> None:
         """The request's outcome, as the gateway reports it: outcome_record.lua's corrections."""
-        pod, wait, prefill, version, decided_log = self.decided.pop(index)
+        pod, wait, prefill, uncorrected, version, decided_log = self.decided.pop(index)
         self.wait_log[pod] = corrected_wait_log(
             self.wait_log[pod], wait, prefill, ttft_s, decided_log
         )
-        self.prefill_log[pod], self.prefill_version[pod] = corrected_prefill_log(
-            (self.prefill_log[pod], self.prefill_version[pod]), version, wait, prefill, ttft_s
+        self.prefill_fits[pod] = corrected_prefill_fit(
+            self.prefill_fits[pod], version, wait, prefill, uncorrected, ttft_s
         )
 
     def scraped(self, sim: Simulation, now: float, reports: list[PodReport]) -> None:

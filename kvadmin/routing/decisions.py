@@ -54,8 +54,8 @@ class Dropped(msgspec.Struct, kw_only=True):
 class CandidateEstimate(msgspec.Struct, kw_only=True):
     """One candidate as the `ttft` policy priced it (scoring.policy), in seconds: cost =
     wait_s + prefill_s + work_penalty_s. wait_s includes the pod's delivered wait correction
-    (wait_factor), prefill_s its delivered prefill correction (prefill_factor): factors learned
-    from the pod's delivered TTFTs, 1 until it has any (scoring.route_state)."""
+    (wait_factor), prefill_s its delivered prefill correction (prefill_factor, prefill_offset_s):
+    learned from the pod's delivered TTFTs, none until it has any (scoring.route_state)."""
 
     pod: str
     matched_blocks: int
@@ -84,6 +84,8 @@ class CandidateEstimate(msgspec.Struct, kw_only=True):
     """The delivered correction `wait_s` includes (scoring.route_state)."""
     prefill_factor: float = 1.0
     """The delivered correction `prefill_s` includes (scoring.route_state)."""
+    prefill_offset_s: float = 0.0
+    """The seconds the same correction adds to `prefill_s` (scoring.route_state.PrefillFit)."""
     runs: list[tuple[str | None, int]] = []
     """The media of the blocks the pod was priced as holding, in block order (speculative
     blocks as GPU): with `wait_s` and `running`, what a what-if needs to price the pod again

@@ -54,6 +54,9 @@ from kvadmin.routing.decisions import CandidateEstimate, Decision
 from scoring import keys
 from scoring.route_state import (
     PREFILL_FACTOR_BOUNDS,
+    PREFILL_OFFSET_BOUNDS,
+    PREFILL_OFFSET_MIN_OUTCOMES,
+    PREFILL_OFFSET_RIDGE,
     WAIT_FACTOR_BOUNDS,
     WAIT_LEARNING,
     WAIT_MIN_SHARE,
@@ -302,13 +305,17 @@ def _record_input(
     args += [logged, knob("DECISIONS_MAX")]
     if outcome.ttft_ms is not None and chosen is not None:
         # The delivered time corrects the pod's wait or its prefill estimates
-        # (scoring.route_state: corrected_wait_log, corrected_prefill_log).
+        # (scoring.route_state: corrected_wait_log, corrected_prefill_fit).
         script_keys.append(keys.queue_key(chosen.pod))
         args += [repr(chosen.wait_s), repr(chosen.prefill_s), repr(outcome.ttft_ms / 1000)]
         args += [repr(WAIT_LEARNING), repr(WAIT_STEP_BOUND), repr(WAIT_MIN_SHARE)]
         args += [repr(math.log(bound)) for bound in WAIT_FACTOR_BOUNDS]
         args.append(str(decision.weights_version))
         args += [repr(math.log(bound)) for bound in PREFILL_FACTOR_BOUNDS]
+        factor = max(chosen.prefill_factor, PREFILL_FACTOR_BOUNDS[0])
+        uncorrected = (chosen.prefill_s - chosen.prefill_offset_s) / factor
+        args += [repr(uncorrected), PREFILL_OFFSET_MIN_OUTCOMES, repr(PREFILL_OFFSET_RIDGE)]
+        args += [repr(bound) for bound in PREFILL_OFFSET_BOUNDS]
         # The factor the decision's wait included: the step is taken against the factor now.
         low, high = WAIT_FACTOR_BOUNDS
         args.append(repr(math.log(min(max(chosen.wait_factor, low), high))))

@@ -266,6 +266,7 @@ def _estimates(
                 queued=route.loads[cost.pod].queued if cost.pod in route.loads else 0.0,
                 wait_factor=reading.wait_factor if reading else 1.0,
                 prefill_factor=reading.prefill_factor if reading else 1.0,
+                prefill_offset_s=reading.prefill_offset if reading else 0.0,
                 runs=list(cost.runs),
             )
         )

@@ -46,14 +46,16 @@ ANSWER = (
     b'"estimates":[{"pod":"p0","matched_blocks":3,"speculative_blocks":0,"cached_tokens":48,'
     b'"uncached_tokens":16,"wait_s":0.0,"queue_wait_s":0.0,"engine_waiting":null,'
     b'"prefill_s":0.01,"reload_s":0.0,"work_penalty_s":0.0,"cost_s":0.01,"load_stale":true,'
-    b'"running":0,"queued":0.0,"wait_factor":1.0,"prefill_factor":1.0,"runs":[["GPU",3]]}],'
+    b'"running":0,"queued":0.0,"wait_factor":1.0,"prefill_factor":1.0,"prefill_offset_s":0.0,'
+    b'"runs":[["GPU",3]]}],'
     b'"stale_loads":["p0"],'
     b'"predicted":{"available_tokens":48,'
     b'"achieved_tokens":48,"ttft_ms":10.0},"delivered":null}'
 )
 """What kvadmin 7742574 answered for OLD_ENTRY (GET /api/v1/decisions, with the default
-block size of 16), with the three fields the wait estimate added to each estimate since
-(`queued`, `wait_factor` and `prefill_factor`, at the values an old entry reads as)."""
+block size of 16), with the four fields the wait estimate added to each estimate since
+(`queued`, `wait_factor`, `prefill_factor` and `prefill_offset_s`, at the values an old entry
+reads as)."""
 
 MINIMAL_ANSWER = (
     b'{"decision_id":"d01d","ts":1.0,"request_id":null,"model":"m/a","input":"token_ids",'

@@ -10,8 +10,10 @@ import pytest
 
 from scoring.keys import queue_key
 from scoring.route_state import (
+    PREFILL_OFFSET_MIN_OUTCOMES,
     WAIT_FACTOR_BOUNDS,
-    corrected_prefill_log,
+    PrefillFit,
+    corrected_prefill_fit,
     corrected_wait_log,
     delivered_factor,
 )
@@ -121,8 +123,8 @@ def test_a_slow_outcome_on_an_idle_pod_raises_its_prefill_estimates(
     redis_client,
     post_outcome,  # noqa: F811
 ) -> None:
-    """outcome_record.lua steps `prefill_log` as `corrected_prefill_log` does, under the
-    decision's weights version, and the next decision prices the pod's prefill with it."""
+    """outcome_record.lua steps the prefill correction as `corrected_prefill_fit` does, under
+    the decision's weights version, and the next decision prices the pod's prefill with it."""
     hold(redis_client, PODS[0], request_tokens(3), ["GPU", "GPU"])
     status, idle = post_score({"model": MODEL, "token_ids": request_tokens(3)})
     chosen = _chosen(idle)
@@ -132,13 +134,72 @@ def test_a_slow_outcome_on_an_idle_pod_raises_its_prefill_estimates(
         idle["decision_id"],
         {"cached_tokens": 32, "prompt_tokens": 48, "ttft_ms": delivered_s * 1000},
     )
-    stored = redis_client.hmget(queue_key(idle["chosen"]), ["prefill_log", "prefill_version"])
-    expected = corrected_prefill_log(
-        (0.0, None), idle["weights_version"], 0.0, chosen["prefill_s"], delivered_s
-    )
-    assert (float(stored[0]), int(stored[1])) == (pytest.approx(expected[0]), expected[1])
+    expected = corrected_prefill_fit(
+        PrefillFit(), idle["weights_version"], 0.0, chosen["prefill_s"], chosen["prefill_s"],
+        delivered_s,
+    )  # fmt: skip
+    assert _stored(redis_client, idle["chosen"]) == _expected(expected)
 
     _, second = post_score({"model": MODEL, "token_ids": request_tokens(3)})
     again = next(e for e in second["estimates"] if e["pod"] == idle["chosen"])
-    assert again["prefill_factor"] == pytest.approx(math.exp(expected[0]))
+    assert again["prefill_factor"] == pytest.approx(expected.factor)
     assert again["prefill_factor"] > 1.0
+
+
+def test_a_latency_in_every_outcome_is_learned_as_the_pods_prefill_offset(
+    post_score,
+    engines,
+    redis_client,
+    post_outcome,  # noqa: F811
+) -> None:
+    """Outcomes of short and long prefills on an idle pod, each delivered 30 ms over its
+    prediction: outcome_record.lua fits the factor and the offset step for step as
+    `corrected_prefill_fit`, and the next decision adds the offset to the pod's estimate
+    (and names it)."""
+    hold(redis_client, PODS[0], request_tokens(64), ["GPU"] * 63)
+    expected = PrefillFit()
+    for n in range(4 * PREFILL_OFFSET_MIN_OUTCOMES):
+        # Alternately a hit of 63 blocks and a miss of 63, on the one pod without a queue.
+        tokens = request_tokens(64)
+        if n % 2:
+            tokens = request_tokens(1) + request_tokens(63, start=10_000 + n * 1024)
+        _queue_everywhere(redis_client, 60_000)
+        redis_client.hset(queue_key(PODS[0]), "busy_until_ms", "0")
+        _, answer = post_score({"model": MODEL, "token_ids": tokens})
+        chosen = _chosen(answer)
+        assert answer["chosen"] == PODS[0] and chosen["wait_s"] == 0.0
+        uncorrected = (chosen["prefill_s"] - chosen["prefill_offset_s"]) / chosen["prefill_factor"]
+        delivered_s = uncorrected + 0.03
+        status, body = post_outcome(
+            answer["decision_id"],
+            {"cached_tokens": chosen["cached_tokens"], "prompt_tokens": 1024,
+             "ttft_ms": delivered_s * 1000},
+        )  # fmt: skip
+        assert status == 201, (body, answer)
+        expected = corrected_prefill_fit(
+            expected, answer["weights_version"], 0.0, chosen["prefill_s"], uncorrected,
+            delivered_s,
+        )  # fmt: skip
+        assert _stored(redis_client, PODS[0]) == _expected(expected)
+    assert expected.offset_s > 0.015
+
+    _queue_everywhere(redis_client, 60_000)
+    redis_client.hset(queue_key(PODS[0]), "busy_until_ms", "0")
+    _, last = post_score({"model": MODEL, "token_ids": request_tokens(64)})
+    assert _chosen(last)["prefill_offset_s"] == pytest.approx(expected.offset_s)
+
+
+def _stored(client, pod: str) -> tuple:
+    """The pod's prefill correction as outcome_record.lua left it."""
+    log, offset, version, fit = client.hmget(
+        queue_key(pod), ["prefill_log", "prefill_offset", "prefill_version", "prefill_fit"]
+    )
+    outcomes, *means = fit.split()
+    return (float(log), float(offset), int(version), int(outcomes), *map(float, means))
+
+
+def _expected(fit: PrefillFit) -> tuple:
+    return (
+        pytest.approx(fit.log, abs=1e-12), pytest.approx(fit.offset_s, abs=1e-12), fit.version,
+        fit.outcomes, *(pytest.approx(mean, rel=1e-12) for mean in fit.means),
+    )  # fmt: skip

@@ -18,15 +18,18 @@
 --       inputs: the predicted wait, predicted prefill and delivered TTFT in seconds, the
 --       learning share, the step bound, the least share of the predicted TTFT the wait must
 --       be, the factor's bounds as logs (low, high); then the prefill correction's: the
---       decision's weights version, the prefill factor's bounds as logs (low, high); then the
+--       decision's weights version, the prefill factor's bounds as logs (low, high), the
+--       predicted prefill before any correction, the outcomes before an offset is fitted, the
+--       offset's ridge, the offset's bounds in seconds (low, high); then the
 --       log of the wait factor the decision's wait included.
 -- Reply: "recorded", "repeated", or "unknown" (the decision left the log).
 --
 -- The wait correction is scoring.route_state.corrected_wait_log, step for step, and the
--- prefill correction corrected_prefill_log (on the outcomes the wait's leaves out). The
--- prefill factor is learned against one weights version (`prefill_version`): an outcome of a
--- later version starts it again from 1, one of an earlier version is not counted. A queue
--- that expired (the pod idle for a minute) is not brought back by a late outcome.
+-- prefill correction corrected_prefill_fit (on the outcomes the wait's leaves out): a factor
+-- and an offset fitted from the means kept in `prefill_fit`. It is learned against one weights
+-- version (`prefill_version`): an outcome of a later version starts it again from none, one of
+-- an earlier version is not counted. A queue that expired (the pod idle for a minute) is not
+-- brought back by a late outcome.
 
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return 'unknown'
@@ -70,19 +73,45 @@ if queue and redis.call('HEXISTS', queue, 'busy_until_ms') == 1 then
   if wait > 0 and wait >= least * (wait + prefill) then
     -- Against the wait as the factor now holds it, not as the decision priced it.
     local old = tonumber(redis.call('HGET', queue, 'wait_log') or '') or 0
-    local now = wait * math.exp(old - tonumber(ARGV[at + 11]))
+    local now = wait * math.exp(old - tonumber(ARGV[at + 16]))
     redis.call('HSET', queue, 'wait_log', stepped(old, delivered - prefill, now, low, high))
   elseif prefill > 0 then
-    local version = tonumber(ARGV[at + 8])
-    local held = redis.call('HMGET', queue, 'prefill_log', 'prefill_version')
-    local old, learned = tonumber(held[1] or '') or 0, tonumber(held[2] or '')
-    if learned == nil or learned < version then
-      old = 0
-    end
-    if learned == nil or learned <= version then
+    local version, uncorrected = tonumber(ARGV[at + 8]), tonumber(ARGV[at + 11])
+    local held = redis.call('HMGET', queue, 'prefill_version', 'prefill_fit')
+    local learned = tonumber(held[1] or '')
+    if uncorrected > 0 and (learned == nil or learned <= version) then
+      local fit = {}
+      for part in string.gmatch(held[2] or '', '%S+') do
+        fit[#fit + 1] = tonumber(part)
+      end
+      local n, mx, my, mxx, mxy = fit[1], fit[2], fit[3], fit[4], fit[5]
+      if learned ~= version or #fit ~= 5 or not (n and mx and my and mxx and mxy) or n < 1 then
+        local x = uncorrected
+        n, mx, my, mxx, mxy = 0, x, x, x * x, x * x
+      end
       local took = delivered - math.max(wait, 0)
-      local new = stepped(old, took, prefill, tonumber(ARGV[at + 9]), tonumber(ARGV[at + 10]))
-      redis.call('HSET', queue, 'prefill_log', new, 'prefill_version', ARGV[at + 8])
+      local y = math.min(math.max(took, prefill * math.exp(tonumber(ARGV[at + 9]))),
+                         prefill * math.exp(bound))
+      local x = uncorrected
+      mx, my = mx + share * (x - mx), my + share * (y - my)
+      mxx, mxy = mxx + share * (x * x - mxx), mxy + share * (x * y - mxy)
+      n = math.min(n + 1, 1000000)
+      local least_n, ridge = tonumber(ARGV[at + 12]), 1 + tonumber(ARGV[at + 13])
+      local factor = mxy / mxx
+      if n >= least_n then
+        factor = (ridge * mxy - mx * my) / (ridge * mxx - mx * mx)
+      end
+      factor = math.min(math.max(factor, math.exp(tonumber(ARGV[at + 9]))),
+                        math.exp(tonumber(ARGV[at + 10])))
+      local offset = 0
+      if n >= least_n then
+        offset = math.min(math.max((my - factor * mx) / ridge, tonumber(ARGV[at + 14])),
+                          tonumber(ARGV[at + 15]))
+      end
+      local g = function(value) return string.format('%.17g', value) end
+      redis.call('HSET', queue, 'prefill_log', g(math.log(factor)), 'prefill_offset', g(offset),
+                 'prefill_version', ARGV[at + 8],
+                 'prefill_fit', table.concat({n, g(mx), g(my), g(mxx), g(mxy)}, ' '))
     end
   end
 end
