@@ -1,8 +1,8 @@
 """The endpoint picker behind the real Envoy, against Envoy balancing on its own, in one run.
 
 Run from the project root: `.venv/bin/python bench/gateway.py [--seconds S] [--baseline REV]
-[--only latency|load]` (a few minutes; `--only latency` runs 1. and 4. alone, in seconds,
-`--only load` 3. alone).
+[--only latency|long|load]` (a few minutes; `--only latency` runs 1. and 4. alone, in
+seconds, `--only long` 2., `--only load` 3.).
 Say how many cores the machine has and its load average when quoting the figures: Envoy, the
 picker, the pods, Redis and the load generators share them.
 
@@ -612,7 +612,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per run and gateway")
     parser.add_argument("--baseline", help="also a picker of this revision (1. and 4.)")
-    parser.add_argument("--only", choices=("latency", "load"), help="1. and 4. alone, or 3. alone")
+    parser.add_argument(
+        "--only", choices=("latency", "long", "load"), help="1. and 4., 2. or 3. alone"
+    )
     arguments = parser.parse_args()
     seconds = arguments.seconds
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
@@ -641,12 +643,12 @@ def main() -> None:
                 tree = baseline_tree(arguments.baseline, workdir)
                 pickers[name], base_address = rig.picker(free_port(), tree)
                 gateways[name] = rig.envoy(instant, base_address, "picker", tree)
-            if arguments.only != "load":
+            if arguments.only in (None, "latency"):
                 picker_cpu = bench_latency(rig, gateways, pickers, seconds)
                 bench_api_cpu(env, token, picker_cpu, seconds)
-            if arguments.only is None:
+            if arguments.only in (None, "long"):
                 bench_long(rig, {name: gateways[name] for name, _ in pair}, seconds)
-            if arguments.only != "latency":
+            if arguments.only in (None, "load"):
                 # The instant pods unregistered before the timed ones register.
                 instant_fleet.terminate()
                 instant_fleet.wait(timeout=30)
