@@ -1,8 +1,8 @@
 """The endpoint picker behind the real Envoy, against Envoy balancing on its own, in one run.
 
 Run from the project root: `.venv/bin/python bench/gateway.py [--seconds S] [--baseline REV]
-[--only latency|load]` (a few minutes; `--only latency` runs 1. and 4. alone, in seconds,
-`--only load` 3. alone).
+[--only latency|long|load]` (a few minutes; `--only latency` runs 1. and 4. alone, in
+seconds, `--only long` 2., `--only load` 3.).
 Say how many cores the machine has and its load average when quoting the figures: Envoy, the
 picker, the pods, Redis and the load generators share them.
 
@@ -76,6 +76,10 @@ GENERATORS = 2
 INSTANT_GPU_BLOCKS = 2048
 TIMED_GPU_BLOCKS = 512
 """Fewer than the workload's prefixes need: where a request goes decides its hit."""
+LONG_WINDOW = 2048
+"""The instant pods tokenize and cache only a prompt's first this many tokens, what the
+picker reads of it (BLOCK_SIZE * MAX_BLOCKS): a 220 KB prompt costs them little, so 2.
+measures the gateway, not the pods (kvadmin/fleet/prompt_window.py)."""
 LOAD_SECONDS = 4
 """3.'s runs are this many times --seconds: enough arrivals for a p90."""
 WORDS = ("cache", "block", "prefix", "tier", "engine", "router", "token", "pod", "queue")
@@ -304,7 +308,9 @@ class Rig:
                 raise SystemExit(f"{command[:3]} exited:\n{Path(log.name).read_text()[-3000:]}")
         return process
 
-    def fleet(self, time_scale: float, gpu_blocks: int) -> tuple[subprocess.Popen, list[str]]:
+    def fleet(
+        self, time_scale: float, gpu_blocks: int, prompt_window: int = 0
+    ) -> tuple[subprocess.Popen, list[str]]:
         """4 registered pods on free ports; their process and serving addresses."""
         from kvadmin.fleet.fleet import READY_LINE
 
@@ -314,15 +320,20 @@ class Rig:
             "--model", MODEL, "--tokenizer", "deepseek-v4", "--register",
             "--http-port", str(http_port), "--base-port", str(base_port),
             "--time-scale", str(time_scale), "--decode-seconds", "0.5",
-            "--gpu-blocks", str(gpu_blocks), "--max-model-len", "262144", ready=READY_LINE,
+            "--gpu-blocks", str(gpu_blocks), "--max-model-len", "262144",
+            "--prompt-window", str(prompt_window), ready=READY_LINE,
         )  # fmt: skip
         return process, [f"127.0.0.1:{http_port + i}" for i in range(PODS)]
 
-    def envoy(self, pods: list[str], picker: str, balancing: str) -> int:
+    def envoy(self, pods: list[str], picker: str, balancing: str, tree: Path = ROOT) -> int:
+        """An Envoy from the shipped config of `tree` (a baseline picker's own)."""
         from kvadmin.gateway import envoy
 
         port, admin = free_port(), free_port()
-        config = envoy.render(f"127.0.0.1:{port}", f"127.0.0.1:{admin}", [picker], pods, balancing)
+        source = tree / envoy.SHIPPED.relative_to(ROOT)
+        config = envoy.render(
+            f"127.0.0.1:{port}", f"127.0.0.1:{admin}", [picker], pods, balancing, source=source
+        )
         self.admins[port] = admin
         path = envoy.write(config, self.workdir / f"envoy-{port}.yaml")
         self.spawn(
@@ -381,7 +392,13 @@ def picker_counters() -> dict[str, Counter]:
     return found
 
 
-ENVOY_STATS = ("ext_proc.failure_mode_allowed", "ext_proc.message_timeouts", "upstream_rq_retry")
+ENVOY_STATS = (
+    "ext_proc.failure_mode_allowed",
+    "ext_proc.message_timeouts",
+    "upstream_rq_retry",
+    "ext_proc.stream_msgs_sent",
+)
+"""The last: ext_proc messages Envoy sent the picker (each a gRPC round trip)."""
 
 
 def envoy_stats(admin: int) -> Counter:
@@ -512,13 +529,33 @@ def bench_api_cpu(env: dict[str, str], token: str, picker_cpu: float, seconds: f
     )
 
 
+LONG_REQUESTS = 192
+"""Requests of a long-prompt trace, each with a question of its own."""
+
+
+def long_prompts(clients: int) -> Trace:
+    """2.'s trace for a gateway's round: 8 documents of about 220 KB, each request one of them
+    and a question no other request of the run asks (so the picker tokenizes every one: its
+    token cache keys on the whole prompt; the near-instant pods keep the documents' tokens)."""
+    texts = documents(random.Random(2), 8, 220_000)
+    asked = itertools.count()
+
+    def trace(name: str, turn: int) -> list[bytes]:
+        return [
+            http_request(
+                completion(f"{texts[n % 8]} question {clients}.{next(asked)}", stream=True)
+            )
+            for n in range(LONG_REQUESTS)
+        ]
+
+    return trace
+
+
 def bench_long(rig: Rig, gateways: dict[str, int], seconds: float) -> None:
     """2."""
-    texts = documents(random.Random(2), 8, 220_000)
-    long = [http_request(completion(f"{d} q{n}", stream=True)) for n, d in enumerate(texts * 2)]
     for clients in (20, 100):
         title = f"2. ~220 KB prompts, streamed, {clients} clients (time to first chunk)"
-        runs = compare(title, rig, gateways, same(long), seconds, clients=clients)
+        runs = compare(title, rig, gateways, long_prompts(clients), seconds, clients=clients)
         print(
             f"   added by the picker: p50 {added(runs, 0.5):.1f} ms, p99 {added(runs, 0.99):.1f} ms"
         )
@@ -615,7 +652,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per run and gateway")
     parser.add_argument("--baseline", help="also a picker of this revision (1. and 4.)")
-    parser.add_argument("--only", choices=("latency", "load"), help="1. and 4. alone, or 3. alone")
+    parser.add_argument(
+        "--only", choices=("latency", "long", "load"), help="1. and 4., 2. or 3. alone"
+    )
     arguments = parser.parse_args()
     seconds = arguments.seconds
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
@@ -635,7 +674,7 @@ def main() -> None:
                 "--loglevel=ERROR", "--without-gossip", "--without-mingle",
             )  # fmt: skip
             picker, address = rig.picker(PICKER_METRICS)
-            instant_fleet, instant = rig.fleet(0.0, INSTANT_GPU_BLOCKS)
+            instant_fleet, instant = rig.fleet(0.0, INSTANT_GPU_BLOCKS, LONG_WINDOW)
             pair = (("picker", "picker"), ("round robin", "round_robin"))
             gateways = {name: rig.envoy(instant, address, how) for name, how in pair}
             pickers = {"picker": picker}
@@ -643,13 +682,13 @@ def main() -> None:
                 name = f"picker {arguments.baseline}"
                 tree = baseline_tree(arguments.baseline, workdir)
                 pickers[name], base_address = rig.picker(free_port(), tree)
-                gateways[name] = rig.envoy(instant, base_address, "picker")
-            if arguments.only != "load":
+                gateways[name] = rig.envoy(instant, base_address, "picker", tree)
+            if arguments.only in (None, "latency"):
                 picker_cpu = bench_latency(rig, gateways, pickers, seconds)
                 bench_api_cpu(env, token, picker_cpu, seconds)
-            if arguments.only is None:
+            if arguments.only in (None, "long"):
                 bench_long(rig, {name: gateways[name] for name, _ in pair}, seconds)
-            if arguments.only != "latency":
+            if arguments.only in (None, "load"):
                 # The instant pods unregistered before the timed ones register.
                 instant_fleet.terminate()
                 instant_fleet.wait(timeout=30)

@@ -38,6 +38,7 @@ import uvicorn
 from kvadmin.fleet.engine_metrics import EngineMetrics
 from kvadmin.fleet.engine_tokenizer import ChatNotSupported, EngineTokenizer, engine_tokenizer
 from kvadmin.fleet.pod import SimPod
+from kvadmin.fleet.prompt_window import PromptWindow
 from kvadmin.fleet.timing import RankQueue, Served, TimingModel
 from kvadmin.fleet.tokenizer import Message, message_text
 
@@ -77,22 +78,31 @@ def _messages(body: dict[str, Any]) -> list[Message]:
         raise HttpError(400, "each message needs a `role` and a `content`") from None
 
 
-def _prompt_tokens(tokenizer: EngineTokenizer, body: dict[str, Any], chat: bool) -> list[int]:
+def _prompt_tokens(
+    tokenizer: EngineTokenizer, body: dict[str, Any], chat: bool, window: PromptWindow | None = None
+) -> tuple[list[int], int]:
+    """The tokens the pod serves of the request's prompt, and the prompt's token count: all
+    of them, but the first `window`'s alone of a text prompt when one is given."""
     if chat:
         try:
-            return tokenizer.encode_chat(
+            tokens = tokenizer.encode_chat(
                 _messages(body),
                 add_generation_prompt=bool(body.get("add_generation_prompt", True)),
                 add_special_tokens=bool(body.get("add_special_tokens", False)),
             )
         except ChatNotSupported as error:
             raise HttpError(400, f"the chat template cannot render the messages: {error}") from None
+        return tokens, len(tokens)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        return list(prompt)
+        return list(prompt), len(prompt)
     if not isinstance(prompt, str):
         raise HttpError(400, "`prompt` must be a string or a list of token ids")
-    return tokenizer.encode(prompt, bool(body.get("add_special_tokens", True)))
+    add_special_tokens = bool(body.get("add_special_tokens", True))
+    if window is not None:
+        return window.tokens(prompt, add_special_tokens)
+    tokens = tokenizer.encode(prompt, add_special_tokens)
+    return tokens, len(tokens)
 
 
 def _reply_words(token_ids: list[int], count: int) -> str:
@@ -109,6 +119,9 @@ class PodApp:
         self.pod = pod
         self.tokenizer = engine_tokenizer(pod.config.tokenizer)
         config = pod.config
+        self.window = (
+            PromptWindow(self.tokenizer, config.prompt_window) if config.prompt_window else None
+        )
         self.metrics = EngineMetrics(config.kind, config.model, config.dp_size)
         self.timing = TimingModel(
             config.time_scale,
@@ -206,14 +219,14 @@ class PodApp:
         prompt = body.get("prompt")
         if self.pod.kind == "sglang" and isinstance(prompt, list) and "messages" not in body:
             batch = [
-                _prompt_tokens(self.tokenizer, {**body, "prompt": p}, chat=False) for p in prompt
+                _prompt_tokens(self.tokenizer, {**body, "prompt": p}, chat=False)[0] for p in prompt
             ]
             return {
                 "tokens": batch,
                 "count": [len(t) for t in batch],
                 "max_model_len": self.pod.max_model_len,
             }
-        tokens = _prompt_tokens(self.tokenizer, body, chat="messages" in body)
+        tokens, _ = _prompt_tokens(self.tokenizer, body, chat="messages" in body)
         response = {"count": len(tokens), "max_model_len": self.pod.max_model_len}
         response["tokens"] = tokens
         if self.pod.kind == "vllm":
@@ -232,12 +245,12 @@ class PodApp:
 
     async def _serve(self, body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], str, int]:
         self._check_model(body)
-        tokens = _prompt_tokens(self.tokenizer, body, chat)
-        if len(tokens) >= self.pod.max_model_len:
+        tokens, count = _prompt_tokens(self.tokenizer, body, chat, self.window)
+        if count >= self.pod.max_model_len:
             raise HttpError(
                 400,
                 f"This model's maximum context length is {self.pod.max_model_len} tokens. "
-                f"However, your request has {len(tokens)} input tokens.",
+                f"However, your request has {count} input tokens.",
             )
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) or 16
         if not isinstance(max_tokens, int) or max_tokens < 1:
@@ -245,9 +258,9 @@ class PodApp:
         served = await self._queue_and_serve(tokens, max_tokens)
         result, rank = served.result, served.rank
         usage = {
-            "prompt_tokens": result.prompt_tokens,
+            "prompt_tokens": count,
             "completion_tokens": max_tokens,
-            "total_tokens": result.prompt_tokens + max_tokens,
+            "total_tokens": count + max_tokens,
             "prompt_tokens_details": {"cached_tokens": result.cached_tokens},
         }
         response = {

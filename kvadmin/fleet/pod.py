@@ -70,6 +70,10 @@ class PodConfig:
     """The prefill-time model's parameters (its kappa plays no part in serving)."""
     reload_weights: TierWeights = DEFAULT_RELOAD_WEIGHTS
     """What a lower-tier hit is worth: reloading it costs (1 - w) of computing it."""
+    prompt_window: int = 0
+    """Above 0, a near-instant pod for gateway benchmarks: of a text prompt it tokenizes,
+    serves and caches only the first this many tokens, and estimates the count
+    (`fleet.prompt_window`); 0 reads every prompt whole, as an engine does."""
 
     def __post_init__(self) -> None:
         if self.wire_encoding.engine != self.kind:
@@ -79,6 +83,8 @@ class PodConfig:
             raise ValueError(f"{self.name}: dp_size must be at least 1")
         if not (0 <= self.time_scale <= 1000 and 0 <= self.decode_seconds <= 3600):
             raise ValueError(f"{self.name}: time_scale and decode_seconds out of range")
+        if self.prompt_window < 0:
+            raise ValueError(f"{self.name}: prompt_window must be 0 or more")
 
     @property
     def wire_encoding(self) -> Encoding:

@@ -22,6 +22,7 @@ _POLICIES = {
 
 
 _HEADER_TO_METADATA = "envoy.extensions.filters.http.header_to_metadata.v3.Config"
+_FOR_THE_PICKER = ("envoy.filters.http.ext_proc", "envoy.filters.http.buffer")
 
 
 def binary() -> str:
@@ -30,8 +31,8 @@ def binary() -> str:
 
 
 @cache
-def shipped() -> dict[str, Any]:
-    return yaml.safe_load(SHIPPED.read_text())
+def shipped(path: Path = SHIPPED) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
 
 
 def _address(endpoint: str) -> dict[str, Any]:
@@ -48,6 +49,7 @@ def render(
     failure_mode_allow: bool | None = None,
     subset_from_header: bool = False,
     message_timeout_s: float | None = None,
+    source: Path = SHIPPED,
 ) -> dict[str, Any]:
     """The shipped config listening on `listen`, its admin on `admin` (`ip:port` each),
     asking `pickers` and sending to `pods`. `balancing` other than "picker" drops the
@@ -55,8 +57,8 @@ def render(
     (tests) lets a request header `x-gateway-destination-endpoint-subset` set the subset
     hint, as a gateway's own filters would. `message_timeout_s` replaces the shipped wait for
     each picker answer (tests on a loaded machine, where a long prompt's tokenizing may take
-    longer)."""
-    config = copy.deepcopy(shipped())
+    longer). `source`: another tree's shipped config (a benchmark's baseline picker)."""
+    config = copy.deepcopy(shipped(source))
     config["admin"]["address"] = _address(admin)["address"]
     listener = config["static_resources"]["listeners"][0]
     listener["address"] = _address(listen)["address"]
@@ -76,7 +78,8 @@ def render(
     if subset_from_header:
         filters.insert(0, _subset_header_filter())
     if balancing != "picker":
-        manager["http_filters"] = [f for f in filters if f["name"] != "envoy.filters.http.ext_proc"]
+        # Envoy alone: no picker, and nothing held for one (the buffer filter).
+        manager["http_filters"] = [f for f in filters if f["name"] not in _FOR_THE_PICKER]
         policy = {"@type": f"type.googleapis.com/{_POLICIES[balancing]}"}
         clusters["pods"]["load_balancing_policy"] = {
             "policies": [{"typed_extension_config": {"name": balancing, "typed_config": policy}}]

@@ -1,20 +1,24 @@
-"""One request's ext_proc stream, message by message: Envoy sends the request's headers and
-(buffered) body, then the response's headers and each body chunk as it passes; the picker
-answers each at once, and routes at the request body.
+"""One request's ext_proc stream, message by message: Envoy sends the request's (buffered)
+body, then each chunk of the response's body as it passes, and, if it is configured to, the
+headers of each before them; the picker answers each at once, and routes at the request
+body.
 
-1. Request headers: the start (TTFT is measured from here), the path, `x-request-id`, the
-   subset hint. Passed on. A path the picker does not route goes on with no endpoint (the
-   gateway balances it itself), and Envoy sends nothing more of it.
+1. The request's start (TTFT is measured from it), path, `x-request-id` and subset hint:
+   from its headers when Envoy sends them, else from the attributes and metadata of its
+   body's message (the shipped config: `request.time`, `request.path`, `request.id`). A
+   path the picker does not route goes on with no endpoint (the gateway balances it
+   itself): told at its headers, Envoy sends nothing more of it.
 2. Request body (the whole, buffered by Envoy): at most PICKER_MAX_BODY_BYTES (413), JSON
    of an OpenAI completion or chat (400), a model with registered engines (404) of which
    some may take it (503). Then the routing service's decision within
    PICKER_DECISION_DEADLINE_SECONDS, or a degraded choice, named to the gateway
-   (`protocol.route_to`); the body goes on unchanged. A shed request (429) is refused
-   before anything of it is recorded; a routed one's decision is recorded once the gateway
-   has its answer.
-3. Response headers: the status and the endpoint that served; passed on, with the
-   decision's id in `x-kvadmin-decision`. Without a decision (a degraded choice) there is
-   no outcome to record: Envoy sends no more of the response.
+   (`protocol.route_to`, the decision's id in the metadata too); the body goes on
+   unchanged. A shed request (429) is refused before anything of it is recorded; a routed
+   one's decision is recorded once the gateway has its answer.
+3. The response's status and the endpoint that served: from its headers when Envoy sends
+   them (answered with the decision's id in `x-kvadmin-decision`; without a decision, a
+   degraded choice, there is no outcome to record and Envoy sends no more of it), else from
+   the attributes of its first body chunk (`response.code`, `upstream.address`).
 4. Response body chunks: each passed on at once; the first one is the time to first
    token, and the usage is read from the kept head and tail (`usage.UsageScanner`).
 5. The end of the response: the outcome, recorded as the outcome API records it
@@ -77,6 +81,10 @@ class Exchange:
         if kind == "request_headers":
             return self._request_headers(message)
         if kind == "request_body":
+            if not self.started:  # no headers: the shipped config sends attributes instead
+                self._request_attributes(message)
+                if routed_path(self.path) is None:
+                    _PASSED.inc()
             return await self._request_body(message)
         if kind == "response_headers":
             headers = protocol.header_map(message.response_headers)
@@ -89,6 +97,10 @@ class Exchange:
         if kind == "response_body":
             if self.first_chunk_at is None:
                 self.first_chunk_at = time.monotonic()
+                if not self.status:
+                    found = protocol.attributes(message)
+                    self.status = found.get("response.code", "")
+                    self.served = found.get("upstream.address", "")
             self.usage.feed(message.response_body.body)
             self.ended = message.response_body.end_of_stream
             return protocol.pass_response_body()
@@ -98,12 +110,8 @@ class Exchange:
         return ProcessingResponse(request_trailers=TrailersResponse())
 
     def _request_headers(self, message: ProcessingRequest) -> ProcessingResponse:
-        self.started = time.monotonic()
         headers = protocol.header_map(message.request_headers)
-        self.path = headers.get(":path", "")
-        request_id = headers.get("x-request-id")
-        self.request_id = request_id[:MAX_REQUEST_ID] if request_id else None
-        self.subset = protocol.subset_hint(message)
+        self._start(message, time.monotonic(), headers.get(":path"), headers.get("x-request-id"))
         if routed_path(self.path) is None:
             _PASSED.inc()
             return protocol.pass_request_headers(routed=False)
@@ -111,28 +119,43 @@ class Exchange:
             return self._refuse(400, "an inference request needs a JSON body", "invalid_request")
         return protocol.pass_request_headers(routed=True)
 
+    def _request_attributes(self, message: ProcessingRequest) -> None:
+        found = protocol.attributes(message)
+        at = time.monotonic() - protocol.seconds_ago(found.get("request.time", ""))
+        self._start(message, at, found.get("request.path"), found.get("request.id"))
+
+    def _start(
+        self, message: ProcessingRequest, at: float, path: str | None, request_id: str | None
+    ) -> None:
+        self.started = at
+        self.path = path or ""
+        self.request_id = request_id[:MAX_REQUEST_ID] if request_id else None
+        self.subset = protocol.subset_hint(message)
+
     async def _request_body(self, message: ProcessingRequest) -> ProcessingResponse:
         path = routed_path(self.path)
-        if path is None:  # a gateway that ignores the mode override
+        if path is None:  # a gateway that ignores the mode override, or sends no path
             return protocol.pass_request_body()
-        limit = knob("PICKER_MAX_BODY_BYTES")
-        if len(self.body) + len(message.request_body.body) > limit:
+        limit, chunk = knob("PICKER_MAX_BODY_BYTES"), message.request_body.body
+        if len(self.body) + len(chunk) > limit:
             return self._refuse(413, f"the request body is over {limit} bytes", "too_large")
-        self.body += message.request_body.body
         if not message.request_body.end_of_stream:
+            self.body += chunk
             return protocol.pass_request_body()  # a streamed body: Envoy's mode is BUFFERED
+        # A buffered body comes whole in one message: read as it is, not copied.
+        body = bytes(self.body + chunk) if self.body else chunk
+        self.body = bytearray()
         decided = time.monotonic()
         try:
-            return await self._route(path)
+            return await self._route(path, body)
         finally:
             counters.decision_seconds.observe(time.monotonic() - decided)
 
-    async def _route(self, path: str) -> ProcessingResponse:
+    async def _route(self, path: str, body: bytes) -> ProcessingResponse:
         try:
-            request = inference_request(path, bytes(self.body))
+            request = inference_request(path, body)
         except InvalidInference as error:
             return self._refuse(400, str(error), "invalid_request")
-        self.body = bytearray()
         if problem := model_name_problem(request.model):
             return self._refuse(400, f"`model`: {problem}", "invalid_request")
         model = str(request.model)
@@ -173,7 +196,8 @@ class Exchange:
             log.warning(
                 "degraded choice (%s): %s for request %s", degraded, pods[0], self.request_id
             )
-        return protocol.route_to([self.addresses[pod] for pod in pods])
+        decision_id = self.decision.decision_id if self.decision else None
+        return protocol.route_to([self.addresses[pod] for pod in pods], decision_id)
 
     def _refuse(self, status: int, message: str, kind: str) -> ProcessingResponse:
         self.refused = True

@@ -10,12 +10,19 @@ names it fixes and the answers a picker gives. Pure: no sockets, no state.
   response header the shipped Envoy config sets from the upstream address).
 
 Each ext_proc message is a gRPC round trip on the gateway's request path, so the answers
-that never change are built once, and an exchange stops the messages it does not need
-(`mode_override`, which the shipped config allows): a path it does not route sends nothing
-after its headers, a response with no decision to record sends no body.
+that never change are built once, and an exchange has Envoy send only what it needs. A
+gateway that sends the request and response headers (as GIE gateways do) is answered at
+each, and stopped where the rest is not needed (`mode_override`: a path it does not route
+sends nothing after its headers, a response with no decision to record sends no body). The
+shipped config sends neither: what the picker reads of them comes as Envoy's attributes
+with the first body message of each direction (`request.path`, `request.id`,
+`request.time`; `response.code`, `upstream.address`), and Envoy writes the decision's
+response header itself from the metadata the body's answer gives (`DECISION_NAMESPACE`).
 """
 
+import time
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 import msgspec
 from envoy.config.core.v3.base_pb2 import HeaderValue, HeaderValueOption
@@ -42,6 +49,11 @@ DECISION_HEADER = "x-kvadmin-decision"
 """kvadmin's own response header: the decision that routed the request (its log id names it
 on the decision pages and in GET /api/v1/decisions)."""
 
+DECISION_NAMESPACE = "kvadmin.picker"
+"""The dynamic metadata namespace of the decision's id (key `DECISION_HEADER`), from which
+the shipped Envoy config sets the response header without sending the picker the response
+headers."""
+
 _OVERWRITE = HeaderValueOption.HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD
 _encoder = msgspec.json.Encoder()
 
@@ -54,6 +66,31 @@ def header_map(headers: HttpHeaders) -> dict[str, str]:
         value = header.raw_value.decode("latin-1") if header.raw_value else header.value
         found[header.key.lower()] = value
     return found
+
+
+def attributes(request: ProcessingRequest) -> dict[str, str]:
+    """Envoy's attributes on this message (the first of each direction), as text: the
+    response code as digits. Envoy keys them by the filter's name; a picker has one."""
+    for fields in request.attributes.values():
+        found = {}
+        for name, value in fields.fields.items():
+            kind = value.WhichOneof("kind")
+            if kind == "string_value":
+                found[name] = value.string_value
+            elif kind == "number_value":
+                found[name] = str(int(value.number_value))
+        return found
+    return {}
+
+
+def seconds_ago(timestamp: str) -> float:
+    """How long ago an attribute's RFC 3339 time was, never negative (another host's clock
+    may run ahead); 0 for a time that does not read as one."""
+    try:
+        then = datetime.fromisoformat(timestamp).timestamp()
+    except ValueError:
+        return 0.0
+    return max(time.time() - then, 0.0)
 
 
 def subset_hint(request: ProcessingRequest) -> list[str] | None:
@@ -84,11 +121,15 @@ def _set(headers: Iterable[tuple[str, str]]) -> HeaderMutation:
     )
 
 
-def route_to(endpoints: Sequence[str]) -> ProcessingResponse:
-    """The answer to the request body: the endpoints in the header and the metadata."""
+def route_to(endpoints: Sequence[str], decision_id: str | None) -> ProcessingResponse:
+    """The answer to the request body: the endpoints in the header and the metadata, and the
+    decision's id (none for a degraded choice) in the metadata."""
     value = ",".join(endpoints)
     metadata = Struct()
-    metadata.update({LB_NAMESPACE: {DESTINATION: value}})
+    namespaces: dict = {LB_NAMESPACE: {DESTINATION: value}}
+    if decision_id is not None:
+        namespaces[DECISION_NAMESPACE] = {DECISION_HEADER: decision_id}
+    metadata.update(namespaces)
     common = CommonResponse(header_mutation=_set([(DESTINATION, value)]))
     return ProcessingResponse(request_body=BodyResponse(response=common), dynamic_metadata=metadata)
 

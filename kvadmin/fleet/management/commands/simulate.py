@@ -65,6 +65,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--max-model-len", type=int, default=32_768, help="the longest prompt served, tokens"
         )
+        parser.add_argument(
+            "--prompt-window",
+            type=int,
+            default=0,
+            help="a near-instant pod for gateway benchmarks: of a text prompt, tokenize and "
+            "cache only the first this many tokens, the count estimated (0: the whole prompt)",
+        )
         parser.add_argument("--register", action="store_true", help="register the pods as engines")
         parser.add_argument("--traffic", type=float, default=0.0, help="requests per second")
         parser.add_argument(
@@ -109,6 +116,7 @@ class Command(BaseCommand):
                 time_scale=options["time_scale"],
                 decode_seconds=options["decode_seconds"],
                 max_model_len=options["max_model_len"],
+                prompt_window=options["prompt_window"],
             )
         except ValueError as error:
             raise CommandError(str(error)) from None
