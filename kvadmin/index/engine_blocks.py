@@ -72,7 +72,7 @@ class Entry(NamedTuple):
         """The value as the scripts write it."""
         if len(self.media) == 1 and self.media[0] in SHORT:
             return SHORT[self.media[0]] + self.std
-        return f"{self.std}|{','.join(self.media)}"
+        return self.text
 
     @property
     def text(self) -> str:
