@@ -311,6 +311,12 @@ class PrefillFit(msgspec.Struct, frozen=True):
                    means)  # type: ignore[arg-type]  # fmt: skip
 
 
+def uncorrected_prefill(prefill_s: float, factor: float, offset_s: float) -> float:
+    """The prefill the parameters predicted, before the delivered correction (`factor`,
+    `offset_s`) the estimate `prefill_s` includes: what an outcome's fit regresses on."""
+    return (prefill_s - offset_s) / max(factor, PREFILL_FACTOR_BOUNDS[0])
+
+
 def corrected_prefill_fit(
     held: PrefillFit,
     version: int,

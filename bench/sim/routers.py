@@ -38,6 +38,7 @@ from scoring.route_state import (
     corrected_wait_log,
     load_reading,
     resynced_busy_until,
+    uncorrected_prefill,
 )
 from scoring.score import PrefixWalk, score_walk
 from scoring.ttft import TtftParameters, estimate_prefill
@@ -228,7 +229,7 @@ class TtftRouter:
         cost = next(c for c in choice.candidates if c.pod == choice.chosen)
         self.predicted[job.index] = cost.wait_s + cost.prefill_s
         load = request.loads[choice.chosen]  # type: ignore[index]
-        uncorrected = (cost.prefill_s - load.prefill_offset) / load.prefill_factor
+        uncorrected = uncorrected_prefill(cost.prefill_s, load.prefill_factor, load.prefill_offset)
         self.decided[job.index] = (
             chosen,
             cost.wait_s,

@@ -61,6 +61,7 @@ from scoring.route_state import (
     WAIT_LEARNING,
     WAIT_MIN_SHARE,
     WAIT_STEP_BOUND,
+    uncorrected_prefill,
 )
 from scoring.scripts import package_script
 
@@ -312,8 +313,9 @@ def _record_input(
         args += [repr(math.log(bound)) for bound in WAIT_FACTOR_BOUNDS]
         args.append(str(decision.weights_version))
         args += [repr(math.log(bound)) for bound in PREFILL_FACTOR_BOUNDS]
-        factor = max(chosen.prefill_factor, PREFILL_FACTOR_BOUNDS[0])
-        uncorrected = (chosen.prefill_s - chosen.prefill_offset_s) / factor
+        uncorrected = uncorrected_prefill(
+            chosen.prefill_s, chosen.prefill_factor, chosen.prefill_offset_s
+        )
         args += [repr(uncorrected), PREFILL_OFFSET_MIN_OUTCOMES, repr(PREFILL_OFFSET_RIDGE)]
         args += [repr(bound) for bound in PREFILL_OFFSET_BOUNDS]
         # The factor the decision's wait included: the step is taken against the factor now.
