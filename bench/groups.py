@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
@@ -24,7 +25,14 @@ sys.path.insert(0, str(ROOT))
 
 import redis
 
-from bench.ingest import ENCODING, last_seqs, record, stored_blocks, wait_connected
+from bench.ingest import (
+    ENCODING,
+    last_seqs,
+    process_cpu,
+    record,
+    stored_blocks,
+    wait_connected,
+)
 from kvadmin.fleet.publisher import Publisher
 from kvadmin.fleet.wire import encode_batch
 from kvadmin.index.streams import StreamId
@@ -71,9 +79,21 @@ def redis_cpu(url: str) -> float:
     return info["used_cpu_user"] + info["used_cpu_sys"]
 
 
-def one_round(urls: list[str], groups: int, payloads: list[list[bytes]]) -> tuple[float, float]:
-    """Seconds until the recorded stream is visible, with the models on `groups` primaries,
-    and the CPU seconds the busiest primary spent meanwhile."""
+@dataclass(frozen=True)
+class Round:
+    """One round: seconds until the stream is visible, and the CPU seconds spent meanwhile."""
+
+    seconds: float
+    primaries: list[float]
+    """Each primary in use (Redis user + system)."""
+    ingest: float
+    """The ingest process, all its loops."""
+    publishers: float
+    """This process: the 8 publishers and the end-of-run check."""
+
+
+def one_round(urls: list[str], groups: int, payloads: list[list[bytes]]) -> Round:
+    """The recorded stream applied with the models on `groups` primaries."""
     publishers = [Publisher(encoding=ENCODING, buffer_steps=1_000_000) for _ in payloads]
     specs = [spec(n, p) for n, p in enumerate(publishers)]
     by_url: dict[str, list[StreamSpec]] = {}
@@ -90,7 +110,8 @@ def one_round(urls: list[str], groups: int, payloads: list[list[bytes]]) -> tupl
         finals = {
             url: [len(payloads[specs.index(s)]) - 1 for s in mine] for url, mine in by_url.items()
         }
-        cpu = {url: redis_cpu(url) for url in by_url}
+        before = Round(0.0, [redis_cpu(url) for url in by_url], process_cpu(process.pid),
+                       time.process_time())  # fmt: skip
         started = time.perf_counter()
         for i in range(max(len(p) for p in payloads)):
             for publisher, batches in zip(publishers, payloads, strict=True):
@@ -99,7 +120,12 @@ def one_round(urls: list[str], groups: int, payloads: list[list[bytes]]) -> tupl
         while any(last_seqs(clients[url], mine) != finals[url] for url, mine in by_url.items()):
             time.sleep(0.005)
         seconds = time.perf_counter() - started
-        return seconds, max(redis_cpu(url) - before for url, before in cpu.items())
+        return Round(
+            seconds,
+            [redis_cpu(url) - cpu for url, cpu in zip(by_url, before.primaries, strict=True)],
+            process_cpu(process.pid) - before.ingest,
+            time.process_time() - before.publishers,
+        )
     finally:
         stop.set()
         process.join(timeout=30)
@@ -121,6 +147,35 @@ def memory(url: str) -> tuple[int, int]:
     return used, owners
 
 
+def report(rounds: dict[int, list[Round]], blocks: int, engines: int) -> None:
+    """Blocks/s of each layout and their same-run ratio; per stored block and as a share of a
+    core, the CPU of the busiest primary, of every primary, of the ingest process and of the
+    publishers (medians over the rounds)."""
+    rates = {groups: blocks / median(r.seconds for r in runs) for groups, runs in rounds.items()}
+    for groups, runs in rounds.items():
+        listed = ", ".join(f"{blocks / r.seconds:,.0f}" for r in runs)
+        print(f"{groups} group(s): {rates[groups]:>9,.0f} blocks/s (median; rounds {listed})")
+    print(f"ratio 3 groups / 1 group: {rates[3] / rates[1]:.2f}")
+    parts = {
+        "busiest primary": lambda r: max(r.primaries),
+        "all primaries": lambda r: sum(r.primaries),
+        "ingest process": lambda r: r.ingest,
+        "publishers": lambda r: r.publishers,
+    }
+    print("CPU per stored block (us) | share of a core while the round ran:")
+    for name, cpu in parts.items():
+        cells = [
+            f"{groups} group(s) {median(cpu(r) for r in runs) / blocks * 1e6:5.1f} us | "
+            f"{median(cpu(r) / r.seconds for r in runs):4.0%}"
+            for groups, runs in rounds.items()
+        ]
+        print(f"  {name:<16} " + ";  ".join(cells))
+    busiest = {groups: median(max(r.primaries) for r in runs) for groups, runs in rounds.items()}
+    carried = max(sum(n % len(MODELS) == g for n in range(engines)) for g in range(len(MODELS)))
+    print(f"busiest primary's Redis CPU, 1 group / 3 groups: {busiest[1] / busiest[3]:.2f} "
+          f"(its streams: {engines} against {carried}, {engines / carried:.2f})")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=3000, help="prompts served per engine")
@@ -134,32 +189,24 @@ def main() -> None:
     urls = [server.url for server in servers]
     try:
         empty = [memory(url)[0] for url in urls]
-        seconds: dict[int, list[float]] = {1: [], 3: []}
-        busiest: dict[int, list[float]] = {1: [], 3: []}
+        rounds: dict[int, list[Round]] = {1: [], 3: []}
         held: list[tuple[int, int]] = []
+        load = os.getloadavg()[0]
         for _ in range(args.rounds):
-            for groups in (1, 3):
+            for groups in rounds:
                 for url in urls:
                     redis.Redis.from_url(url).flushdb()
-                took, cpu = one_round(urls, groups, payloads)
-                seconds[groups].append(took)
-                busiest[groups].append(cpu)
+                rounds[groups].append(one_round(urls, groups, payloads))
                 if groups == 3:
                     held = [memory(url) for url in urls]
-        rates = {groups: blocks / median(runs) for groups, runs in seconds.items()}
-        for groups, runs in seconds.items():
-            listed = ", ".join(f"{blocks / s:,.0f}" for s in runs)
-            print(f"{groups} group(s): {rates[groups]:>9,.0f} blocks/s (median; rounds {listed})")
-        print(f"ratio 3 groups / 1 group: {rates[3] / rates[1]:.2f}")
-        per_block = {groups: median(cpu) / blocks * 1e6 for groups, cpu in busiest.items()}
-        print(f"Redis CPU of the busiest primary per stored block: 1 group "
-              f"{per_block[1]:.1f} us, 3 groups {per_block[3]:.1f} us "
-              f"(ratio {per_block[1] / per_block[3]:.2f})")  # fmt: skip
+        report(rounds, blocks, len(streams))
         for n, ((used, owners), base) in enumerate(zip(held, empty, strict=True)):
-            per = (used - base) / owners if owners else 0.0
-            print(f"group {n} ({MODELS[n]}): {(used - base) / 2**20:.1f} MiB over the empty "
-                  f"server, {owners:,} ownerships, {per:.0f} B each")  # fmt: skip
-        print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+            grown = used - base
+            per = grown / owners if owners else 0.0
+            print(f"group {n} ({MODELS[n]}): {grown:,} bytes ({grown / 2**20:.1f} MiB) over the "
+                  f"empty server, {owners:,} ownerships, {per:.0f} B each")  # fmt: skip
+        print(f"load average: {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, "
+              f"on {os.cpu_count()} cores")  # fmt: skip
     finally:
         for server in servers:
             server.stop()

@@ -143,6 +143,12 @@ def wait_connected(client: redis.Redis, specs: list[StreamSpec], publishers) -> 
         publisher.wait_for_subscribers()
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system) the process `pid` has spent so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True)
 class Cpu:
     """CPU seconds (user + system) each party spent during a run."""
@@ -166,11 +172,9 @@ class Cpu:
         scripts = stats.pop("cmdstat_evalsha", {"usec": 0})["usec"] / 1e6
         for own in ("cmdstat_info", "cmdstat_flushdb"):
             stats.pop(own, None)
-        stat = Path(f"/proc/{ingest_pid}/stat").read_text().rpartition(")")[2].split()
-        ingest = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
         return cls(
             info["used_cpu_user"] + info["used_cpu_sys"],
-            ingest,
+            process_cpu(ingest_pid),
             time.process_time(),
             scripts,
             sum(s["usec"] for s in stats.values()) / 1e6,
