@@ -1,9 +1,10 @@
-"""The pages, search, /metrics and readiness read every index group: a pod of the named group
-and one of the default group show side by side."""
+"""The pages, the dashboard, search, /metrics and readiness read every index group: a pod of the
+named group and one of the default group show side by side."""
 
 import pytest
 import redis
 
+from kvadmin.dashboard.tiles import dashboard_tiles
 from kvadmin.index.streams import StreamId
 from kvadmin.metrics.collector import IndexCollector
 from kvadmin.metrics.health import readiness
@@ -54,6 +55,18 @@ def test_a_block_page_and_search_find_a_block_of_the_named_group(
     assert found.status_code == 302 and found.url == f"/blocks/{MODEL}/{std(2)}/"
     listing = client.get("/blocks/", {"model": MODEL}).content.decode()
     assert str(std(1)) in listing and str(std(3)) not in listing
+
+
+def test_the_dashboard_counts_the_engines_and_blocks_of_both_groups(
+    two_models, grouped, redis_client
+) -> None:
+    _fill(grouped, redis_client)
+    tiles = dashboard_tiles(redis_client)
+    assert {engine.pod: engine.blocks for engine in tiles.engines} == {
+        GROUPED_POD: 2,
+        DEFAULT_POD: 1,
+    }
+    assert tiles.total_blocks == 3 and dict((m, n) for m, n, _ in tiles.media) == {"GPU": 3}
 
 
 def test_metrics_count_the_blocks_of_both_groups(two_models, grouped, redis_client) -> None:

@@ -85,8 +85,8 @@ def _works(client: redis.Redis) -> bool:
         return False
 
 
-def _decide(url: str, token: str) -> int:
-    body = b'{"model": "%s", "token_ids": [1, 2, 3]}' % MODEL.encode()
+def _decide(url: str, token: str, model: str = MODEL) -> int:
+    body = b'{"model": "%s", "token_ids": [1, 2, 3]}' % model.encode()
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     request = urllib.request.Request(url + "/api/v1/score", body, headers)
     try:
