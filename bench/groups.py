@@ -6,7 +6,13 @@ turn. One ingest process as a Celery worker runs it (`kvadmin.ingest.runner.run_
 IngestLoop per group, each on a thread with its group's primary) applies it, sent as fast as
 the publishers go; the clock stops when every stream's last seq is visible. Rounds alternate,
 1 group (every model on primary 0) then 3 groups (model i on primary i), each on emptied
-primaries, and the ratio is of the medians.
+primaries, and the ratio is of the medians. Beside it, per stored block and as a share of a
+core while a round ran: the CPU of the busiest primary (what bounds a primary with a core of
+its own: docs/capacity.md 2), of every primary, of the ingest process and of the publishers. On
+a machine with fewer cores than those processes the shares show that the machine, not a
+primary, bounds the end-to-end rate; the busiest primary's CPU per block is the figure that
+carries to production. Memory: each primary's used_memory over its empty server, in bytes and
+per ownership.
 
 Run: .venv/bin/python bench/groups.py [--requests N] [--rounds R]
 """
