@@ -16,10 +16,11 @@ own policy). Configurations take turns, round after round, so that all see the s
 1. Added latency: short completions (about 100 tokens) to instant pods from 1 and 8
    keep-alive clients: p50/p99 through the picker against round robin.
 2. Long prompts: about 220 KB of text each (8 documents, a question each), streamed, from 20
-   and 100 clients, instant pods: p50/p99 time to first byte of the body, requests/s.
-   Every table also gives the hit rate the pods delivered, their queue wait, the busiest
-   pod's requests over the mean, and what the picker (degraded choices and why, outcomes
-   recorded) and its Envoy (requests passed without the picker, retries) counted.
+   and 100 clients, instant pods: p50/p99 time to first byte of the body, requests/s, and
+   the CPU each gateway's Envoy and picker spent per request. Every table also gives the
+   hit rate the pods delivered, their queue wait, the busiest pod's requests over the mean,
+   and what the picker (degraded choices and why, outcomes recorded) and its Envoy
+   (requests passed without the picker, retries) counted.
 3. TTFT under load: timed pods (`--time-scale 1`: scoring.ttft's default prefill speed, so a
    hit saves most of a request's time) of 512 GPU blocks, fewer than the workload's prefixes
    need, so where a request goes decides its hit. The workload is the demo's
@@ -30,9 +31,9 @@ own policy). Configurations take turns, round after round, so that all see the s
 4. Decisions per CPU second: the picker process's CPU per routed request in 1., against the
    web server's per decision for POST /api/v1/score (the lean path) with the same bodies.
 
-With `--baseline REV` (e.g. main), 1. and 4. also run a second picker from REV's tree
+With `--baseline REV` (e.g. main), 1., 2. and 4. also run a second picker from REV's tree
 (exported with `git archive`) behind an Envoy of its own, in the same turns: this tree's
-picker against REV's, as ratios.
+picker against REV's, as ratios (2.: also each picker's and Envoy's CPU per request).
 """
 
 import argparse
@@ -290,6 +291,8 @@ class Rig:
     processes: list[subprocess.Popen] = field(default_factory=list)
     admins: dict[int, int] = field(default_factory=dict)
     """Each Envoy's admin port by its listener's."""
+    envoys: dict[int, subprocess.Popen] = field(default_factory=dict)
+    """Each Envoy's process by its listener's port."""
 
     def spawn(self, *command: str, ready: str | None = None, cwd: Path = ROOT) -> subprocess.Popen:
         log = (self.workdir / f"{len(self.processes)}.log").open("w")
@@ -336,7 +339,7 @@ class Rig:
         )
         self.admins[port] = admin
         path = envoy.write(config, self.workdir / f"envoy-{port}.yaml")
-        self.spawn(
+        self.envoys[port] = self.spawn(
             envoy.binary(), "-c", str(path), "--concurrency", "2", "-l", "error",
             "--disable-hot-restart",
         )  # fmt: skip
@@ -551,14 +554,47 @@ def long_prompts(clients: int) -> Trace:
     return trace
 
 
-def bench_long(rig: Rig, gateways: dict[str, int], seconds: float) -> None:
-    """2."""
+def bench_long(
+    rig: Rig, gateways: dict[str, int], pickers: dict[str, subprocess.Popen], seconds: float
+) -> None:
+    """2.; with a baseline picker, this tree's picker against it: added p50/p99, requests/s
+    (at 100 clients, where the gateways saturate) and CPU per request, as ratios. The CPU is
+    each gateway's own processes' (its picker's, its Envoy's) over its answered requests;
+    the pods and the clients are shared."""
+    processes = {name: [rig.envoys[port]] for name, port in gateways.items()}
+    for name, picker in pickers.items():
+        processes[name].append(picker)
     for clients in (20, 100):
         title = f"2. ~220 KB prompts, streamed, {clients} clients (time to first chunk)"
+        before = {name: [_cpu_seconds(p.pid) for p in ps] for name, ps in processes.items()}
         runs = compare(title, rig, gateways, long_prompts(clients), seconds, clients=clients)
-        print(
-            f"   added by the picker: p50 {added(runs, 0.5):.1f} ms, p99 {added(runs, 0.99):.1f} ms"
-        )
+        cpu = {
+            name: [
+                (_cpu_seconds(p.pid) - was) / max(len(runs[name].ttfb), 1) * 1000
+                for p, was in zip(ps, before[name], strict=True)
+            ]
+            for name, ps in processes.items()
+        }
+        for name in runs:
+            envoy_ms, *picker_ms = cpu[name]
+            spent = f"CPU per request: Envoy {envoy_ms:.1f} ms"
+            if name == "round robin":
+                print(f"   round robin: {spent}")
+                continue
+            print(
+                f"   added by {name}: p50 {added(runs, 0.5, name):.1f} ms, p99 "
+                f"{added(runs, 0.99, name):.1f} ms; {spent}, picker {picker_ms[0]:.1f} ms"
+            )
+        for base in (name for name in pickers if name != "picker"):
+            ratios = [
+                f"{added(runs, q) / added(runs, q, base):.2f}" if added(runs, q, base) else "-"
+                for q in (0.5, 0.99)
+            ]
+            rate = len(runs["picker"].ttfb) / max(len(runs[base].ttfb), 1)
+            print(
+                f"   picker / {base}: added p50 {ratios[0]}, added p99 {ratios[1]}, requests/s "
+                f"{rate:.2f}, picker CPU per request {cpu['picker'][1] / cpu[base][1]:.2f}"
+            )
 
 
 def conversations(seed: int, count: int) -> list[bytes]:
@@ -651,7 +687,7 @@ def prediction(since: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per run and gateway")
-    parser.add_argument("--baseline", help="also a picker of this revision (1. and 4.)")
+    parser.add_argument("--baseline", help="also a picker of this revision (1., 2. and 4.)")
     parser.add_argument(
         "--only", choices=("latency", "long", "load"), help="1. and 4., 2. or 3. alone"
     )
@@ -687,7 +723,7 @@ def main() -> None:
                 picker_cpu = bench_latency(rig, gateways, pickers, seconds)
                 bench_api_cpu(env, token, picker_cpu, seconds)
             if arguments.only in (None, "long"):
-                bench_long(rig, {name: gateways[name] for name, _ in pair}, seconds)
+                bench_long(rig, gateways, pickers, seconds)
             if arguments.only in (None, "load"):
                 # The instant pods unregistered before the timed ones register.
                 instant_fleet.terminate()
