@@ -293,6 +293,8 @@ class Rig:
     """Each Envoy's admin port by its listener's."""
     envoys: dict[int, subprocess.Popen] = field(default_factory=dict)
     """Each Envoy's process by its listener's port."""
+    metrics: dict[str, int] = field(default_factory=dict)
+    """Each picker's metrics port by the name of the gateway in front of it."""
 
     def spawn(self, *command: str, ready: str | None = None, cwd: Path = ROOT) -> subprocess.Popen:
         log = (self.workdir / f"{len(self.processes)}.log").open("w")
@@ -382,11 +384,11 @@ PICKER_COUNTERS = {
 }
 
 
-def picker_counters() -> dict[str, Counter]:
+def picker_counters(port: int = PICKER_METRICS) -> dict[str, Counter]:
     """The picker's counters since it started: its answers (routed, degraded...), why its
     choices were degraded, what became of the outcomes (recorded: the wait correction and
     calibration learn from them)."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{PICKER_METRICS}/metrics", timeout=5).read()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
     found = {name: Counter() for name in PICKER_COUNTERS}
     for line in text.decode().splitlines():
         for name, prefix in PICKER_COUNTERS.items():
@@ -442,17 +444,27 @@ def compare(
 ) -> dict[str, Run]:
     """Each gateway ROUNDS times, in turns; prints p50/p99 (and p90) of the first byte, the
     hit rate the pods delivered, their queue wait, how evenly the requests spread (the
-    busiest pod's over the mean), and what the picker and its Envoy counted meanwhile."""
+    busiest pod's over the mean), and what each picker and its Envoy counted meanwhile."""
     runs = {name: Run() for name in gateways}
     for name, port in gateways.items():  # warm: tokenizers loaded, connections open
         load(port, trace(name, -1), 1.0, **how)
-    before = picker_counters() | {"envoy": envoy_stats(rig.admins[gateways["picker"]])}
+    watched = {name: port for name, port in rig.metrics.items() if name in gateways}
+
+    def counted() -> dict[str, dict[str, Counter]]:
+        return {
+            name: picker_counters(port) | {"envoy": envoy_stats(rig.admins[gateways[name]])}
+            for name, port in watched.items()
+        }
+
+    before = counted()
     for turn in range(ROUNDS):
         for name, port in gateways.items():
             runs[name].add(load(port, trace(name, turn), seconds, **how))
             runs[name].seconds += seconds
-    now = picker_counters() | {"envoy": envoy_stats(rig.admins[gateways["picker"]])}
-    print(f"\n{title}\n   meanwhile, the picker and its Envoy: {since(now, before)}")
+    now = counted()
+    print(f"\n{title}")
+    for name in watched:
+        print(f"   meanwhile, {name} and its Envoy: {since(now[name], before[name])}")
     print(
         f"{'':>14} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'req/s':>7} {'hits':>5} "
         f"{'queue ms':>8} {'max/mean':>8}  statuses"
@@ -710,6 +722,7 @@ def main() -> None:
                 "--loglevel=ERROR", "--without-gossip", "--without-mingle",
             )  # fmt: skip
             picker, address = rig.picker(PICKER_METRICS)
+            rig.metrics["picker"] = PICKER_METRICS
             instant_fleet, instant = rig.fleet(0.0, INSTANT_GPU_BLOCKS, LONG_WINDOW)
             pair = (("picker", "picker"), ("round robin", "round_robin"))
             gateways = {name: rig.envoy(instant, address, how) for name, how in pair}
@@ -717,7 +730,8 @@ def main() -> None:
             if arguments.baseline:
                 name = f"picker {arguments.baseline}"
                 tree = baseline_tree(arguments.baseline, workdir)
-                pickers[name], base_address = rig.picker(free_port(), tree)
+                rig.metrics[name] = free_port()
+                pickers[name], base_address = rig.picker(rig.metrics[name], tree)
                 gateways[name] = rig.envoy(instant, base_address, "picker", tree)
             if arguments.only in (None, "latency"):
                 picker_cpu = bench_latency(rig, gateways, pickers, seconds)
