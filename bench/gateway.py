@@ -550,8 +550,9 @@ LONG_REQUESTS = 192
 
 def long_prompts(clients: int) -> Trace:
     """2.'s trace for a gateway's round: 8 documents of about 220 KB, each request one of them
-    and a question no other request of the run asks (so the picker tokenizes every one: its
-    token cache keys on the whole prompt; the near-instant pods keep the documents' tokens)."""
+    and a question no other request of the run asks: no prompt is in the picker's token cache,
+    which keys on the whole prompt, but a document's scoring window is tokenized once, by the
+    picker (`routing.local_tokenize.WINDOWS`) as by the near-instant pods."""
     texts = documents(random.Random(2), 8, 220_000)
     asked = itertools.count()
 

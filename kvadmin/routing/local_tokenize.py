@@ -23,15 +23,23 @@ encoded whole, which would cost as much as the engine's own tokenization:
    whole prompt.
 4. The count of a prompt not encoded whole is estimated from the window's tokens per
    character, and said to be (`LocalTokens.estimated`).
+
+The tokens of the latest WINDOWS_KEPT windows are kept (by a digest of the tokenizer's version
+and the window's text): requests behind one long document (a RAG context, a long system prompt,
+a chat's history) encode it once.
 """
 
 import functools
+import hashlib
+from array import array
 from dataclasses import dataclass
 
+import msgspec
 from tokenizers import Tokenizer
 
 from kvadmin.model_tokenizer.chat_template import ChatTemplateFailed, render_chat
 from kvadmin.model_tokenizer.files import TokenizerUnavailable, cached, current_signature
+from kvadmin.routing.token_cache import TokenCache
 
 Messages = list[dict[str, str]]
 
@@ -41,6 +49,7 @@ English prose has 4.7 characters per token, Python code 4.2 to 4.7, Markdown 3.5
 3.2, Russian 2.7, CJK under 2: one window is almost always enough, and a window is all the
 tokenizer reads (its pre-tokenizer costs more than linearly in the text it is given)."""
 _UNSAFE_PIECES = 2
+WINDOWS_KEPT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +59,21 @@ class LocalTokens:
     count: int
     estimated: bool
     """`count` is estimated from the window (step 4)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """What a window's encoding gives (step 2)."""
+
+    ids: array
+    """Its first `keep` ids."""
+    safe: int
+    """How many of its tokens lie before the dropped pieces."""
+    covered: int
+    """How many characters those cover."""
+
+
+WINDOWS: TokenCache[_Window] = TokenCache()
 
 
 class LocalTokenizerFailed(Exception):
@@ -69,16 +93,17 @@ def tokenize_locally(
         model_tokenizer = cached(path)
     except TokenizerUnavailable as error:
         raise LocalTokenizerFailed("unavailable", str(error)) from None
+    version = f"{path}|{model_tokenizer.signature}"
     if messages is None:
         assert prompt is not None
-        return encode_window(model_tokenizer.tokenizer, prompt, True, keep)
+        return encode_window(model_tokenizer.tokenizer, prompt, True, keep, version)
     if model_tokenizer.chat_template is None:
         raise LocalTokenizerFailed("template", f"{path} has no chat template")
     try:
         text = render_chat(model_tokenizer.chat_template, messages, model_tokenizer.special_tokens)
     except ChatTemplateFailed as error:
         raise LocalTokenizerFailed("template", str(error)) from None
-    return encode_window(model_tokenizer.tokenizer, text, False, keep)
+    return encode_window(model_tokenizer.tokenizer, text, False, keep, version)
 
 
 def files_version(path: str) -> str:
@@ -88,21 +113,39 @@ def files_version(path: str) -> str:
 
 
 def encode_window(
-    tokenizer: Tokenizer, text: str, add_special_tokens: bool, keep: int
+    tokenizer: Tokenizer, text: str, add_special_tokens: bool, keep: int, version: str = ""
 ) -> LocalTokens:
-    """The first `keep` ids of `text` and its token count, encoding as little as it can."""
+    """The first `keep` ids of `text` and its token count, encoding as little as it can.
+    `version`: the tokenizer's path and files' signature, under which windows are kept (none
+    without)."""
     window = max(keep, 1) * WINDOW_CHARS_PER_TOKEN
     while window < len(text):
-        cut = _cut(tokenizer, text, window)
-        encoding = tokenizer.encode(text[:cut], add_special_tokens=add_special_tokens)
-        safe = _safe_length(encoding.word_ids)
-        if safe >= keep:
-            covered = max(encoding.offsets[safe - 1][1], 1)
-            estimate = max(round(safe * len(text) / covered), safe + 1)
-            return LocalTokens(encoding.ids[:keep], estimate, True)
+        head = text[: _cut(tokenizer, text, window)]
+        found = _window(tokenizer, head, add_special_tokens, keep, version)
+        if found.safe >= keep:
+            estimate = max(round(found.safe * len(text) / found.covered), found.safe + 1)
+            return LocalTokens(found.ids.tolist(), estimate, True)
         window *= 2
     ids = tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
     return LocalTokens(ids[:keep], len(ids), False)
+
+
+def _window(
+    tokenizer: Tokenizer, head: str, add_special_tokens: bool, keep: int, version: str
+) -> _Window:
+    key = b""
+    if version:
+        source = msgspec.json.encode([version, keep, add_special_tokens, head])
+        key = hashlib.sha256(source).digest()
+        if found := WINDOWS.get(key):
+            return found
+    encoding = tokenizer.encode(head, add_special_tokens=add_special_tokens)
+    safe = _safe_length(encoding.word_ids)
+    covered = max(encoding.offsets[safe - 1][1], 1) if safe else 1
+    found = _Window(array("I", encoding.ids[:keep]), safe, covered)
+    if key:
+        WINDOWS.put(key, found, WINDOWS_KEPT)
+    return found
 
 
 def _cut(tokenizer: Tokenizer, text: str, window: int) -> int:

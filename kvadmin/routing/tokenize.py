@@ -29,7 +29,6 @@ import json
 import logging
 import threading
 from array import array
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +44,7 @@ from kvadmin.routing.local_tokenize import (
     files_version,
     tokenize_locally,
 )
+from kvadmin.routing.token_cache import TokenCache
 
 log = logging.getLogger(__name__)
 
@@ -97,33 +97,8 @@ def request_body(
     return body
 
 
-class TokenCache:
-    """A thread-safe LRU of (model, input) digest -> Tokenized."""
-
-    def __init__(self) -> None:
-        self._entries: OrderedDict[bytes, Tokenized] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: bytes) -> Tokenized | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: bytes, value: Tokenized, capacity: int) -> None:
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > max(capacity, 0):
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-CACHE = TokenCache()
+CACHE: TokenCache[Tokenized] = TokenCache()
+"""(model, input) digest -> Tokenized."""
 _rotation = itertools.count()
 
 

@@ -6,6 +6,9 @@ the first window was enough or it had to grow."""
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Whitespace
 
 from kvadmin.model_tokenizer.files import cached
 from kvadmin.routing.local_tokenize import WINDOW_CHARS_PER_TOKEN, encode_window
@@ -56,3 +59,19 @@ def test_a_text_with_more_characters_per_token_than_the_window_allows_grows_it(
     found = encode_window(tokenizer, text, True, KEEP)
 
     assert found.tokens == tokenizer.encode(text).ids[:KEEP] and found.estimated
+
+
+def test_a_window_an_earlier_prompt_had_is_not_encoded_again(tokenizer) -> None:
+    """Two questions about one long document: the second reads the first one's window tokens
+    (kept by the tokenizer's version: another tokenizer under the same version is not asked)
+    and estimates its count from its own length."""
+    document = "The cache keeps prefixes of 4096 tokens. " * 200
+    first = encode_window(tokenizer, document + "Why?", True, KEEP, version="v1")
+    other = Tokenizer(WordLevel({"[UNK]": 0}, "[UNK]"))
+    other.pre_tokenizer = Whitespace()
+
+    second = encode_window(other, document * 2 + "How?", True, KEEP, version="v1")
+
+    assert second.tokens == first.tokens == tokenizer.encode(document).ids[:KEEP]
+    assert second.estimated and 1.9 < second.count / first.count < 2.1
+    assert encode_window(other, document, True, KEEP, version="v2").tokens == [0] * KEEP
