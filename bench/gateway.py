@@ -16,10 +16,11 @@ own policy). Configurations take turns, round after round, so that all see the s
 1. Added latency: short completions (about 100 tokens) to instant pods from 1 and 8
    keep-alive clients: p50/p99 through the picker against round robin.
 2. Long prompts: about 220 KB of text each (8 documents, a question each), streamed, from 20
-   and 100 clients, instant pods: p50/p99 time to first byte of the body, requests/s.
-   Every table also gives the hit rate the pods delivered, their queue wait, the busiest
-   pod's requests over the mean, and what the picker (degraded choices and why, outcomes
-   recorded) and its Envoy (requests passed without the picker, retries) counted.
+   and 100 clients, instant pods: p50/p99 time to first byte of the body, requests/s, and
+   the CPU each gateway's Envoy and picker spent per request. Every table also gives the
+   hit rate the pods delivered, their queue wait, the busiest pod's requests over the mean,
+   and what the picker (degraded choices and why, outcomes recorded) and its Envoy
+   (requests passed without the picker, retries) counted.
 3. TTFT under load: timed pods (`--time-scale 1`: scoring.ttft's default prefill speed, so a
    hit saves most of a request's time) of 512 GPU blocks, fewer than the workload's prefixes
    need, so where a request goes decides its hit. The workload is the demo's
@@ -30,9 +31,9 @@ own policy). Configurations take turns, round after round, so that all see the s
 4. Decisions per CPU second: the picker process's CPU per routed request in 1., against the
    web server's per decision for POST /api/v1/score (the lean path) with the same bodies.
 
-With `--baseline REV` (e.g. main), 1. and 4. also run a second picker from REV's tree
+With `--baseline REV` (e.g. main), 1., 2. and 4. also run a second picker from REV's tree
 (exported with `git archive`) behind an Envoy of its own, in the same turns: this tree's
-picker against REV's, as ratios.
+picker against REV's, as ratios (2.: also each picker's and Envoy's CPU per request).
 """
 
 import argparse
@@ -290,6 +291,10 @@ class Rig:
     processes: list[subprocess.Popen] = field(default_factory=list)
     admins: dict[int, int] = field(default_factory=dict)
     """Each Envoy's admin port by its listener's."""
+    envoys: dict[int, subprocess.Popen] = field(default_factory=dict)
+    """Each Envoy's process by its listener's port."""
+    metrics: dict[str, int] = field(default_factory=dict)
+    """Each picker's metrics port by the name of the gateway in front of it."""
 
     def spawn(self, *command: str, ready: str | None = None, cwd: Path = ROOT) -> subprocess.Popen:
         log = (self.workdir / f"{len(self.processes)}.log").open("w")
@@ -336,7 +341,7 @@ class Rig:
         )
         self.admins[port] = admin
         path = envoy.write(config, self.workdir / f"envoy-{port}.yaml")
-        self.spawn(
+        self.envoys[port] = self.spawn(
             envoy.binary(), "-c", str(path), "--concurrency", "2", "-l", "error",
             "--disable-hot-restart",
         )  # fmt: skip
@@ -379,11 +384,11 @@ PICKER_COUNTERS = {
 }
 
 
-def picker_counters() -> dict[str, Counter]:
+def picker_counters(port: int = PICKER_METRICS) -> dict[str, Counter]:
     """The picker's counters since it started: its answers (routed, degraded...), why its
     choices were degraded, what became of the outcomes (recorded: the wait correction and
     calibration learn from them)."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{PICKER_METRICS}/metrics", timeout=5).read()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
     found = {name: Counter() for name in PICKER_COUNTERS}
     for line in text.decode().splitlines():
         for name, prefix in PICKER_COUNTERS.items():
@@ -439,17 +444,27 @@ def compare(
 ) -> dict[str, Run]:
     """Each gateway ROUNDS times, in turns; prints p50/p99 (and p90) of the first byte, the
     hit rate the pods delivered, their queue wait, how evenly the requests spread (the
-    busiest pod's over the mean), and what the picker and its Envoy counted meanwhile."""
+    busiest pod's over the mean), and what each picker and its Envoy counted meanwhile."""
     runs = {name: Run() for name in gateways}
     for name, port in gateways.items():  # warm: tokenizers loaded, connections open
         load(port, trace(name, -1), 1.0, **how)
-    before = picker_counters() | {"envoy": envoy_stats(rig.admins[gateways["picker"]])}
+    watched = {name: port for name, port in rig.metrics.items() if name in gateways}
+
+    def counted() -> dict[str, dict[str, Counter]]:
+        return {
+            name: picker_counters(port) | {"envoy": envoy_stats(rig.admins[gateways[name]])}
+            for name, port in watched.items()
+        }
+
+    before = counted()
     for turn in range(ROUNDS):
         for name, port in gateways.items():
             runs[name].add(load(port, trace(name, turn), seconds, **how))
             runs[name].seconds += seconds
-    now = picker_counters() | {"envoy": envoy_stats(rig.admins[gateways["picker"]])}
-    print(f"\n{title}\n   meanwhile, the picker and its Envoy: {since(now, before)}")
+    now = counted()
+    print(f"\n{title}")
+    for name in watched:
+        print(f"   meanwhile, {name} and its Envoy: {since(now[name], before[name])}")
     print(
         f"{'':>14} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'req/s':>7} {'hits':>5} "
         f"{'queue ms':>8} {'max/mean':>8}  statuses"
@@ -535,8 +550,9 @@ LONG_REQUESTS = 192
 
 def long_prompts(clients: int) -> Trace:
     """2.'s trace for a gateway's round: 8 documents of about 220 KB, each request one of them
-    and a question no other request of the run asks (so the picker tokenizes every one: its
-    token cache keys on the whole prompt; the near-instant pods keep the documents' tokens)."""
+    and a question no other request of the run asks: no prompt is in the picker's token cache,
+    which keys on the whole prompt, but a document's scoring window is tokenized once, by the
+    picker (`routing.local_tokenize.WINDOWS`) as by the near-instant pods."""
     texts = documents(random.Random(2), 8, 220_000)
     asked = itertools.count()
 
@@ -551,14 +567,47 @@ def long_prompts(clients: int) -> Trace:
     return trace
 
 
-def bench_long(rig: Rig, gateways: dict[str, int], seconds: float) -> None:
-    """2."""
+def bench_long(
+    rig: Rig, gateways: dict[str, int], pickers: dict[str, subprocess.Popen], seconds: float
+) -> None:
+    """2.; with a baseline picker, this tree's picker against it: added p50/p99, requests/s
+    (at 100 clients, where the gateways saturate) and CPU per request, as ratios. The CPU is
+    each gateway's own processes' (its picker's, its Envoy's) over its answered requests;
+    the pods and the clients are shared."""
+    processes = {name: [rig.envoys[port]] for name, port in gateways.items()}
+    for name, picker in pickers.items():
+        processes[name].append(picker)
     for clients in (20, 100):
         title = f"2. ~220 KB prompts, streamed, {clients} clients (time to first chunk)"
+        before = {name: [_cpu_seconds(p.pid) for p in ps] for name, ps in processes.items()}
         runs = compare(title, rig, gateways, long_prompts(clients), seconds, clients=clients)
-        print(
-            f"   added by the picker: p50 {added(runs, 0.5):.1f} ms, p99 {added(runs, 0.99):.1f} ms"
-        )
+        cpu = {
+            name: [
+                (_cpu_seconds(p.pid) - was) / max(len(runs[name].ttfb), 1) * 1000
+                for p, was in zip(ps, before[name], strict=True)
+            ]
+            for name, ps in processes.items()
+        }
+        for name in runs:
+            envoy_ms, *picker_ms = cpu[name]
+            spent = f"CPU per request: Envoy {envoy_ms:.1f} ms"
+            if name == "round robin":
+                print(f"   round robin: {spent}")
+                continue
+            print(
+                f"   added by {name}: p50 {added(runs, 0.5, name):.1f} ms, p99 "
+                f"{added(runs, 0.99, name):.1f} ms; {spent}, picker {picker_ms[0]:.1f} ms"
+            )
+        for base in (name for name in pickers if name != "picker"):
+            ratios = [
+                f"{added(runs, q) / added(runs, q, base):.2f}" if added(runs, q, base) else "-"
+                for q in (0.5, 0.99)
+            ]
+            rate = len(runs["picker"].ttfb) / max(len(runs[base].ttfb), 1)
+            print(
+                f"   picker / {base}: added p50 {ratios[0]}, added p99 {ratios[1]}, requests/s "
+                f"{rate:.2f}, picker CPU per request {cpu['picker'][1] / cpu[base][1]:.2f}"
+            )
 
 
 def conversations(seed: int, count: int) -> list[bytes]:
@@ -651,7 +700,7 @@ def prediction(since: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per run and gateway")
-    parser.add_argument("--baseline", help="also a picker of this revision (1. and 4.)")
+    parser.add_argument("--baseline", help="also a picker of this revision (1., 2. and 4.)")
     parser.add_argument(
         "--only", choices=("latency", "long", "load"), help="1. and 4., 2. or 3. alone"
     )
@@ -674,6 +723,7 @@ def main() -> None:
                 "--loglevel=ERROR", "--without-gossip", "--without-mingle",
             )  # fmt: skip
             picker, address = rig.picker(PICKER_METRICS)
+            rig.metrics["picker"] = PICKER_METRICS
             instant_fleet, instant = rig.fleet(0.0, INSTANT_GPU_BLOCKS, LONG_WINDOW)
             pair = (("picker", "picker"), ("round robin", "round_robin"))
             gateways = {name: rig.envoy(instant, address, how) for name, how in pair}
@@ -681,13 +731,14 @@ def main() -> None:
             if arguments.baseline:
                 name = f"picker {arguments.baseline}"
                 tree = baseline_tree(arguments.baseline, workdir)
-                pickers[name], base_address = rig.picker(free_port(), tree)
+                rig.metrics[name] = free_port()
+                pickers[name], base_address = rig.picker(rig.metrics[name], tree)
                 gateways[name] = rig.envoy(instant, base_address, "picker", tree)
             if arguments.only in (None, "latency"):
                 picker_cpu = bench_latency(rig, gateways, pickers, seconds)
                 bench_api_cpu(env, token, picker_cpu, seconds)
             if arguments.only in (None, "long"):
-                bench_long(rig, {name: gateways[name] for name, _ in pair}, seconds)
+                bench_long(rig, gateways, pickers, seconds)
             if arguments.only in (None, "load"):
                 # The instant pods unregistered before the timed ones register.
                 instant_fleet.terminate()

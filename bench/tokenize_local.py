@@ -87,14 +87,13 @@ def report(label: str, local: list[float], engine: list[float]) -> None:
 
 
 def bench_tokenize(prompts: Prompts, path: str, url: str) -> None:
-    from kvadmin.routing.tokenize import Tokenizer, tokenize
+    from kvadmin.routing.tokenize import Tokenizer, text_of, tokenize
 
     engines = [Tokenizer("vllm-1.bench", "vllm", url)]
 
     def once(prompt: str, local: str | None) -> object:
-        return tokenize(
-            ENGINE_MODEL, engines, prompt=prompt, keep=KEEP, timeout=30, cache_size=0, local=local
-        )
+        text = text_of(ENGINE_MODEL, prompt=prompt, keep=KEEP, local=local)
+        return tokenize(text, engines, timeout=30, cache_size=0)
 
     print("1. Tokenization (routing.tokenize, in-process):")
     for size, rounds in SIZES.items():

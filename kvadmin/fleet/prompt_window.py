@@ -4,11 +4,12 @@ prompts), as the reference picker's benchmarks use a near-instant simulator.
 
 A real engine tokenizes, hashes and caches a 220 KB prompt whole (about 0.4 s of this
 machine's tokenizer); the gateway's picker reads only its first BLOCK_SIZE * MAX_BLOCKS
-tokens. This pod does the same: it tokenizes the prompt's first `window * 8` characters
-(`routing.local_tokenize`'s window), serves and caches the first `window` tokens of them,
-and reports the prompt's count estimated from the window's tokens per character (within the
-outcome's slack for an estimated count). The tokens of the latest distinct windows are kept,
-so prompts behind one long document are tokenized once. Pure but for that memory.
+tokens. This pod does the same: it tokenizes the prompt's first
+`window * WINDOW_CHARS_PER_TOKEN` characters (`routing.local_tokenize`'s first window), serves
+and caches the first `window` tokens of them, and reports the prompt's count estimated from
+the window's tokens per character (within the outcome's slack for an estimated count). The
+tokens of the latest distinct windows are kept, so prompts behind one long document are
+tokenized once. Pure but for that memory.
 """
 
 from collections import OrderedDict
@@ -17,7 +18,7 @@ from kvadmin.fleet.engine_tokenizer import EngineTokenizer
 from kvadmin.routing.local_tokenize import WINDOW_CHARS_PER_TOKEN
 
 REMEMBERED = 64
-"""Distinct windows whose tokens are kept (64 windows of 16,384 characters: about 1 MB)."""
+"""Distinct windows whose tokens are kept (64 windows of 10,240 characters: under 1 MB)."""
 
 
 class PromptWindow:

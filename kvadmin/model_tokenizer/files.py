@@ -10,15 +10,18 @@ as Hugging Face's `from_pretrained` reads them:
 - `chat_template.jinja` (optional): a chat template that takes precedence over the config's,
   as in transformers.
 
-`cached(path)` stats the files on every call (a few microseconds) and loads again when one's
-size or modification time moved. A load that failed is remembered with the files' signature,
-so a broken file is not parsed again on every request, only once it changes. A load error
-names the file, never what it holds (the path may name any file the process can read).
+`cached(path)` loads again when one's size or modification time moved, as `current_signature`
+sees them: statted at most once every RECHECK_SECONDS per path, so an edit is noticed within
+about a second and a request costs a dict lookup, not four system calls. A load that failed is
+remembered with the files' signature, so a broken file is not parsed again on every request,
+only once it changes. A load error names the file, never what it holds (the path may name any
+file the process can read).
 """
 
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,7 @@ SPECIAL_TOKEN_NAMES = (
     "mask_token",
 )
 
+RECHECK_SECONDS = 1.0
 Signature = tuple[tuple[int, int] | None, ...]
 
 
@@ -79,6 +83,19 @@ def signature(files: tuple[Path, ...]) -> Signature:
     return tuple(found)
 
 
+_checked: dict[str, tuple[float, Signature]] = {}
+"""Each path's signature and the monotonic time it was statted."""
+
+
+def current_signature(path: str) -> Signature:
+    """The signature of `path`'s files, statted again once RECHECK_SECONDS have passed."""
+    now = time.monotonic()
+    found = _checked.get(path)
+    if found is None or now - found[0] >= RECHECK_SECONDS:
+        found = _checked[path] = (now, signature(tokenizer_files(path)))
+    return found[1]
+
+
 def load(path: str | Path) -> ModelTokenizer:
     """Raises TokenizerUnavailable."""
     files = tokenizer_files(path)
@@ -110,16 +127,19 @@ class _Cache:
         self._lock = threading.Lock()
 
     def get(self, path: str) -> ModelTokenizer:
-        current = signature(tokenizer_files(path))
+        current = current_signature(path)
         found = self._loaded.get(path)
         if found is None or _signature_of(found) != current:
             with self._lock:  # one thread loads; the others wait for its result
-                found = self._loaded.get(path)
+                found, current = self._loaded.get(path), current_signature(path)
                 if found is None or _signature_of(found) != current:
                     try:
                         found = load(path)
                     except TokenizerUnavailable as error:
                         found = (current, str(error))
+                    else:  # as the load saw them: a file edited since the check would
+                        # otherwise be loaded again on every call until the next check
+                        _checked[path] = (time.monotonic(), found.signature)
                     self._loaded[path] = found
         if isinstance(found, tuple):
             raise TokenizerUnavailable(found[1])
@@ -128,6 +148,7 @@ class _Cache:
     def clear(self) -> None:
         with self._lock:
             self._loaded.clear()
+            _checked.clear()
 
 
 def _signature_of(found: ModelTokenizer | tuple[Signature, str]) -> Signature:

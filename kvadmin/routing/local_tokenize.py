@@ -12,7 +12,10 @@ encoded whole, which would cost as much as the engine's own tokenization:
    and count.
 2. Otherwise its first that many characters (the window) are encoded, and the tokens of the
    window's last two pre-tokenized pieces dropped: the cut may have split a word, and a
-   pre-tokenizer's split of a piece depends on at most the next character. What remains is
+   pre-tokenizer's split of a piece depends on at most the next character. The cut never
+   splits the text of an added token (`<｜User｜>`, which chat templates write): it moves to
+   that text's start, else the split text would be pre-tokenized into several pieces, more
+   than are dropped. What remains is
    exactly the full prompt's leading tokens, as long as every piece is tokenized on its own,
    as in every BPE tokenizer with a regex pre-tokenizer (the consistency guard,
    `routing.tokenizer_guard`, checks it against the engines all along).
@@ -20,21 +23,33 @@ encoded whole, which would cost as much as the engine's own tokenization:
    whole prompt.
 4. The count of a prompt not encoded whole is estimated from the window's tokens per
    character, and said to be (`LocalTokens.estimated`).
+
+The tokens of the latest WINDOWS_KEPT windows are kept (by a digest of the tokenizer's version
+and the window's text): requests behind one long document (a RAG context, a long system prompt,
+a chat's history) encode it once.
 """
 
+import functools
+import hashlib
+from array import array
 from dataclasses import dataclass
 
+import msgspec
 from tokenizers import Tokenizer
 
 from kvadmin.model_tokenizer.chat_template import ChatTemplateFailed, render_chat
-from kvadmin.model_tokenizer.files import TokenizerUnavailable, cached, signature, tokenizer_files
+from kvadmin.model_tokenizer.files import TokenizerUnavailable, cached, current_signature
+from kvadmin.routing.token_cache import TokenCache
 
 Messages = list[dict[str, str]]
 
-WINDOW_CHARS_PER_TOKEN = 8
-"""The first window holds this many characters per kept token: English text has about four,
-code and CJK fewer, so one window is almost always enough."""
+WINDOW_CHARS_PER_TOKEN = 5
+"""The first window holds this many characters per kept token. With DeepSeek V4's tokenizer,
+English prose has 4.7 characters per token, Python code 4.2 to 4.7, Markdown 3.5 to 4, JSON
+3.2, Russian 2.7, CJK under 2: one window is almost always enough, and a window is all the
+tokenizer reads (its pre-tokenizer costs more than linearly in the text it is given)."""
 _UNSAFE_PIECES = 2
+WINDOWS_KEPT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +59,21 @@ class LocalTokens:
     count: int
     estimated: bool
     """`count` is estimated from the window (step 4)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """What a window's encoding gives (step 2)."""
+
+    ids: array
+    """Its first `keep` ids."""
+    safe: int
+    """How many of its tokens lie before the dropped pieces."""
+    covered: int
+    """How many characters those cover."""
+
+
+WINDOWS: TokenCache[_Window] = TokenCache()
 
 
 class LocalTokenizerFailed(Exception):
@@ -63,38 +93,85 @@ def tokenize_locally(
         model_tokenizer = cached(path)
     except TokenizerUnavailable as error:
         raise LocalTokenizerFailed("unavailable", str(error)) from None
+    version = f"{path}|{model_tokenizer.signature}"
     if messages is None:
         assert prompt is not None
-        return encode_window(model_tokenizer.tokenizer, prompt, True, keep)
+        return encode_window(model_tokenizer.tokenizer, prompt, True, keep, version)
     if model_tokenizer.chat_template is None:
         raise LocalTokenizerFailed("template", f"{path} has no chat template")
     try:
         text = render_chat(model_tokenizer.chat_template, messages, model_tokenizer.special_tokens)
     except ChatTemplateFailed as error:
         raise LocalTokenizerFailed("template", str(error)) from None
-    return encode_window(model_tokenizer.tokenizer, text, False, keep)
+    return encode_window(model_tokenizer.tokenizer, text, False, keep, version)
 
 
 def files_version(path: str) -> str:
-    """The path and the size and modification time of its files: changes when they do."""
-    return f"{path}|{signature(tokenizer_files(path))}"
+    """The path and the size and modification time of its files: changes when they do (seen
+    within `files.RECHECK_SECONDS`)."""
+    return f"{path}|{current_signature(path)}"
 
 
 def encode_window(
-    tokenizer: Tokenizer, text: str, add_special_tokens: bool, keep: int
+    tokenizer: Tokenizer, text: str, add_special_tokens: bool, keep: int, version: str = ""
 ) -> LocalTokens:
-    """The first `keep` ids of `text` and its token count, encoding as little as it can."""
+    """The first `keep` ids of `text` and its token count, encoding as little as it can.
+    `version`: the tokenizer's path and files' signature, under which windows are kept (none
+    without)."""
     window = max(keep, 1) * WINDOW_CHARS_PER_TOKEN
     while window < len(text):
-        encoding = tokenizer.encode(text[:window], add_special_tokens=add_special_tokens)
-        safe = _safe_length(encoding.word_ids)
-        if safe >= keep:
-            covered = max(encoding.offsets[safe - 1][1], 1)
-            estimate = max(round(safe * len(text) / covered), safe + 1)
-            return LocalTokens(encoding.ids[:keep], estimate, True)
+        head = text[: _cut(tokenizer, text, window)]
+        found = _window(tokenizer, head, add_special_tokens, keep, version)
+        if found.safe >= keep:
+            estimate = max(round(found.safe * len(text) / found.covered), found.safe + 1)
+            return LocalTokens(found.ids.tolist(), estimate, True)
         window *= 2
     ids = tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
     return LocalTokens(ids[:keep], len(ids), False)
+
+
+def _window(
+    tokenizer: Tokenizer, head: str, add_special_tokens: bool, keep: int, version: str
+) -> _Window:
+    key = b""
+    if version:
+        source = msgspec.json.encode([version, keep, add_special_tokens, head])
+        key = hashlib.sha256(source).digest()
+        if found := WINDOWS.get(key):
+            return found
+    encoding = tokenizer.encode(head, add_special_tokens=add_special_tokens)
+    safe = _safe_length(encoding.word_ids)
+    covered = max(encoding.offsets[safe - 1][1], 1) if safe else 1
+    found = _Window(array("I", encoding.ids[:keep]), safe, covered)
+    if key:
+        WINDOWS.put(key, found, WINDOWS_KEPT)
+    return found
+
+
+def _cut(tokenizer: Tokenizer, text: str, window: int) -> int:
+    """`window`, or earlier: the start of the added token's text it would split."""
+    longest, by_first = _added_texts(tokenizer)
+    cut = window
+    position = cut - 1
+    while position > max(cut - longest, -1):
+        for added in by_first.get(text[position], ()):
+            if position + len(added) > cut and text.startswith(added, position):
+                cut = position  # and look again before it: the text of another may span it
+                break
+        position -= 1
+    return cut
+
+
+@functools.lru_cache(maxsize=16)
+def _added_texts(tokenizer: Tokenizer) -> tuple[int, dict[str, tuple[str, ...]]]:
+    """The longest of the tokenizer's added tokens' texts, and the texts by first character."""
+    texts = {token.content for token in tokenizer.get_added_tokens_decoder().values()}
+    by_first: dict[str, list[str]] = {}
+    for added in filter(None, texts):
+        by_first.setdefault(added[0], []).append(added)
+    return max(map(len, texts), default=0), {
+        first: tuple(found) for first, found in by_first.items()
+    }
 
 
 def _safe_length(word_ids: list[int | None]) -> int:

@@ -55,7 +55,14 @@ from kvadmin.routing.request import (
     checked,
     request_of,
 )
-from kvadmin.routing.tokenize import TokenizationFailed, Tokenized, Tokenizer, tokenize
+from kvadmin.routing.tokenize import (
+    Text,
+    TokenizationFailed,
+    Tokenized,
+    Tokenizer,
+    text_of,
+    tokenize,
+)
 from kvadmin.weights.active import ActiveWeights, active_weights
 from scoring import route_record
 from scoring.index import WALK
@@ -121,7 +128,8 @@ def scored(
     wanted = checked(request, registry.engines(client, request.model))
     group = group_of(wanted.model)
     grouped = not group.is_app_redis
-    read = plan(wanted, _tokenized(wanted), active_weights(), started, requester, grouped)
+    tokenized = _tokenized(wanted, _text(wanted))
+    read = plan(wanted, tokenized, active_weights(), started, requester, grouped)
     try:
         if read.state_read is None:
             reply, state_reply = WALK(client, read.keys, read.args), None
@@ -177,10 +185,11 @@ async def decided_async(
     wanted = checked(request, engines)
     group = group_of(wanted.model)
     grouped = not group.is_app_redis
-    tokenized = _tokenized(wanted, cached_only=True)
+    text = _text(wanted)  # hashed once, for the lookup and, on a miss, the tokenizing
+    tokenized = _tokenized(wanted, text, cached_only=True)
     if tokenized is None:
         read = await asyncio.to_thread(
-            lambda: plan(wanted, _tokenized(wanted), active, started, requester, grouped)
+            lambda: plan(wanted, _tokenized(wanted, text), active, started, requester, grouped)
         )
     else:
         read = plan(wanted, tokenized, active, started, requester, grouped)
@@ -229,18 +238,16 @@ async def _count_error_async(client: redis.asyncio.Redis, model: str) -> None:
 
 
 @overload
-def _tokenized(request: Checked) -> Tokenized: ...
+def _tokenized(request: Checked, text: Text | None) -> Tokenized: ...
 @overload
-def _tokenized(request: Checked, cached_only: bool) -> Tokenized | None: ...
-def _tokenized(request: Checked, cached_only: bool = False) -> Tokenized | None:
-    """The request's token ids as `Tokenized`: given, or from a tokenizer (may block). With
-    `cached_only`, None unless they are at hand without tokenizing (given, or cached)."""
+def _tokenized(request: Checked, text: Text | None, cached_only: bool) -> Tokenized | None: ...
+def _tokenized(request: Checked, text: Text | None, cached_only: bool = False) -> Tokenized | None:
+    """The request's token ids as `Tokenized`: given, or from a tokenizer (may block); `text`
+    is `_text(request)`. With `cached_only`, None unless they are at hand without tokenizing
+    (given, or cached)."""
     if request.token_ids is not None:
         return Tokenized(array("I"), len(request.token_ids), "given")
-    return _tokenize_text(request, knob("SCORE_MAX_TOKENS"), cached_only)
-
-
-def _tokenize_text(request: Checked, limit: int, cached_only: bool) -> Tokenized | None:
+    assert text is not None
     model, candidates, source = request.model, request.candidates, request.source
     tokenizers = [
         Tokenizer(candidate.pod, candidate.kind, candidate.http_base_url)
@@ -249,24 +256,34 @@ def _tokenize_text(request: Checked, limit: int, cached_only: bool) -> Tokenized
     ]
     try:
         tokens = tokenize(
-            model,
+            text,
             tokenizers,
-            prompt=request.prompt,
-            messages=request.messages,
-            keep=knob("BLOCK_SIZE") * knob("MAX_BLOCKS"),
             timeout=knob("TOKENIZE_TIMEOUT"),
             cache_size=knob("TOKENIZE_CACHE_SIZE"),
-            local=_local_tokenizer(model, candidates),
             cached_only=cached_only,
         )
     except TokenizationFailed as error:
         recorder.record_scoring_error(index_client(), model, "tokenize")
         raise TokenizationUnavailable(str(error), source) from None
+    limit = knob("SCORE_MAX_TOKENS")
     if tokens is not None and tokens.count > limit:
         raise InvalidScoreRequest(
             f"`{source}` has {tokens.count} tokens; the limit is {limit}", source
         )
     return tokens
+
+
+def _text(request: Checked) -> Text | None:
+    """The request's text to tokenize, None when its token ids are given."""
+    if request.token_ids is not None:
+        return None
+    return text_of(
+        request.model,
+        prompt=request.prompt,
+        messages=request.messages,
+        keep=knob("BLOCK_SIZE") * knob("MAX_BLOCKS"),
+        local=_local_tokenizer(request.model, request.candidates),
+    )
 
 
 def _local_tokenizer(model: str, candidates: Sequence[Candidate]) -> str | None:

@@ -21,6 +21,7 @@ from kvadmin.routing.tokenize import request_body
 from tests.conftest import http_json, local_config
 from tests.index import MODEL
 from tests.routing.conftest import dead_url, hold, local_pod
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 NO_CHECKS = override_settings(KVADMIN={"TOKENIZER_CHECK_EVERY": 0})
@@ -144,7 +145,12 @@ def test_an_edited_tokenizer_file_is_reloaded(tmp_path, post_score, redis_client
 
     _word_tokenizer(path, ["cache", "kv"], version=2)  # the two words' ids swap
 
-    assert tokenize_locally(str(path), prompt="kv cache", keep=KEEP).tokens == [2, 1]
+    # Seen once the files are statted again (within files.RECHECK_SECONDS).
+    wait_until(
+        lambda: tokenize_locally(str(path), prompt="kv cache", keep=KEEP).tokens == [2, 1],
+        timeout=10,
+        what="the edited tokenizer to be loaded",
+    )
     status, second = post_score({"model": MODEL, "prompt": "kv cache " * 8})
     assert second["tokenizer"] == "local"  # not the old file's ids from the token cache
     assert second["scores"] == []
