@@ -55,9 +55,10 @@ async def decide(
     request: InferenceRequest,
     pods: list[str],
     request_id: str | None,
+    deadline: float,
 ) -> tuple[Decision, RecordPlan]:
     """The routing service's decision among `pods` and its recording, not yet written
-    (raises its `ScoreError`s and Redis's outage errors as it does)."""
+    (raises its `ScoreError`s, Redis's outage errors and `DeadlinePassed` as it does)."""
     given = {"token_ids": request.token_ids, "prompt": request.prompt, "messages": request.messages}
     asked = request_of(
         request.model,
@@ -66,7 +67,7 @@ async def decide(
         request_id=request_id,
     )
     return await service.decided_async(
-        client, engines, active, asked, requester=requesters.ENDPOINT_PICKER
+        client, engines, active, asked, requester=requesters.ENDPOINT_PICKER, deadline=deadline
     )
 
 

@@ -16,15 +16,25 @@ answers = Counter(
 degraded = Counter(
     "kvadmin_picker_degraded",
     "Degraded choices by reason: deadline (no decision within "
-    "KVADMIN_PICKER_DECISION_DEADLINE_SECONDS), redis (an outage), tokenize.",
+    "KVADMIN_PICKER_DECISION_DEADLINE_SECONDS), redis (an outage), busy "
+    "(KVADMIN_PICKER_MAX_DECISIONS_IN_FLIGHT decisions in flight already, late ones "
+    "included: not started), tokenize.",
     ["reason"],
     registry=registry,
 )
 late_decisions = Counter(
     "kvadmin_picker_late_decisions",
-    "Decisions finished after their deadline had answered with a degraded choice: let "
-    "finish rather than cancelled (a Redis command cancelled in flight drops its "
-    "connection), then dropped, nothing recorded.",
+    "Decisions ended after their deadline had answered with a degraded choice: not "
+    "cancelled (a Redis command cancelled in flight drops its connection) but stopped at "
+    "their next expensive step (kvadmin_picker_late_steps_skipped), or finished, then "
+    "dropped, nothing recorded.",
+    registry=registry,
+)
+late_steps_skipped = Counter(
+    "kvadmin_picker_late_steps_skipped",
+    "Decisions past their deadline stopped before an expensive step, by step: tokenize "
+    "(the text's tokenizing in a worker thread), redis (the index script call).",
+    ["step"],
     registry=registry,
 )
 refused = Counter(

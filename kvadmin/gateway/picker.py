@@ -31,10 +31,22 @@ from kvadmin.routing.pipeline import RecordPlan
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+DECISION_COST_SECONDS = 0.005
+"""About what one decision of a long prompt costs the process's one core (its ~10K
+characters' tokenizing, with the GIL held): decisions beyond deadline / cost in flight at
+once could not all be done within the deadline anyway."""
 
 
 def _count_late(_: asyncio.Task) -> None:
     counters.late_decisions.inc()
+
+
+def max_decisions_in_flight() -> int:
+    """PICKER_MAX_DECISIONS_IN_FLIGHT, or when 0, one per DECISION_COST_SECONDS of the
+    deadline (at least 1)."""
+    if bound := knob("PICKER_MAX_DECISIONS_IN_FLIGHT"):
+        return bound
+    return max(1, round(knob("PICKER_DECISION_DEADLINE_SECONDS") / DECISION_COST_SECONDS))
 
 
 class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
@@ -44,6 +56,8 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         self._outage_until = float("-inf")
         self._background: set[asyncio.Task] = set()
         """Decisions past their deadline, decisions' and outcomes' recordings."""
+        self._deciding: set[asyncio.Task] = set()
+        """Decisions in flight, late ones included (PICKER_MAX_DECISIONS_IN_FLIGHT)."""
         self._failing = OncePerKind(log)
 
     @property
@@ -88,16 +102,26 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
     ) -> tuple[tuple[Decision, RecordPlan] | service.ScoreError | None, str | None]:
         """The decision with its recording (not yet written), the client's error (a
         `ScoreError` to answer), or None and why a degraded choice must stand in: past the
-        deadline, Redis out (and for PICKER_OUTAGE_SECONDS after), tokenization failed.
+        deadline, Redis out (and for PICKER_OUTAGE_SECONDS after), too many decisions in
+        flight already ("busy"), tokenization failed.
 
         The deadline does not cancel the decision: a redis-py command cancelled in flight
         leaves its reply unread, so the connection is dropped and the next request pays a
-        reconnect. A late decision finishes in the background, counted, and is dropped
-        (nothing recorded: the request went to the degraded choice)."""
+        reconnect. A late decision goes on in the background, counted, until its next
+        expensive step (the tokenizing, the script call), which it does not start (counted
+        too); it is dropped (nothing recorded: the request went to the degraded choice).
+        Late decisions count against the bound in flight, so that under overload the work
+        nobody waits for cannot crowd out the work of timely ones."""
         if time.monotonic() < self._outage_until:
             return None, "redis"
-        deciding = self._in_background(self._decided(rows, request, pods, request_id))
-        done, _ = await asyncio.wait((deciding,), timeout=knob("PICKER_DECISION_DEADLINE_SECONDS"))
+        if len(self._deciding) >= max_decisions_in_flight():
+            return None, "busy"
+        seconds = knob("PICKER_DECISION_DEADLINE_SECONDS")
+        deadline = time.monotonic() + seconds
+        deciding = self._in_background(self._decided(rows, request, pods, request_id, deadline))
+        self._deciding.add(deciding)
+        deciding.add_done_callback(self._deciding.discard)
+        done, _ = await asyncio.wait((deciding,), timeout=seconds)
         if not done:
             deciding.add_done_callback(_count_late)
             return None, "deadline"
@@ -109,10 +133,16 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         request: InferenceRequest,
         pods: list[str],
         request_id: str | None,
+        deadline: float,
     ) -> tuple[tuple[Decision, RecordPlan] | service.ScoreError | None, str | None]:
         try:
             active = await current_weights()
-            decided = await choice.decide(self.client, rows, active, request, pods, request_id)
+            decided = await choice.decide(
+                self.client, rows, active, request, pods, request_id, deadline
+            )
+        except service.DeadlinePassed as late:
+            counters.late_steps_skipped.labels(late.step).inc()
+            return None, "deadline"
         except (*REDIS_OUTAGES, service.IndexUnavailable) as error:
             self._outage_until = time.monotonic() + knob("PICKER_OUTAGE_SECONDS")
             self._failing.failed("redis", "Redis is out (%s): degraded choices", error)

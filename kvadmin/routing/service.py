@@ -28,6 +28,8 @@ of `routing.pipeline`, each: check the request (`routing.request.checked`), get 
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,7 +45,7 @@ from kvadmin.metrics import recorder
 from kvadmin.redis_clients import REDIS_OUTAGES, index_client
 from kvadmin.routing import registry, requesters
 from kvadmin.routing.decisions import Decision
-from kvadmin.routing.pipeline import RecordPlan, decide, plan
+from kvadmin.routing.pipeline import ReadPlan, RecordPlan, decide, plan
 from kvadmin.routing.request import (
     Candidate,
     Checked,
@@ -71,6 +73,7 @@ from scoring.scripts import call_together
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "DeadlinePassed",
     "IndexUnavailable",
     "InvalidScoreRequest",
     "ModelNotServed",
@@ -95,6 +98,16 @@ class IndexUnavailable(ScoreError):
     """Redis refused a read of the index (503); an outage itself is raised as it is."""
 
     status = 503
+
+
+class DeadlinePassed(Exception):
+    """The caller's deadline passed before the decision's next expensive step began: `step`,
+    "tokenize" (the text's tokenizing, in a worker thread) or "redis" (the index script
+    call). Nothing of it was started; nothing is recorded."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__(f"the deadline passed before {step}")
+        self.step = step
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,13 +187,19 @@ async def decided_async(
     active: ActiveWeights,
     request: ScoreRequest,
     requester: str = requesters.COMMAND,
+    deadline: float = math.inf,
 ) -> tuple[Decision, RecordPlan]:
     """The decision and its recording, not yet written (`record_async` writes it; the endpoint
     picker first answers the gateway, or sheds the request and records nothing): Redis
     through `client` (redis.asyncio), the model's registered `engines` and the `active`
     weights from the caller's caches. Text is tokenized in a worker thread (tokenizers
     block), unless its token ids are cached: a thread hop costs more than a cache lookup. A
-    grouped model's index is read through its group's client for the running loop."""
+    grouped model's index is read through its group's client for the running loop.
+
+    `deadline` (a `time.monotonic()` instant) is checked before each expensive step, the
+    tokenizing once its thread runs and the script call: past it, `DeadlinePassed` is raised
+    instead. A step under way is let finish (a Redis command cancelled in flight would
+    leave its reply unread on the connection)."""
     started = perf_counter()
     wanted = checked(request, engines)
     group = group_of(wanted.model)
@@ -188,11 +207,15 @@ async def decided_async(
     text = _text(wanted)  # hashed once, for the lookup and, on a miss, the tokenizing
     tokenized = _tokenized(wanted, text, cached_only=True)
     if tokenized is None:
-        read = await asyncio.to_thread(
-            lambda: plan(wanted, _tokenized(wanted, text), active, started, requester, grouped)
-        )
+
+        def planned() -> ReadPlan:
+            _before("tokenize", deadline)  # the thread may start late: the pool was busy
+            return plan(wanted, _tokenized(wanted, text), active, started, requester, grouped)
+
+        read = await asyncio.to_thread(planned)
     else:
         read = plan(wanted, tokenized, active, started, requester, grouped)
+    _before("redis", deadline)
     try:
         if read.state_read is None:
             reply, state_reply = await WALK.call_async(client, read.keys, read.args), None
@@ -219,6 +242,11 @@ async def record_async(client: redis.asyncio.Redis, recording: RecordPlan) -> No
         if queued is not None:
             replies[0] = (await route_record.finish_async(client, replies[0], queued)).log_id
         recording.recorded(replies)
+
+
+def _before(step: str, deadline: float) -> None:
+    if time.monotonic() >= deadline:
+        raise DeadlinePassed(step)
 
 
 @contextlib.contextmanager
