@@ -186,8 +186,9 @@ def picker_env(subprocess_env: dict[str, str]) -> dict[str, str]:
 def gateway_of(
     tmp_path: Path, picker_env: dict[str, str], start_fleet
 ) -> Iterator[Callable[..., Gateway]]:
-    """`gateway_of(n_pods, pickers=1, env=..., extra_endpoints=[...], **render options)`:
-    a fleet of `n_pods` registered pods with serving addresses, pickers and Envoy."""
+    """`gateway_of(n_pods, pickers=1, env=..., extra_endpoints=[...], registered={...},
+    **render options)`: a fleet of `n_pods` pods registered with serving addresses (and the
+    `registered` engine fields over their own), pickers and Envoy."""
     processes: list[subprocess.Popen] = []
 
     def start(
@@ -196,6 +197,7 @@ def gateway_of(
         env: dict[str, str] | None = None,
         extra_endpoints: tuple[str, ...] = (),
         picker_addresses: list[str] | None = None,
+        registered: dict[str, Any] | None = None,
         **pod_options: Any,
     ) -> Gateway:
         render = {
@@ -209,7 +211,7 @@ def gateway_of(
         fleet = start_fleet(*configs) if configs else None
         served = {}
         for config in configs:
-            Engine.objects.create(**config.engine_fields())
+            Engine.objects.create(**config.engine_fields() | (registered or {}))
             served[config.serve_address] = config.name
         started = [start_picker(env or picker_env) for _ in range(pickers)]
         processes.extend(p.process for p in started)
