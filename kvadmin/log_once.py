@@ -1,4 +1,5 @@
-"""Log a failure the first time it happens, then again only once things went well in between.
+"""Log a failure the first time it happens, then again only once things went well in between
+(and, if asked, its end once).
 
 Loops that retry every second (the ingest reader, the weights refresh, metrics recording, the
 demo traffic's outcome reports) would otherwise repeat one cause thousands of times a minute.
@@ -30,7 +31,12 @@ class OncePerKind:
         with self._lock:
             return kind in self._failing
 
-    def recovered(self, kind: str) -> None:
-        """`kind` went well: its next failure is logged again."""
+    def recovered(self, kind: str, message: str = "", *args: object) -> None:
+        """`kind` went well: its next failure is logged again; `message % args` (if any) is
+        logged (info) if it was failing."""
         with self._lock:
+            if kind not in self._failing:
+                return
             self._failing.discard(kind)
+        if message:
+            self.logger.info(message, *args)

@@ -19,7 +19,7 @@ def test_a_failure_is_logged_when_it_starts_and_again_after_a_recovery() -> None
     # (Django's, Celery's) may have disabled or redirected loggers created before it.
     log = logging.getLogger("tests.log_once.isolated")
     log.disabled, log.propagate = False, False
-    log.setLevel(logging.WARNING)
+    log.setLevel(logging.INFO)
     kept = _Kept()
     log.addHandler(kept)
     try:
@@ -29,9 +29,17 @@ def test_a_failure_is_logged_when_it_starts_and_again_after_a_recovery() -> None
         failures.failed("bug")  # failing, with nothing to say
         failures.failed("database", "no database")
         assert failures.failing("redis") and failures.failing("bug")
-        failures.recovered("redis")
+        for _ in range(3):
+            failures.recovered("redis", "Redis is back")
         assert not failures.failing("redis")
         failures.failed("redis", "Redis failed (%s)", "again")
+        failures.recovered("database")  # nothing to say
+        failures.recovered("database", "the database is back")  # not failing: not logged
     finally:
         log.removeHandler(kept)
-    assert kept.messages == ["Redis failed (0)", "no database", "Redis failed (again)"]
+    assert kept.messages == [
+        "Redis failed (0)",
+        "no database",
+        "Redis is back",
+        "Redis failed (again)",
+    ]

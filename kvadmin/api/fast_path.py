@@ -17,7 +17,8 @@ What a gateway's call costs here, and what it no longer costs (measured in bench
 - the bearer token is checked from the headers before any body byte is read (401 at once),
   and a body is read before the request takes an in-flight slot: slow or stalled senders
   never hold the slots that valid requests need;
-- a Redis outage is the same 503 as the Django views' (kvadmin/unavailable.py).
+- a Redis outage is the same 503 as the Django views' (kvadmin/unavailable.py), logged once
+  per process when it starts and once when an answer shows it over, not once per request.
 
 Nothing is skipped that the Django views did: scopes, the decision log, the metrics, the
 last-used time of tokens (once a minute per token and process). Nor what Django's own checks
@@ -45,6 +46,7 @@ from kvadmin.api.answers import Answer, authorized, error_answer, json_answer, o
 from kvadmin.api.scopes import Scope
 from kvadmin.api.security_headers import security_headers
 from kvadmin.conf import knob
+from kvadmin.log_once import OncePerKind
 from kvadmin.redis_clients import REDIS_OUTAGES, async_index_client
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,7 @@ class FastPath:
         self.in_flight = 0
         self._client: redis.asyncio.Redis | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._failing = OncePerKind(log)
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -127,12 +130,20 @@ class FastPath:
             self.in_flight += 1
             try:
                 if decision_id is None:
-                    return await scoring.score_answer(client, authorization, raw), True
-                return await outcomes.outcome_answer(client, authorization, decision_id, raw), True
+                    answer = await scoring.score_answer(client, authorization, raw)
+                else:
+                    answer = await outcomes.outcome_answer(client, authorization, decision_id, raw)
             finally:
                 self.in_flight -= 1
+            self._failing.recovered("redis", "POST %s: Redis is back", scope["path"])
+            return answer, True
         except REDIS_OUTAGES as error:
-            log.warning("POST %s: Redis unavailable (%s)", scope["path"], error)
+            self._failing.failed(
+                "redis",
+                "POST %s: Redis unavailable (%s): 503 until it is back",
+                scope["path"],
+                error,
+            )
             return outage_answer(), False
         except Exception:
             log.exception("POST %s failed", scope["path"])

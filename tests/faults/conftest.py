@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO
 
 import pytest
 from django.test import Client
@@ -127,7 +128,19 @@ class Site:
 
 
 @pytest.fixture
-def site(subprocess_env: dict[str, str], transactional_db, django_user_model) -> Iterator[Site]:
+def site_log() -> IO[bytes] | None:
+    """Where the web server's log goes (None: the test's output); a test that reads the log
+    overrides it."""
+    return None
+
+
+@pytest.fixture
+def site(
+    subprocess_env: dict[str, str],
+    transactional_db,
+    django_user_model,
+    site_log: IO[bytes] | None,
+) -> Iterator[Site]:
     """Alice (an operator) and a gateway token, one registered engine, and a web server whose
     Redis (index, broker, channel layer, cache) is a redis-server of this test alone."""
     own = RedisServer().start()
@@ -136,7 +149,7 @@ def site(subprocess_env: dict[str, str], transactional_db, django_user_model) ->
     django_user_model.objects.create_user("alice", password="pw-alice-123")
     client = Client()
     client.force_login(django_user_model.objects.get(username="alice"))
-    process, url = start_asgi_server(subprocess_env | {"REDIS_URL": own.url})
+    process, url = start_asgi_server(subprocess_env | {"REDIS_URL": own.url}, output=site_log)
     site = Site(own, url, f"sessionid={client.cookies['sessionid'].value}", token)
     yield site
     if site.stalled:
