@@ -27,7 +27,6 @@ body.
 """
 
 import asyncio
-import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -50,7 +49,6 @@ from kvadmin.routing.request import MAX_REQUEST_ID
 if TYPE_CHECKING:
     from kvadmin.gateway.picker import EndpointPicker
 
-log = logging.getLogger(__name__)
 
 # The counters' children of every request, looked up once.
 _PASSED = counters.answers.labels("passed")
@@ -191,11 +189,7 @@ class Exchange:
         if degraded is None:
             _ROUTED.inc()
         else:
-            counters.answers.labels("degraded").inc()
-            counters.degraded.labels(degraded).inc()
-            log.warning(
-                "degraded choice (%s): %s for request %s", degraded, pods[0], self.request_id
-            )
+            self.picker.degraded(degraded, pods[0], self.request_id)
         decision_id = self.decision.decision_id if self.decision else None
         return protocol.route_to([self.addresses[pod] for pod in pods], decision_id)
 

@@ -49,6 +49,11 @@ def max_decisions_in_flight() -> int:
     return max(1, round(knob("PICKER_DECISION_DEADLINE_SECONDS") / DECISION_COST_SECONDS))
 
 
+DEGRADED_QUIET_SECONDS = 60.0
+"""A reason of degraded choices is logged when it starts again after this long without one:
+an overload degrades many answers a second, each counted (kvadmin_picker_degraded_total)."""
+
+
 class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
     def __init__(self) -> None:
         self.least_recent = choice.LeastRecent()
@@ -59,6 +64,7 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         self._deciding: set[asyncio.Task] = set()
         """Decisions in flight, late ones included (PICKER_MAX_DECISIONS_IN_FLIGHT)."""
         self._failing = OncePerKind(log)
+        self._degraded_at: dict[str, float] = {}
 
     @property
     def client(self) -> redis.asyncio.Redis:
@@ -153,6 +159,24 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
             return error, None
         self._failing.recovered("redis")
         return decided, None
+
+    def degraded(self, reason: str, pod: str, request_id: str | None) -> None:
+        """Count a degraded choice of `pod`; log it if its reason had been quiet for
+        DEGRADED_QUIET_SECONDS (the event loop's thread only: no lock)."""
+        counters.answers.labels("degraded").inc()
+        counters.degraded.labels(reason).inc()
+        now = time.monotonic()
+        last = self._degraded_at.get(reason, float("-inf"))
+        self._degraded_at[reason] = now
+        if now - last > DEGRADED_QUIET_SECONDS:
+            log.warning(
+                "degraded choices (%s) begin: %s for request %s; the next ones are counted "
+                "in kvadmin_picker_degraded_total, logged again after %.0f s without one",
+                reason,
+                pod,
+                request_id,
+                DEGRADED_QUIET_SECONDS,
+            )
 
     def record_decision(self, recording: RecordPlan) -> asyncio.Task:
         """Write the decision's recording in the background: the gateway has its answer."""
