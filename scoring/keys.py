@@ -322,8 +322,7 @@ def queue_key(pod: str) -> str:
     """HASH: the pod's virtual queue: `busy_until_ms` (unix ms at which the prefills kvadmin
     routed to it are predicted to be done; the scraper restarts it from the engine's waiting
     requests), `prefill_ms` (a moving mean of their S_est), `wait_log` (the log of the
-    delivered correction of its wait, moved by outcomes: scoring.route_state) and
-    `wait_version` (the weights version it was learned against), `prefill_log`
+    delivered correction of its wait, moved by outcomes: scoring.route_state), `prefill_log`
     and `prefill_offset` (the factor's log and the offset of the delivered correction of its
     prefill estimates), `prefill_version` (the weights version they were learned against) and
     `prefill_fit` (the outcomes and means they were fitted from: `PrefillFit.stored`)."""
@@ -337,7 +336,6 @@ QUEUE_FIELDS: Final = (
     "prefill_log",
     "prefill_offset",
     "prefill_version",
-    "wait_version",
 )
 """The queue hash's fields every reader reads, in this order (`RawPodState`'s names)."""
 

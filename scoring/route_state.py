@@ -38,8 +38,7 @@ under-predict more as load grows (each prefill predicted a little short adds to 
 wait, and engines serve what kvadmin did not route), so a constant factor of the wait, learned
 per pod, holds where a constant offset would not. The step is a bounded share of the log ratio
 (one outlier moves the factor by at most WAIT_STEP_BOUND * WAIT_LEARNING), and the factor stays
-within WAIT_FACTOR_BOUNDS whatever outcomes say. It is learned against the weights version its
-decisions were priced with (`wait_version`, `held_wait_log`), as the prefill correction is.
+within WAIT_FACTOR_BOUNDS whatever outcomes say.
 
 The outcomes the wait rule leaves out, whose delivered time is about the prefill, correct the
 pod's prefill estimates (`PrefillFit`, `corrected_prefill_fit`): a line through what the pod
@@ -121,8 +120,6 @@ class RawPodState(msgspec.Struct, frozen=True):
     """The offset of the same, in seconds."""
     prefill_version: str | None = None
     """The weights version `prefill_log` and `prefill_offset` were learned against."""
-    wait_version: str | None = None
-    """The weights version `wait_log` was learned against."""
     in_flight: int = 0
     running: str | None = None
     waiting: str | None = None
@@ -220,8 +217,7 @@ def load_reading(
     mean_ms = _number(raw.prefill_ms)
     mean = mean_ms / 1000 if mean_ms is not None and mean_ms >= 0 else fallback_prefill_s * prefill
     recent = max(raw.in_flight, 0) * mean
-    waited = raw.wait_version is not None and _number(raw.wait_version) == version
-    factor = delivered_factor(raw.wait_log if waited else None, WAIT_FACTOR_BOUNDS)
+    factor = delivered_factor(raw.wait_log, WAIT_FACTOR_BOUNDS)
     scraped = scraped_load(raw)
     age = now_ms / 1000 - scraped.scraped_at if scraped is not None else None
     if scraped is None or age is None or not -fresh_s <= age <= fresh_s:
@@ -266,35 +262,12 @@ def corrected_wait_log(
     prefixes spread; a larger learning share lowered the limit and made it worse). A wait the
     pod did not impose at all (delivered no later than the prefill alone) counts as the factor's
     lower bound."""
-    if not teaches_wait(predicted_wait_s, predicted_prefill_s):
+    predicted = predicted_wait_s + predicted_prefill_s
+    if not predicted_wait_s > 0 or predicted_wait_s < WAIT_MIN_SHARE * predicted:
         return wait_log
     imposed = delivered_s - predicted_prefill_s
     now = predicted_wait_s * math.exp(wait_log - decided_log)
     return _stepped(wait_log, imposed, now, WAIT_FACTOR_BOUNDS)
-
-
-def teaches_wait(predicted_wait_s: float, predicted_prefill_s: float) -> bool:
-    """Whether an outcome whose decision predicted these moves the wait factor: its predicted
-    wait was at least WAIT_MIN_SHARE of its predicted TTFT (the others teach the prefill)."""
-    predicted = predicted_wait_s + predicted_prefill_s
-    return predicted_wait_s > 0 and predicted_wait_s >= WAIT_MIN_SHARE * predicted
-
-
-def held_wait_log(wait_log: float, wait_version: int | None, version: int) -> float | None:
-    """The `wait_log` an outcome of a decision priced with weights `version` steps from, the
-    pod's being learned against `wait_version`: the same for that version, 0 (none) for a later
-    one, None for an earlier one (the outcome is not counted). outcome_record.lua applies the
-    same rule, and `load_reading` reads a factor learned against another version as none.
-
-    A wait factor is the ratio of the waits a pod imposed to its virtual queue's, a sum of
-    prefills priced with one version's parameters: learned while calibration had not fitted a
-    slow pod yet, it held the slowness, and once the parameters had it, it counted it twice
-    (issue 33, the Zipf workload's cold start at 0.8 load: the first 1,000 requests 1.32x the
-    oracle, 1.01x uncalibrated; steps come every few seconds then, and seldom once the fit has
-    converged)."""
-    if wait_version is None or wait_version < version:
-        return 0.0
-    return wait_log if wait_version == version else None
 
 
 class PrefillFit(msgspec.Struct, frozen=True):
@@ -387,9 +360,10 @@ def corrected_prefill_fit(
     seconds, per model or per pod once enough windows have come; this correction follows a pod
     within about twenty outcomes, so that its queue (a sum of its predicted prefills) does not
     fall behind a pod slower than its parameters meanwhile."""
+    predicted = predicted_wait_s + predicted_prefill_s
     x = uncorrected_prefill_s
-    if not (predicted_prefill_s > 0 and x > 0) or teaches_wait(
-        predicted_wait_s, predicted_prefill_s
+    if not (predicted_prefill_s > 0 and x > 0) or (
+        predicted_wait_s > 0 and predicted_wait_s >= WAIT_MIN_SHARE * predicted
     ):
         return held
     if held.version is not None and held.version > version:

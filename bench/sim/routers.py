@@ -24,7 +24,6 @@ kthena's
   (least recent work, from its own routing record).
 """
 
-import math
 import random
 from collections.abc import Iterator, Set
 
@@ -37,11 +36,9 @@ from scoring.route_state import (
     RawPodState,
     corrected_prefill_fit,
     corrected_wait_log,
-    held_wait_log,
     load_reading,
     queued_prefill,
     resynced_busy_until,
-    teaches_wait,
     uncorrected_prefill,
 )
 from scoring.score import PrefixWalk, score_walk
@@ -189,8 +186,6 @@ class TtftRouter:
         self.speculative: list[dict[int, float]] = [{} for _ in range(pods)]
         self.busy_until = [0.0] * pods
         self.wait_log = [0.0] * pods
-        self.wait_versions: list[int | None] = [None] * pods
-        """The weights version each pod's `wait_log` was learned against."""
         self.prefill_fits = [PrefillFit()] * pods
         """Each pod's delivered prefill correction (outcome_record.lua's `prefill_fit`)."""
         self.scrapes: list[PodReport | None] = [None] * pods
@@ -242,7 +237,7 @@ class TtftRouter:
             cost.prefill_s,
             uncorrected,
             self.version,
-            math.log(readings[choice.chosen].wait_factor),  # type: ignore[index]
+            self.wait_log[chosen],
         )
         # route_record.lua's advance: the prefill starts when the queue is predicted done, and
         # the queue advances by its work (the offset left out, as kvadmin.routing.pipeline).
@@ -267,7 +262,6 @@ class TtftRouter:
             busy_until_ms=repr(self.busy_until[pod] * 1000),
             prefill_ms=repr(self.recent.mean[pod] * 1000) if self.recent.mean[pod] else None,
             wait_log=repr(self.wait_log[pod]),
-            wait_version=None if self.wait_versions[pod] is None else str(self.wait_versions[pod]),
             prefill_log=repr(self.prefill_fits[pod].log),
             prefill_offset=repr(self.prefill_fits[pod].offset_s),
             prefill_version=None
@@ -283,10 +277,9 @@ class TtftRouter:
     def delivered(self, index: int, ttft_s: float) -> None:
         """The request's outcome, as the gateway reports it: outcome_record.lua's corrections."""
         pod, wait, prefill, uncorrected, version, decided_log = self.decided.pop(index)
-        held = held_wait_log(self.wait_log[pod], self.wait_versions[pod], version)
-        if held is not None and teaches_wait(wait, prefill):
-            self.wait_log[pod] = corrected_wait_log(held, wait, prefill, ttft_s, decided_log)
-            self.wait_versions[pod] = version
+        self.wait_log[pod] = corrected_wait_log(
+            self.wait_log[pod], wait, prefill, ttft_s, decided_log
+        )
         self.prefill_fits[pod] = corrected_prefill_fit(
             self.prefill_fits[pod], version, wait, prefill, uncorrected, ttft_s
         )

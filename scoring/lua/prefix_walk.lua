@@ -24,8 +24,8 @@
 --         times (medium, q, q pairs (0-based position, blocks)), the spans of its matched
 --         blocks held in that medium ("" for no medium).
 --         With q > 0 it goes on: now (unix ms), then per state pod, in order: the queue's
---         busy_until_ms, prefill_ms, wait_log, prefill_log, prefill_offset, prefill_version
---         and wait_version (scoring.keys.QUEUE_FIELDS), the in-flight count (predicted prefill end within the
+--         busy_until_ms, prefill_ms, wait_log, prefill_log, prefill_offset and prefill_version
+--         (scoring.keys.QUEUE_FIELDS), the in-flight count (predicted prefill end within the
 --         window or later), the load hash's running, waiting, kv_usage and scraped_at (false
 --         where missing), k, and k pairs (0-based position, blocks): the spans of the request's
 --         blocks with an unexpired speculative entry for the pod, up to its reach (the first
@@ -239,8 +239,8 @@ if n_state > 0 then
   local spans = speculative_spans(now, n_state, state_at + 3, KEYS[spec_at + 1], KEYS[spec_at + 2])
   for i = 1, n_state do
     local queue = redis.call('HMGET', KEYS[key + 1], 'busy_until_ms', 'prefill_ms', 'wait_log',
-      'prefill_log', 'prefill_offset', 'prefill_version', 'wait_version')
-    for j = 1, 7 do
+      'prefill_log', 'prefill_offset', 'prefill_version')
+    for j = 1, 6 do
       reply[#reply + 1] = queue[j]
     end
     reply[#reply + 1] = redis.call('ZCOUNT', KEYS[key + 2], in_flight_since, '+inf')

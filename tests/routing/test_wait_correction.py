@@ -84,10 +84,7 @@ def test_an_outcome_steps_the_factor_as_it_is_now_not_as_its_decision_priced_it(
     """The decision priced the wait at factor 1; other outcomes have since moved the factor to
     2: an outcome imposing twice the uncorrected wait confirms 2 rather than pushing it up."""
     first, chosen = _decided_on_a_queued_warm_pod(post_score, redis_client)
-    redis_client.hset(
-        queue_key(PODS[0]),
-        mapping={"wait_log": repr(math.log(2.0)), "wait_version": first["weights_version"]},
-    )
+    redis_client.hset(queue_key(PODS[0]), "wait_log", repr(math.log(2.0)))
     delivered_s = chosen["prefill_s"] + 2 * chosen["wait_s"]
 
     post_outcome(
@@ -99,36 +96,6 @@ def test_an_outcome_steps_the_factor_as_it_is_now_not_as_its_decision_priced_it(
     assert stored == pytest.approx(
         corrected_wait_log(math.log(2.0), chosen["wait_s"], chosen["prefill_s"], delivered_s, 0.0)
     )
-
-
-@pytest.mark.parametrize("versions_since", [1, -1])
-def test_a_wait_factor_of_another_version_is_restarted_or_left_alone(
-    post_score,
-    engines,
-    redis_client,
-    post_outcome,  # noqa: F811
-    versions_since: int,
-) -> None:
-    """outcome_record.lua applies `held_wait_log`: an outcome of a version later than the
-    factor's starts it again from none, one of an earlier version leaves it as it is."""
-    first, chosen = _decided_on_a_queued_warm_pod(post_score, redis_client)
-    learned = first["weights_version"] - versions_since
-    redis_client.hset(
-        queue_key(PODS[0]), mapping={"wait_log": repr(math.log(2.0)), "wait_version": learned}
-    )
-    delivered_s = chosen["prefill_s"] + 3 * chosen["wait_s"]
-    post_outcome(
-        first["decision_id"],
-        {"cached_tokens": 32, "prompt_tokens": 48, "ttft_ms": delivered_s * 1000},
-    )
-    log, version = redis_client.hmget(queue_key(PODS[0]), ["wait_log", "wait_version"])
-    if versions_since > 0:
-        assert int(version) == first["weights_version"]
-        assert float(log) == pytest.approx(
-            corrected_wait_log(0.0, chosen["wait_s"], chosen["prefill_s"], delivered_s, 0.0)
-        )
-    else:
-        assert (float(log), int(version)) == (pytest.approx(math.log(2.0)), learned)
 
 
 def test_an_outcome_about_the_prefill_or_for_an_expired_queue_changes_no_wait(

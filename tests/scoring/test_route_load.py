@@ -88,20 +88,10 @@ def test_speculative_positions_become_the_requests_block_hashes() -> None:
 
 
 def test_the_delivered_correction_scales_the_wait_within_its_bounds() -> None:
-    doubled = load_reading(raw(wait_log=str(math.log(2)), wait_version="1"), NOW_MS, 3.0, 0.2, 1)
+    doubled = load_reading(raw(wait_log=str(math.log(2))), NOW_MS, 3.0, 0.2, 1)
     assert doubled.load.wait_s == pytest.approx(0.6) and doubled.wait_factor == pytest.approx(2)
     assert doubled.load.queued == pytest.approx(12)
-    hostile = load_reading(raw(wait_log="1e308", wait_version="1"), NOW_MS, 3.0, 0.2, 1)
+    hostile = load_reading(raw(wait_log="1e308"), NOW_MS, 3.0, 0.2, 1)
     assert hostile.wait_factor == WAIT_FACTOR_BOUNDS[1]
     for garbage in ("nan", "-inf", "x", None):
-        reading = load_reading(raw(wait_log=garbage, wait_version="1"), NOW_MS, 3.0, 0.2, 1)
-        assert reading.wait_factor == 1.0
-
-
-def test_a_wait_factor_learned_against_another_version_is_read_as_none() -> None:
-    """Learned while the parameters priced the pod's queue otherwise (calibration has moved
-    them since, or an operator saved a version), or before factors had a version."""
-    for version in ("0", "2", "x", None):
-        reading = load_reading(raw(wait_log=str(math.log(2)), wait_version=version), NOW_MS,
-                               3.0, 0.2, 1)  # fmt: skip
-        assert reading.wait_factor == 1.0 and reading.load.wait_s == pytest.approx(0.3)
+        assert load_reading(raw(wait_log=garbage), NOW_MS, 3.0, 0.2, 1).wait_factor == 1.0

@@ -14,7 +14,6 @@ from scoring.route_state import (
     WAIT_LEARNING,
     WAIT_STEP_BOUND,
     corrected_wait_log,
-    held_wait_log,
 )
 
 LOW, HIGH = (math.log(bound) for bound in WAIT_FACTOR_BOUNDS)
@@ -94,12 +93,3 @@ def test_the_resync_restarts_a_drifted_queue_from_the_engines_waiting(redis_clie
 def test_the_resync_brings_no_queue_back(redis_client) -> None:
     assert QUEUE_RESYNC(redis_client, [queue_key("vllm-9")], [5]) is None
     assert not redis_client.exists(queue_key("vllm-9"))
-
-
-def test_a_later_version_starts_the_wait_factor_again_and_an_earlier_one_is_not_counted() -> None:
-    """A factor learned while calibration had not fitted a slow pod yet holds the slowness: once
-    the parameters have it (a later version), it would count it twice."""
-    assert held_wait_log(0.7, 3, 3) == 0.7
-    assert held_wait_log(0.7, 3, 4) == 0.0
-    assert held_wait_log(0.7, None, 1) == 0.0
-    assert held_wait_log(0.7, 3, 2) is None

@@ -26,9 +26,9 @@
 --
 -- The wait correction is scoring.route_state.corrected_wait_log, step for step, and the
 -- prefill correction corrected_prefill_fit (on the outcomes the wait's leaves out): a factor
--- and an offset fitted from the means kept in `prefill_fit`. Each is learned against one
--- weights version (`wait_version`: held_wait_log; `prefill_version`): an outcome of a later
--- version starts it again from none, one of an earlier version is not counted. A queue that expired (the pod idle for a minute) is not
+-- and an offset fitted from the means kept in `prefill_fit`. It is learned against one weights
+-- version (`prefill_version`): an outcome of a later version starts it again from none, one of
+-- an earlier version is not counted. A queue that expired (the pod idle for a minute) is not
 -- brought back by a late outcome.
 
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
@@ -71,19 +71,10 @@ if queue and redis.call('HEXISTS', queue, 'busy_until_ms') == 1 then
     return string.format('%.17g', math.min(math.max(old + share * ratio, least_log), most_log))
   end
   if wait > 0 and wait >= least * (wait + prefill) then
-    -- Learned against one weights version (scoring.route_state.held_wait_log), and stepped
-    -- against the wait as the factor now holds it, not as the decision priced it.
-    local version = tonumber(ARGV[at + 8])
-    local held = redis.call('HMGET', queue, 'wait_log', 'wait_version')
-    local learned, old = tonumber(held[2] or ''), 0
-    if learned ~= nil and learned > version then
-      return 'recorded'
-    elseif learned == version then
-      old = tonumber(held[1] or '') or 0
-    end
+    -- Against the wait as the factor now holds it, not as the decision priced it.
+    local old = tonumber(redis.call('HGET', queue, 'wait_log') or '') or 0
     local now = wait * math.exp(old - tonumber(ARGV[at + 16]))
-    redis.call('HSET', queue, 'wait_log', stepped(old, delivered - prefill, now, low, high),
-               'wait_version', ARGV[at + 8])
+    redis.call('HSET', queue, 'wait_log', stepped(old, delivered - prefill, now, low, high))
   elseif prefill > 0 then
     local version, uncorrected = tonumber(ARGV[at + 8]), tonumber(ARGV[at + 11])
     local held = redis.call('HMGET', queue, 'prefill_version', 'prefill_fit')
