@@ -41,8 +41,7 @@ class RouteAdvance:
     pod: str
     decision_id: str
     prefill_s: float
-    """The request's predicted prefill work on the pod: how far its queue advances (S_est less
-    the delivered correction's offset, `scoring.route_state.queued_prefill`)."""
+    """The request's predicted prefill on the pod (S_est): how far its queue advances."""
     blocks: Sequence[int]
     """The request's block hashes: speculative entries of the pod until `speculative_ttl_s`
     after the request's predicted prefill end."""

@@ -317,19 +317,6 @@ def uncorrected_prefill(prefill_s: float, factor: float, offset_s: float) -> flo
     return (prefill_s - offset_s) / max(factor, PREFILL_FACTOR_BOUNDS[0])
 
 
-def queued_prefill(prefill_s: float, offset_s: float) -> float:
-    """How far a decision advances its pod's virtual queue (route_record.lua's `busy_until_ms`
-    and the moving mean `prefill_ms`): the corrected prefill estimate `prefill_s` less the
-    correction's offset `offset_s` when it adds time. The offset is what delivered TTFTs hold
-    beyond the pod's prefill work, most often a fixed latency outside the pod (the gateway's,
-    the network's: about 20 ms through Envoy), which delays this request's first token but no
-    later request's start. Queued with the work, it added up once per queued request: waits
-    predicted an offset per request ahead too long, and the delivered wait factors, which
-    learn the ratio, were pushed to their lower bound. A negative offset (a T0 priced too long)
-    is work the pod does not do, and stays in."""
-    return max(prefill_s - max(offset_s, 0.0), 0.0)
-
-
 def corrected_prefill_fit(
     held: PrefillFit,
     version: int,

@@ -37,7 +37,6 @@ from scoring.route_state import (
     corrected_prefill_fit,
     corrected_wait_log,
     load_reading,
-    queued_prefill,
     resynced_busy_until,
     uncorrected_prefill,
 )
@@ -239,12 +238,10 @@ class TtftRouter:
             self.version,
             self.wait_log[chosen],
         )
-        # route_record.lua's advance: the prefill starts when the queue is predicted done, and
-        # the queue advances by its work (the offset left out, as kvadmin.routing.pipeline).
-        work = queued_prefill(cost.prefill_s, load.prefill_offset)
-        done = max(self.busy_until[chosen], now) + work
+        # route_record.lua's advance: the prefill starts when the queue is predicted done.
+        done = max(self.busy_until[chosen], now) + cost.prefill_s
         self.busy_until[chosen] = done
-        self.recent.routed(chosen, done, work)
+        self.recent.routed(chosen, done, cost.prefill_s)
         expiry = done + self.ttl  # after the predicted prefill end, as kvadmin keeps it
         entries = self.speculative[chosen]
         for block in blocks:

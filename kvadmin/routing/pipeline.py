@@ -45,7 +45,6 @@ from scoring.route_state import (
     RouteState,
     StateRequest,
     load_reading,
-    queued_prefill,
     speculative_blocks,
 )
 from scoring.score import PodScore, ScoreResult, score_walk
@@ -217,7 +216,7 @@ def decide(
         stale_loads=list(choice.stale_pods),
         requester=plan.requester,
     )
-    return decision, RecordPlan(decision, _advance(decision, choice, blocks, route))
+    return decision, RecordPlan(decision, _advance(decision, choice, blocks))
 
 
 def _loads(
@@ -274,22 +273,18 @@ def _estimates(
     return estimates
 
 
-def _advance(
-    decision: Decision, choice: PolicyChoice, blocks: list[int], route: RouteRequest
-) -> RouteAdvance | None:
+def _advance(decision: Decision, choice: PolicyChoice, blocks: list[int]) -> RouteAdvance | None:
     """What routing the request to the chosen pod adds to the pod's state, whatever the
-    policy: a gateway sends the request there either way. Its queue advances by the prefill
-    work, without the delivered correction's offset (`scoring.route_state.queued_prefill`)."""
+    policy: a gateway sends the request there either way."""
     chosen = next((cost for cost in choice.candidates if cost.pod == choice.chosen), None)
     if chosen is None:
         return None
     held = decision.score_of(chosen.pod)
-    load = route.loads.get(chosen.pod)
     return RouteAdvance(
         model=decision.model,
         pod=chosen.pod,
         decision_id=decision.decision_id,
-        prefill_s=queued_prefill(chosen.prefill_s, load.prefill_offset if load else 0.0),
+        prefill_s=chosen.prefill_s,
         blocks=_not_in_gpu(blocks, held.runs if held else []),
         speculative_ttl_s=knob("ROUTING_SPECULATIVE_SECONDS"),
         speculative_max=knob("ROUTING_SPECULATIVE_MAX"),

@@ -7,8 +7,7 @@
 --       speculative keys (scoring.keys: blocks, groups, group references, records, count), the
 --       decision id index ZSET and the outcomes HASH (kvadmin.routing.outcomes).
 -- ARGV: 1 the decision entry ("" to leave it out of the log), 2 the stream's MAXLEN (~),
---       3 the request's predicted prefill work on the pod in ms (S_est less the delivered
---       correction's offset: scoring.route_state.queued_prefill), 4 the decision id,
+--       3 the request's predicted prefill on the pod in ms (S_est), 4 the decision id,
 --       5 the in-flight window ms, 6 the most in-flight entries kept, 7 how long past the
 --       predicted prefill end speculative entries last, ms (0: none), 8 the most speculative
 --       entries kept per model, 9 the weight of a new prefill in the queue's moving mean,

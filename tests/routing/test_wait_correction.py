@@ -189,36 +189,6 @@ def test_a_latency_in_every_outcome_is_learned_as_the_pods_prefill_offset(
     assert _chosen(last)["prefill_offset_s"] == pytest.approx(expected.offset_s)
 
 
-def test_the_queue_advances_by_the_prefill_work_without_the_offset(
-    post_score, engines, redis_client
-) -> None:
-    """A pod whose correction learned a 50 ms offset (a latency outside the pod): the decision
-    prices its TTFT with the offset, but its queue (`prefill_ms`, the moving mean of what the
-    queue advanced by, and `busy_until_ms`) takes the prefill work alone: queued, the offset
-    added up once per request ahead."""
-    hold(redis_client, PODS[0], request_tokens(3), ["GPU", "GPU"])
-    _, first = post_score({"model": MODEL, "token_ids": request_tokens(3)})
-    assert first["chosen"] == PODS[0]
-    _queue_everywhere(redis_client, 60_000)  # the other pods busy: PODS[0] is chosen
-    redis_client.delete(queue_key(PODS[0]))
-    redis_client.hset(
-        queue_key(PODS[0]),
-        mapping={"prefill_log": "0", "prefill_offset": "0.05",
-                 "prefill_version": str(first["weights_version"])},
-    )  # fmt: skip
-    before_ms = time.time() * 1000
-    _, answer = post_score({"model": MODEL, "token_ids": request_tokens(3)})
-    after_ms = time.time() * 1000
-    chosen = _chosen(answer)
-    assert answer["chosen"] == PODS[0] and chosen["prefill_offset_s"] == 0.05
-    work_ms = (chosen["prefill_s"] - 0.05) * 1000
-    assert work_ms > 0
-    fields = redis_client.hmget(queue_key(PODS[0]), ["busy_until_ms", "prefill_ms"])
-    busy_ms, mean_ms = map(float, fields)
-    assert mean_ms == pytest.approx(work_ms, abs=0.002)
-    assert before_ms - 5 + work_ms <= busy_ms <= after_ms + 5 + work_ms
-
-
 def _stored(client, pod: str) -> tuple:
     """The pod's prefill correction as outcome_record.lua left it."""
     log, offset, version, fit = client.hmget(
