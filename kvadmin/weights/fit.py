@@ -368,12 +368,21 @@ def _votes(
     slowdown: float,
     reload: float,
 ) -> list[tuple[Line, int]]:
-    """A pod's lines, each with the outcomes in it: its engine's, then one per requester."""
+    """A pod's lines, each with the outcomes in it: its engine's, then one per requester.
+
+    A requester's delivered TTFT holds, beside the pod's prefill, a latency outside the pod
+    (the gateway's, the network's: about 20 ms through Envoy), the same for every request: it
+    is the intercept of the requester's line, not its slope. So where the engine's counters
+    (which time the prefill alone) have a line, the requesters' lines vote on the speed only
+    and T0 is the engine's; taken as T0, the latency went into every prefill estimate and so
+    into the virtual queue once per queued request. A pod only outcomes time takes their T0."""
     engine = line(found, slowdown, reload)
     votes = [] if engine is None else [(engine, 0)]
     for windows_of_one in reports.values():
         reported = line(windows_of_one, slowdown, reload)
         if reported is not None:
+            if engine is not None:
+                reported = replace(reported, first_token_s=engine.first_token_s)
             votes.append((reported, reported.windows))
     return votes
 

@@ -118,3 +118,27 @@ def test_outcomes_that_cannot_time_a_prefill_are_left_out(version_one, redis_cli
     fitted = evidence_fit(redis_client, version_one.weight_config)
     assert all(pod.outcomes == 0 and pod.line is None for pod in fitted.pods)
     assert not fitted.fitted
+
+
+@pytest.mark.django_db
+def test_a_latency_in_every_outcome_moves_neither_t0_nor_the_speed(
+    version_one, redis_client
+) -> None:
+    """The engine's counters time its prefills at T0 0.03 s and 4000 tokens/s; a gateway's
+    outcomes hold 20 ms more each (its own latency, outside the pod). The fitted speed stays the
+    pod's, and so does T0: taken as T0, the latency went into every prefill estimate and so
+    into the virtual queue once per request queued."""
+    engine("vllm-0")
+    engine("vllm-1")
+    slow_pod_samples(redis_client, "vllm-0", T0, SPEED)
+    slow_pod_samples(redis_client, "vllm-1", T0, SPEED)
+    report(redis_client, "vllm-0", 30, t0=T0 + 0.02)
+    report(redis_client, "vllm-1", 30, t0=T0 + 0.02, speed=SPEED / 2)
+    fitted = evidence_fit(redis_client, version_one.weight_config)
+    line = pod_line(fitted, "vllm-0")
+    assert line.tokens_per_s == pytest.approx(SPEED, rel=0.03)
+    assert line.first_token_s == pytest.approx(T0, abs=0.002)
+    slower = pod_line(fitted, "vllm-1")
+    assert slower.first_token_s == pytest.approx(T0, abs=0.002)
+    assert SPEED / 2 < slower.tokens_per_s < SPEED, "the outcomes still vote on the speed"
+    assert fitted.first_token_s == pytest.approx(T0, abs=0.002), "the pooled T0 too"
