@@ -12,7 +12,6 @@ import os
 import random
 import re
 import signal
-import socket
 
 import pytest
 
@@ -29,7 +28,7 @@ from scoring.keys import (
     stream_lease_key,
 )
 from scoring.weights import TierWeights
-from tests.conftest import start_worker, stop_process
+from tests.conftest import local_config, start_worker, stop_process
 from tests.engine_blocks import stream_blocks
 from tests.index import MAPPING_KEYS, MODEL
 from tests.waiting import wait_until
@@ -38,38 +37,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 VALUE = re.compile(r"^\d+\|[A-Z_]+$")
 
 
-def _free_ports(count: int) -> int:
-    """A base port with `count` free ports after it (data-parallel ranks use base + r)."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + count < 65535 and all(_free(base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no free port range")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def _config(name: str, kind: str, dp_size: int = 1, **tiers: int) -> PodConfig:
-    return PodConfig(
-        name=name,
-        kind=kind,
-        model=MODEL,
-        events_port=_free_ports(dp_size),
-        replay_port=_free_ports(dp_size),
-        http_port=_free_ports(1),
-        dp_size=dp_size,
-        gpu_blocks=40,
-        **tiers,
-    )
+def _config(name: str, kind: str, **options: int) -> PodConfig:
+    return local_config(name, kind, model=MODEL, gpu_blocks=40, **options)
 
 
 def _index(redis_client, pod: str) -> set[tuple[int, str]]:

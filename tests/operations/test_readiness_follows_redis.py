@@ -37,7 +37,9 @@ def test_readiness_fails_while_redis_is_down_and_recovers(own_redis, client: Cli
     code, body = _ready(client)
 
     assert code == 503
-    assert time.monotonic() - started < patient(2), "a probe must answer within its timeout"
+    # The Redis check gives up within a second and never retries: well inside this bound on
+    # a busy machine too; a check that waited out a long timeout would not be.
+    assert time.monotonic() - started < patient(5), "a probe must answer within its timeout"
     assert body["checks"]["redis"]["ok"] is False
     assert "Connection" in body["checks"]["redis"]["error"]
     assert body["checks"]["database"]["ok"] is True

@@ -57,4 +57,5 @@ def test_the_pod_page_shows_the_scraped_load_then_its_failures_and_staleness(
     assert re.search(r"Last scrape \d+\.\d s ago, stale", stale), stale
     assert "Running 2" in stale  # the last good load, shown as stale
     assert "Scrapes 2: 1 failed (1 timeout)" in stale
-    assert "Last failure timeout 0 s ago: no answer within 0.5s" in stale
+    # However long this machine took to render the page since the failure (whole seconds).
+    assert re.search(r"Last failure timeout \d+ s ago: no answer within 0\.5s", stale), stale
