@@ -6,7 +6,7 @@ data-parallel ranks on offset ports, and fault switches. The batches are `wire.p
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -167,18 +167,28 @@ class Publisher:
     def wait_for_subscribers(self, count: int = 1, timeout: float = 10.0) -> None:
         """Block until `count` subscriptions matching this topic have reached the socket, so
         the next batch is delivered to them (call from the publishing thread)."""
+        self._wait_for_subscriptions(lambda n: n >= count, f"{count} subscriber(s)", timeout)
+
+    def wait_for_no_subscribers(self, timeout: float = 10.0) -> None:
+        """Block until every subscription has gone (a stopped reader's disconnect reaches the
+        socket late), so that a later `wait_for_subscribers` counts only new readers."""
+        self._wait_for_subscriptions(lambda n: n == 0, "no subscriber", timeout)
+
+    def _wait_for_subscriptions(
+        self, done: Callable[[int], bool], what: str, timeout: float
+    ) -> None:
         deadline = time.monotonic() + timeout
         while True:
             while self._pub.poll(0):
                 message = self._pub.recv()
                 if message and self.topic.startswith(message[1:]):
                     self._subscriptions += 1 if message[0] == 1 else -1
-            if self._subscriptions >= count:
+            if done(self._subscriptions):
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(
-                    f"{self.endpoint}: {self._subscriptions} of {count} subscriber(s) "
+                    f"{self.endpoint}: {self._subscriptions} subscriber(s), not {what}, "
                     f"after {timeout}s"
                 )
             self._pub.poll(int(remaining * 1000) + 1)

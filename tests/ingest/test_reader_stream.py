@@ -11,7 +11,7 @@ from kvadmin.index.streams import StreamId
 from kvadmin.ingest.streams import StreamSpec
 from tests.ingest.blocks import key, removed, stored
 from tests.ingest.conftest import spec_for
-from tests.waiting import wait_until
+from tests.waiting import patient, wait_until
 
 POD = "vllm-0.default"
 STREAM = StreamId(POD, 0)
@@ -32,14 +32,17 @@ def _caught_up(publisher, redis_client) -> None:
     publisher.wait_for_subscribers()
 
 
-def _stopped(loop, redis_client) -> None:
+def _stopped(loop, redis_client, publisher) -> None:
     """Stop `loop` and wait until it has let go of the stream: a loop still reading would see
-    what the test does next (a restart, say) as well as the loop that takes over."""
+    what the test does next (a restart, say) as well as the loop that takes over. And until
+    `publisher` has seen its subscription go: otherwise the next loop's `_caught_up` could
+    count the old one, and batches published before the new subscription would be lost."""
     loop.stop()
     wait_until(
         lambda: status.read_statuses(redis_client, [STREAM])[0].status.get("connected") == "0",
         what="stop",
     )
+    publisher.wait_for_no_subscribers(patient(10))
 
 
 def test_it_applies_live_batches(publisher, start_loop, redis_client) -> None:
@@ -97,7 +100,7 @@ def test_a_restart_while_nobody_read_is_detected_on_takeover(publisher, start_lo
     publisher.publish([stored(2)])
     loop = start_loop([spec_for(publisher)])
     wait_until(lambda: _applied(redis_client, 1), what="first run applied")
-    _stopped(loop, redis_client)
+    _stopped(loop, redis_client, publisher)
     publisher.restart()
     publisher.publish([stored(3)])
     start_loop([spec_for(publisher)])
@@ -117,7 +120,7 @@ def test_without_replay_a_restart_while_nobody_read_is_told_by_publish_times(
     publisher.publish([stored(1)])
     seq = publisher.publish([stored(2)])
     wait_until(lambda: _applied(redis_client, seq), what="first run applied")
-    _stopped(loop, redis_client)
+    _stopped(loop, redis_client, publisher)
     publisher.restart()
     publisher.publish([stored(3)])  # seq 0, published while nobody reads: lost
     start_loop([spec])
@@ -138,7 +141,7 @@ def test_without_replay_an_applied_seq_published_no_later_stays_a_duplicate(
     publisher.publish([stored(1)], ts=100.0)
     seq = publisher.publish([stored(2)], ts=200.0)
     wait_until(lambda: _applied(redis_client, seq), what="batches applied")
-    _stopped(loop, redis_client)
+    _stopped(loop, redis_client, publisher)
     publisher.restart()  # only to send seq 1 again, as a late duplicate
     publisher.publish([stored(8)], ts=200.0)  # seq 0, nobody reads
     start_loop([spec])
