@@ -282,7 +282,7 @@ def test_slow_replay_still_answers_everything(context: zmq.Context, publisher: P
 
 
 def test_waiting_for_a_subscriber_that_never_comes_times_out(publisher: Publisher) -> None:
-    with pytest.raises(TimeoutError, match="0 subscriber\(s\), not 1 subscriber"):
+    with pytest.raises(TimeoutError, match=r"0 subscriber\(s\), not 1 subscriber"):
         publisher.wait_for_subscribers(timeout=0.05)
 
 
