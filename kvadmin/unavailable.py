@@ -4,7 +4,8 @@ Request-path Redis clients fail within REDIS_TIMEOUT_SECONDS (kvadmin/redis_clie
 middleware is the one place that turns their failure into an answer, so views need no
 try/except of their own. Pages keep the site's navigation and say what is wrong in plain words;
 the API (paths under /api/) and /metrics answer JSON `{"error", "retry_after"}`. Both carry
-Retry-After.
+Retry-After. An outage is logged when it starts and when it ends, not once per 503 (hundreds a
+second under load).
 """
 
 import logging
@@ -13,9 +14,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 from django.utils.deprecation import MiddlewareMixin
 
+from kvadmin.log_once import OncePerKind
 from kvadmin.redis_clients import REDIS_OUTAGES
 
 log = logging.getLogger(__name__)
+_outage = OncePerKind(log)
 
 RETRY_AFTER_SECONDS = 5
 MACHINE_PATHS = ("/api/", "/metrics")
@@ -42,7 +45,18 @@ class RedisOutageMiddleware(MiddlewareMixin):
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, REDIS_OUTAGES):
             return None
-        log.warning("%s %s: Redis unavailable (%s)", request.method, request.path, exception)
+        _outage.failed(
+            "redis",
+            "%s %s: Redis unavailable (%s): 503 until it is back",
+            request.method,
+            request.path,
+            exception,
+        )
         response = outage_response(request)
         response._has_been_logged = True  # type: ignore[attr-defined]  # Django's: logged once
+        return response
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if response.status_code < 500:
+            _outage.recovered("redis", "%s %s: Redis is back", request.method, request.path)
         return response

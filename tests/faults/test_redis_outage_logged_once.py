@@ -1,5 +1,6 @@
-"""A Redis outage under a gateway's calls is logged once by the API's lean path when it
-starts and once when it is over, not once per 503 (hundreds a second under load)."""
+"""A Redis outage is logged once when it starts and once when it is over, not once per 503
+(hundreds a second under load): by the API's lean path under a gateway's calls, and by the
+pages' middleware."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SCORE = next(request for request in REQUESTS if request.path == "/api/v1/score")
+PAGE = next(request for request in REQUESTS if request.path == "/pods/")
 CALLS = 40
 
 
@@ -39,5 +41,20 @@ def test_an_outage_is_logged_when_it_starts_and_when_it_ends(
     wait_until(lambda: site.call(SCORE).status == 200, timeout=30, what="the API to recover")
     for _ in range(3):
         assert site.call(SCORE).status == 200
+    assert lines(site_log, "Redis is back") == 1
+    assert lines(site_log, "Redis unavailable") == 1
+
+
+def test_the_pages_log_an_outage_when_it_starts_and_when_it_ends(
+    site: Site, site_log: IO[bytes]
+) -> None:
+    assert site.call(PAGE).status == 200
+    site.stop_redis()
+    assert [site.call(PAGE).status for _ in range(CALLS)] == [503] * CALLS
+    assert lines(site_log, "Redis unavailable") == 1
+    site.start_redis()
+    wait_until(lambda: site.call(PAGE).status == 200, timeout=30, what="the pages to recover")
+    for _ in range(3):
+        assert site.call(PAGE).status == 200
     assert lines(site_log, "Redis is back") == 1
     assert lines(site_log, "Redis unavailable") == 1
