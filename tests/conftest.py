@@ -341,3 +341,11 @@ def version_one(db) -> TierWeightsVersion:
         defaults={"author": "kvadmin", "config": KVADMIN_DEFAULTS.to_json()},
     )
     return version
+
+
+@pytest.fixture
+def site_log() -> IO[bytes] | None:
+    """Where the web server of `tests.faults.conftest.site` logs (None: the test's output); a
+    test that reads the log overrides it. Here, not beside `site`: the modules that import
+    `site` from there get it without importing this as well."""
+    return None

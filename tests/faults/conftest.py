@@ -128,13 +128,6 @@ class Site:
 
 
 @pytest.fixture
-def site_log() -> IO[bytes] | None:
-    """Where the web server's log goes (None: the test's output); a test that reads the log
-    overrides it."""
-    return None
-
-
-@pytest.fixture
 def site(
     subprocess_env: dict[str, str],
     transactional_db,

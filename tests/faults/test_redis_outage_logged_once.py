@@ -8,7 +8,7 @@ from typing import IO
 
 import pytest
 
-from tests.faults.conftest import REQUESTS, Site
+from tests.faults.conftest import REQUESTS, Request, Site
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,33 +28,19 @@ def lines(site_log: IO[bytes], text: str) -> int:
     return Path(site_log.name).read_text().count(text)
 
 
+@pytest.mark.parametrize("request_", [SCORE, PAGE], ids=["lean path", "pages"])
 def test_an_outage_is_logged_when_it_starts_and_when_it_ends(
-    site: Site, site_log: IO[bytes]
+    site: Site, site_log: IO[bytes], request_: Request
 ) -> None:
-    assert site.call(SCORE).status == 200
+    assert site.call(request_).status == 200
     site.stop_redis()
-    assert [site.call(SCORE).status for _ in range(CALLS)] == [503] * CALLS
+    assert [site.call(request_).status for _ in range(CALLS)] == [503] * CALLS
     # The first 503 is logged before its answer is sent: the log holds it already.
     assert lines(site_log, "Redis unavailable") == 1
     assert lines(site_log, "Redis is back") == 0
     site.start_redis()
-    wait_until(lambda: site.call(SCORE).status == 200, timeout=30, what="the API to recover")
+    wait_until(lambda: site.call(request_).status == 200, timeout=30, what="Redis to be back")
     for _ in range(3):
-        assert site.call(SCORE).status == 200
-    assert lines(site_log, "Redis is back") == 1
-    assert lines(site_log, "Redis unavailable") == 1
-
-
-def test_the_pages_log_an_outage_when_it_starts_and_when_it_ends(
-    site: Site, site_log: IO[bytes]
-) -> None:
-    assert site.call(PAGE).status == 200
-    site.stop_redis()
-    assert [site.call(PAGE).status for _ in range(CALLS)] == [503] * CALLS
-    assert lines(site_log, "Redis unavailable") == 1
-    site.start_redis()
-    wait_until(lambda: site.call(PAGE).status == 200, timeout=30, what="the pages to recover")
-    for _ in range(3):
-        assert site.call(PAGE).status == 200
+        assert site.call(request_).status == 200
     assert lines(site_log, "Redis is back") == 1
     assert lines(site_log, "Redis unavailable") == 1

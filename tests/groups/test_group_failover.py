@@ -16,12 +16,11 @@ from kvadmin import redis_urls
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
-from scoring.keys import stream_lease_key
 from tests.conftest import start_asgi_server, start_worker, stop_process
 from tests.groups.conftest import DEFAULT_POD, GROUPED
 from tests.index import MODEL, OTHER_MODEL
 from tests.ingest.test_index_matches_fleet import _caught_up, _config, _matches, _traffic
-from tests.sentinel.test_failover import _decide, _works
+from tests.sentinel.test_failover import _decide, _streaming, _works
 from tests.sentinel.topology import SentinelTopology
 from tests.waiting import wait_until
 
@@ -84,16 +83,7 @@ def test_a_groups_failover_leaves_the_other_groups_routed(
     rng = random.Random(12)
     try:
         with Fleet(configs) as fleet:
-            for config in configs:
-                Engine.objects.create(**config.engine_fields())
-            wait_until(
-                lambda: all(index.get(stream_lease_key(c.name, 0)) for c in configs),
-                timeout=30,
-                what="every stream of the group owned",
-            )
-            fleet.wait_for_subscribers()
-            _traffic(fleet, rng, 40)
-            _caught_up(index, fleet)
+            _streaming(fleet, configs, index, rng)
             wait_until(lambda: decisions.first(MODEL, 200, 0), timeout=30, what="decisions")
 
             _traffic(fleet, rng, 20)  # in flight while the primary dies

@@ -96,6 +96,20 @@ def _decide(url: str, token: str, model: str = MODEL) -> int:
         return error.code
 
 
+def _streaming(fleet: Fleet, configs: list, index: redis.Redis, rng: random.Random) -> None:
+    """The fleet's engines registered, every stream owned and its first traffic indexed."""
+    for config in configs:
+        Engine.objects.create(**config.engine_fields())
+    wait_until(
+        lambda: all(index.get(stream_lease_key(c.name, 0)) for c in configs),
+        timeout=30,
+        what="every stream owned",
+    )
+    fleet.wait_for_subscribers()
+    _traffic(fleet, rng, 40)
+    _caught_up(index, fleet)
+
+
 def test_a_killed_primary_is_replaced_and_everything_recovers(
     subprocess_env, topology: SentinelTopology, live: tuple[str, str], pages: Pages
 ) -> None:
@@ -111,16 +125,7 @@ def test_a_killed_primary_is_replaced_and_everything_recovers(
     rng = random.Random(11)
     try:
         with Fleet(configs) as fleet:
-            for config in configs:
-                Engine.objects.create(**config.engine_fields())
-            wait_until(
-                lambda: all(index.get(stream_lease_key(c.name, 0)) for c in configs),
-                timeout=30,
-                what="every stream owned",
-            )
-            fleet.wait_for_subscribers()
-            _traffic(fleet, rng, 40)
-            _caught_up(index, fleet)
+            _streaming(fleet, configs, index, rng)
             wait_until(lambda: pages.first(200, 0), timeout=30, what="the pods page")
             assert _decide(url, token) == 200
 
