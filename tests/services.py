@@ -13,6 +13,7 @@ import pytest
 
 from kvadmin.redis_server import RedisServer
 from tests.postgres import PostgresServer
+from tests.waiting import patient
 
 _server: RedisServer | None = None
 _postgres: PostgresServer | None = None
@@ -35,6 +36,11 @@ def pytest_load_initial_conftests(early_config, parser, args) -> None:
     # The session's own var/ (secret key, admin password, a stack's state): never the
     # checkout's, where a developer's `make run` may be running.
     os.environ["KVADMIN_VAR_DIR"] = os.path.join(_scratch.name, "var")
+    # Request-path Redis clients give up after REDIS_TIMEOUT_SECONDS (0.5 s in production):
+    # on a loaded test machine a connect to a healthy Redis can take longer, and the request
+    # would answer 503. The tests of a stalled Redis's quick 503 set the production value
+    # (tests/faults/conftest.py).
+    os.environ["REDIS_TIMEOUT_SECONDS"] = str(patient(5.0))
 
 
 def pytest_unconfigure(config) -> None:

@@ -142,7 +142,9 @@ def site(
     django_user_model.objects.create_user("alice", password="pw-alice-123")
     client = Client()
     client.force_login(django_user_model.objects.get(username="alice"))
-    process, url = start_asgi_server(subprocess_env | {"REDIS_URL": own.url}, output=site_log)
+    # The production request-path timeout: what a stalled Redis's 503 waits for.
+    env = subprocess_env | {"REDIS_URL": own.url, "REDIS_TIMEOUT_SECONDS": "0.5"}
+    process, url = start_asgi_server(env, output=site_log)
     site = Site(own, url, f"sessionid={client.cookies['sessionid'].value}", token)
     yield site
     if site.stalled:
