@@ -19,13 +19,14 @@ import heapq
 import math
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
 import redis
 
-from kvadmin.redis_clients import index_client
+from kvadmin.redis_clients import REDIS_OUTAGES, index_client
 from kvadmin.routing.decisions import Decision, decoded
 from scoring.keys import DECISIONS_KEY
 
@@ -105,22 +106,31 @@ class _Projection:
     timeout, not the timeouts of every page queued behind it; two pages updating at once both
     read what is new, and the one that read further is kept. A cold read (the whole log, about
     a second) is made by one page at a time: the others wait for it up to COLD_WAIT_SECONDS
-    and then only update, so a burst of pages after a start reads the log once, and a stall
-    still costs a page at most that wait plus its own timeout."""
+    and then only update, so a burst of pages after a start reads the log once. A page that
+    waited for a cold read that failed on a Redis outage fails at once, as that read did: a
+    stall costs a page at most one timeout, or that wait plus its own."""
 
     def __init__(self) -> None:
         self.entries: list[tuple[tuple[int, int], str, Summary, dict[str, float]]] = []
         """(log id as numbers, log id, summary, its value per order), oldest first."""
         self.lock = threading.Lock()
         self.cold = threading.Lock()
+        self.cold_failed = float("-inf")
+        """When a cold read last failed on a Redis outage (time.monotonic())."""
 
     def current(
         self, client: redis.Redis
     ) -> list[tuple[tuple[int, int], str, Summary, dict[str, float]]]:
+        asked = time.monotonic()
         if self.entries or not self.cold.acquire(timeout=COLD_WAIT_SECONDS):
             return self._updated(client)
         try:
+            if self.cold_failed > asked:
+                raise redis.TimeoutError("the decision log's read failed while this page waited")
             return self._updated(client)
+        except REDIS_OUTAGES:
+            self.cold_failed = time.monotonic()
+            raise
         finally:
             self.cold.release()
 
