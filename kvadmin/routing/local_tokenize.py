@@ -30,16 +30,14 @@ a chat's history) encode it once.
 """
 
 import functools
-import hashlib
 from array import array
 from dataclasses import dataclass
 
-import msgspec
 from tokenizers import Tokenizer
 
 from kvadmin.model_tokenizer.chat_template import ChatTemplateFailed, render_chat
 from kvadmin.model_tokenizer.files import TokenizerUnavailable, cached, current_signature
-from kvadmin.routing.token_cache import TokenCache
+from kvadmin.routing.token_cache import TokenCache, digest
 
 Messages = list[dict[str, str]]
 
@@ -135,8 +133,7 @@ def _window(
 ) -> _Window:
     key = b""
     if version:
-        source = msgspec.json.encode([version, keep, add_special_tokens, head])
-        key = hashlib.sha256(source).digest()
+        key = digest(version, keep, add_special_tokens, head)
         if found := WINDOWS.get(key):
             return found
     encoding = tokenizer.encode(head, add_special_tokens=add_special_tokens)

@@ -1,8 +1,18 @@
 """A thread-safe LRU keyed by digests: the token ids of whole inputs (`routing.tokenize.CACHE`)
 and of long prompts' scoring windows (`routing.local_tokenize.WINDOWS`)."""
 
+import hashlib
 import threading
 from collections import OrderedDict
+from typing import Any
+
+import msgspec
+
+
+def digest(*parts: Any) -> bytes:
+    """The key of `parts` (JSON-encodable): never the text itself, however long it is.
+    msgspec's JSON of a 220 KB prompt takes a tenth of the time json.dumps does."""
+    return hashlib.sha256(msgspec.json.encode(parts)).digest()
 
 
 class TokenCache[V]:
