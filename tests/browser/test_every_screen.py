@@ -94,9 +94,7 @@ def _explained(page) -> None:
 
 
 def _open_a_decision(page, base_url: str) -> None:
-    """The feed with its first decision opened. The socket's first message replaces the rows
-    the page was served with, so a decision opened before the feed is live would be swapped for
-    a closed one."""
+    """The feed, live, with its first decision opened."""
     _visit(page, base_url, "/feed/")
     page.locator('#feed-status[data-state="live"]').wait_for()
     page.locator("details.decision summary").first.click()

@@ -1,5 +1,8 @@
 """An operator watches routing decisions arrive live and opens one to see why it was made."""
 
+import re
+import time
+
 import pytest
 
 from kvadmin.api.models import ApiToken
@@ -56,6 +59,48 @@ def test_three_scored_requests_appear_live_and_explain_themselves(
     reason = explanation.locator("p.reason")
     assert "Policy ttft" in reason.inner_text() and "lowest estimated time" in reason.inner_text()
     assert explanation.locator("p.stale-load").is_visible()
+
+
+def test_a_decision_opened_before_the_feed_is_live_stays_open(
+    page, asgi_server, django_user_model, redis_client
+) -> None:
+    """The socket's first message (on every connect: the first and each reconnect) replaces the
+    rows the page was served with; a decision the operator opened meanwhile stays open, its
+    explanation loaded. The socket is held until the decision is open, then let through."""
+    django_user_model.objects.create_user("carol", password="pw-carol-123")
+    Engine.objects.create(pod=PODS[0], model=MODEL, events_endpoint="tcp://127.0.0.1:5557")
+    token = ApiToken.issue("gateway")[1]
+    for n in range(2):
+        body = {"model": MODEL, "token_ids": request_tokens(2), "request_id": f"req-{n}"}
+        assert http_json(f"{asgi_server}/api/v1/score", body, token)[0] == 200
+    sockets = []
+    page.route_web_socket(re.compile(r"/ws/feed/"), lambda socket: sockets.append(socket))
+
+    def let_through(count: int) -> None:
+        deadline = time.monotonic() + 30
+        while len(sockets) < count:
+            assert time.monotonic() < deadline, "the page opened no socket"
+            page.wait_for_timeout(20)  # lets Playwright deliver the route; polled, bounded
+        sockets[-1].connect_to_server()
+        page.locator('#feed-status[data-state="live"]').wait_for()
+
+    log_in(page, asgi_server, "carol", "pw-carol-123")
+    page.goto(f"{asgi_server}/feed/")
+    row = page.locator('details.decision[data-request-id="req-0"]')
+    row.locator("summary").click()
+    row.locator(".explanation").wait_for()
+    assert page.locator("#feed-status").get_attribute("data-state") == "connecting"
+
+    let_through(1)
+    assert row.get_attribute("open") is not None
+    assert row.locator(".explanation").is_visible()
+
+    sockets[-1].close(code=1011)  # as the server closes it on a Redis error: the page reconnects
+    page.locator('#feed-status[data-state="reconnecting"]').wait_for()
+    let_through(2)
+    assert row.get_attribute("open") is not None
+    assert row.locator(".explanation").is_visible()
+    assert page.locator("details.decision").count() == 2
 
 
 def test_pausing_holds_new_rows_until_resumed(
