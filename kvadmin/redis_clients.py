@@ -6,6 +6,8 @@ Two kinds, on purpose (redis-py 8 would otherwise wait 5 s per command):
   stopped or stalled Redis fails a page within a second and `kvadmin.unavailable` answers 503;
 - ingest clients (`ingest_client`, `ingest_bytes_client`): no socket timeout, for the ingest
   loop and the worker tasks whose Lua scripts may legitimately run for seconds.
+A request that queues a Celery task does it with `send_from_request`: the broker's connection
+has the request path's timeouts too (kombu's own default is to wait forever).
 
 Through Sentinel (`kvadmin.redis_urls`), each connects to the primary Sentinel names when it
 connects: after a failover, a failed command's next connection reaches the promoted replica.
@@ -15,10 +17,12 @@ import contextlib
 from functools import cache
 from typing import Any
 
+import celery
 import hiredis
 import redis
 import redis.asyncio
 from django.conf import settings
+from kombu.connection import ConnectionPool
 from kombu.exceptions import OperationalError
 from redis._parsers.base import BaseParser
 from redis.asyncio.retry import Retry as AsyncRetry
@@ -123,3 +127,20 @@ def ingest_client(url: str = "") -> redis.Redis:
 def ingest_bytes_client(url: str = "") -> redis.Redis:
     """`ingest_client` with raw bytes responses."""
     return redis_urls.client(url or settings.INDEX_REDIS_URL, socket_timeout=None)
+
+
+@cache
+def _request_path_broker() -> ConnectionPool:
+    timeout = settings.REDIS_TIMEOUT_SECONDS
+    options = {"socket_timeout": timeout, "socket_connect_timeout": timeout, "max_retries": 0}
+    connection = celery.current_app.connection_for_write(transport_options=options)
+    return connection.Pool(limit=None)
+
+
+def send_from_request(task: celery.Task, *args: Any) -> None:
+    """Queue `task(*args)` from a request, within REDIS_TIMEOUT_SECONDS: a stopped or stalled
+    broker raises (OperationalError or a Redis timeout: one of REDIS_OUTAGES, a 503) at once,
+    where `delay` would wait for it forever and retry. Not retried: the caller answers 503 and
+    its client sends again."""
+    with _request_path_broker().acquire(block=True) as connection:
+        task.apply_async(args, connection=connection, retry=False)

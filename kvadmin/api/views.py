@@ -13,7 +13,7 @@ from kvadmin.index.streams import push_stream
 from kvadmin.ingest import pushed
 from kvadmin.ingest.decode import UndecodableBatch, decode_batch
 from kvadmin.ingest.tasks import apply_pushed
-from kvadmin.redis_clients import index_bytes_client
+from kvadmin.redis_clients import index_bytes_client, send_from_request
 
 MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
 
@@ -51,7 +51,7 @@ def push_events(request: HttpRequest, pod: str) -> JsonResponse:
         return _error(400, rank_error)
     stream = push_stream(pod, batch.rank)
     enqueued = pushed.enqueue(index_bytes_client(), stream, engine.pk, body)
-    apply_pushed.delay(pod)
+    send_from_request(apply_pushed, pod)
     return JsonResponse(
         {
             "accepted": True,

@@ -1,6 +1,7 @@
 """A web server on its own redis-server, so a test can stop, stall (SIGSTOP) or restart that
 Redis while pages and the API are hit, without touching the session's Redis."""
 
+import contextlib
 import os
 import signal
 import time
@@ -127,15 +128,13 @@ class Site:
         self.stalled = False
 
 
-@pytest.fixture
-def site(
-    subprocess_env: dict[str, str],
-    transactional_db,
-    django_user_model,
-    site_log: IO[bytes] | None,
+@contextlib.contextmanager
+def running_site(
+    subprocess_env: dict[str, str], django_user_model, site_log: IO[bytes] | None, **env: str
 ) -> Iterator[Site]:
     """Alice (an operator) and a gateway token, one registered engine, and a web server whose
-    Redis (index, broker, channel layer, cache) is a redis-server of this test alone."""
+    Redis (index, broker, channel layer, cache) is a redis-server of its own; `env` adds to the
+    server's environment (another broker, say)."""
     own = RedisServer().start()
     Engine.objects.create(pod=POD, model=MODEL, kind="vllm", events_endpoint="tcp://127.0.0.1:9")
     _, token = ApiToken.issue("gateway", "score decisions:read events:push metrics")
@@ -143,14 +142,28 @@ def site(
     client = Client()
     client.force_login(django_user_model.objects.get(username="alice"))
     # The production request-path timeout: what a stalled Redis's 503 waits for.
-    env = subprocess_env | {"REDIS_URL": own.url, "REDIS_TIMEOUT_SECONDS": "0.5"}
+    env = subprocess_env | {"REDIS_URL": own.url, "REDIS_TIMEOUT_SECONDS": "0.5"} | env
     process, url = start_asgi_server(env, output=site_log)
     site = Site(own, url, f"sessionid={client.cookies['sessionid'].value}", token)
-    yield site
-    if site.stalled:
-        site.resume_redis()
-    stop_process(process)
-    site.redis.stop()
+    try:
+        yield site
+    finally:
+        if site.stalled:
+            site.resume_redis()
+        stop_process(process)
+        site.redis.stop()
+
+
+@pytest.fixture
+def site(
+    subprocess_env: dict[str, str],
+    transactional_db,
+    django_user_model,
+    site_log: IO[bytes] | None,
+) -> Iterator[Site]:
+    """`running_site` for one test."""
+    with running_site(subprocess_env, django_user_model, site_log) as site:
+        yield site
 
 
 def not_a_fast_503(site: Site) -> dict[str, tuple[int, float]]:

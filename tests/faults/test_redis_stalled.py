@@ -1,11 +1,15 @@
 """Redis accepts connections but answers nothing (the process is stopped with SIGSTOP): every
 page and endpoint still answers within 2 s, a 503 (or the degraded page), never a hang."""
 
+import os
+import signal
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.faults.conftest import FAST_SECONDS, REQUESTS, Site, not_a_fast_503
+from kvadmin.redis_server import RedisServer
+from tests.faults.conftest import FAST_SECONDS, REQUESTS, Site, not_a_fast_503, running_site
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CALLERS = 6
@@ -35,3 +39,27 @@ def test_concurrent_callers_of_one_page_each_answer_fast(site: Site) -> None:
         if any(answer.seconds > FAST_SECONDS for answer in called)
     }
     assert not slow
+
+
+def test_a_push_answers_503_fast_when_only_the_broker_stalls(
+    subprocess_env: dict[str, str], transactional_db, django_user_model, site_log
+) -> None:
+    """The index takes the batch, then queueing its apply task meets a stalled broker (a Redis
+    of its own): the push fails within the request path's timeout, where kombu's publish would
+    wait for the broker as long as it stalls. Once the broker is back, pushes are taken again."""
+    push = next(request for request in REQUESTS if request.path.startswith("/api/v1/events/"))
+    broker = RedisServer().start()
+    try:
+        with running_site(
+            subprocess_env, django_user_model, site_log, CELERY_BROKER_URL=broker.url
+        ) as site:
+            assert site.call(push).status == 202
+            os.kill(broker.process.pid, signal.SIGSTOP)
+            try:
+                answer = site.call(push)
+            finally:
+                os.kill(broker.process.pid, signal.SIGCONT)
+            assert (answer.status, answer.seconds <= FAST_SECONDS) == (503, True), answer
+            wait_until(lambda: site.call(push).status == 202, what="pushes taken again")
+    finally:
+        broker.stop()
