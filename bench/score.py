@@ -81,6 +81,7 @@ WARMUP = 300
 ROUNDS = 3000
 NOW = 1_760_000_000
 WEIGHTS = TierWeights.from_config({"gpu": 1.0, "cpu": 0.8, "cpu_pinned": 0.9})
+WEIGHTS_VERSION = 1  # what the pods' learned corrections were learned under (none are here)
 READERS: dict[str, PrefixReader] = {"baseline": BaselineIndexReader(), "kvadmin": IndexReader()}
 
 
@@ -218,7 +219,8 @@ def decide_ttft(
     assert read.state is not None
     cold = estimate_prefill(MODEL, len(tokens), (), 16, 0, WEIGHTS, parameters).seconds
     readings = {
-        pod: load_reading(raw, read.state.now_ms, 3.0, cold) for pod, raw in read.state.pods.items()
+        pod: load_reading(raw, read.state.now_ms, 3.0, cold, WEIGHTS_VERSION)
+        for pod, raw in read.state.pods.items()
     }
     request = RouteRequest(
         model=MODEL,
@@ -300,6 +302,9 @@ class Tree:
         self.name, self.tree = name, tree
         self.process = subprocess.Popen(
             [sys.executable, str(ROOT / "bench" / "service_worker.py")],
+            # In the tree's own directory: Celery's Django fixup puts the working directory
+            # first on sys.path, and from this checkout's the other tree ran this one's scoring.
+            cwd=tree,
             env=os.environ | {"TREE": str(tree)},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
