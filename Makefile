@@ -19,9 +19,11 @@ test: setup
 # The tests that touch the database (marked `database`, see tests/conftest.py), on a private
 # PostgreSQL server that the test session starts itself; `make test` runs them on SQLite.
 # Browser tests check what pages show and do, and the queries behind every page run here in
-# the views' own tests, so only those marked `postgresql` (the production layout's, across
-# processes) run again.
-POSTGRES_TESTS := database and (postgresql or not browser)
+# the views' own tests; `infrastructure` tests (Redis outages, groups and Sentinel, the
+# gateway, the process stack) use the database only to log in or register an engine. Of both,
+# only those marked `postgresql` run again: in the production layout, two operators' concurrent
+# saves (PostgreSQL's row locks, not SQLite's one writer) and a save seen by the other process.
+POSTGRES_TESTS := database and (postgresql or not (browser or infrastructure))
 test-postgres: setup
 	@bin/system-deps --browser --monitoring --postgres
 	KVADMIN_TEST_DATABASE=postgresql $(VENV)/bin/pytest -m "$(POSTGRES_TESTS)"

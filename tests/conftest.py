@@ -65,15 +65,27 @@ UNDECLARED_DATABASE = "sqlite:////dev/null/a-test-not-marked-database/kvadmin.sq
 """The DATABASE_URL of a test not marked `database`: nothing can open it (nor create it)."""
 
 
+INFRASTRUCTURE_PACKAGES = frozenset({"faults", "gateway", "groups", "sentinel", "stack"})
+"""The test packages whose subject is Redis (outages, index groups, Sentinel failover), the
+gateway (Envoy and the picker) or the process stack. Their tests touch the database to log a
+client in, register an engine or give servers a database, through the ORM's plainest queries,
+which the views', engines' and weights' own tests run on PostgreSQL; what they prove holds or
+breaks the same on either database. So, like browser tests, they run on PostgreSQL only when
+marked `postgresql` (none is: mark one whose queries a database difference could break)."""
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     """Mark `database` every test that touches the database, so `make test-postgres` runs
-    those (browser tests only when marked `postgresql`: see the Makefile) on PostgreSQL.
-    Found from the django_db mark and the fixtures; a test that reaches the database only
-    through a subprocess it starts without subprocess_env says so itself with
-    `@pytest.mark.database`."""
+    those (browser and `infrastructure` tests only when marked `postgresql`: see the
+    Makefile) on PostgreSQL. Found from the django_db mark and the fixtures; a test that
+    reaches the database only through a subprocess it starts without subprocess_env says so
+    itself with `@pytest.mark.database`. `infrastructure` is found from the package."""
     fixtures = set(getattr(item, "fixturenames", ()))
     if item.get_closest_marker("django_db") or fixtures & DATABASE_FIXTURES:
         item.add_marker(pytest.mark.database)
+    package = item.path.relative_to(ROOT / "tests").parts[0]
+    if package in INFRASTRUCTURE_PACKAGES:
+        item.add_marker(pytest.mark.infrastructure)
 
 
 @pytest.fixture(autouse=True)

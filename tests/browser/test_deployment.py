@@ -1,7 +1,6 @@
 """kvadmin as production deploys it (README, "Production layout"): two web processes, two
-Celery workers and one beat against one database (PostgreSQL under `make test-postgres`) and
-one Redis, with a simulated fleet publishing, and browsers. What an operator relies on across
-processes:
+Celery workers and one beat against one database and one Redis, with a simulated fleet
+publishing, and browsers. What an operator relies on across processes:
 
 1. a tier-weights save through one web process is live in the other's scoring within 1 s;
 2. two operators saving at once, in two browsers on the two processes, get one success and
@@ -9,6 +8,10 @@ processes:
 3. the live feed of either process, in a browser, shows decisions scored on both;
 4. stopping one worker hands its streams to the other, and nothing is lost;
 5. two workers handed the garbage-collection task at once run it once.
+
+`make test-postgres` runs 1 and 2 again on PostgreSQL (marked `postgresql`): they prove what
+the database does across processes (select_for_update there, SQLite's one writer here);
+3 to 5 prove what Redis does.
 """
 
 import signal
@@ -44,7 +47,7 @@ from tests.index import MODEL
 from tests.waiting import a_second_after, patient, wait_until
 from tests.weights.forms import operator_cookie, save_at_once, weights_form
 
-pytestmark = [pytest.mark.browser, pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PROMPT = list(range(1000, 1064))  # four blocks
 
 
@@ -121,6 +124,7 @@ def deployment(subprocess_env, tmp_path, version_one) -> Iterator[Deployment]:
             server.stop()
 
 
+@pytest.mark.postgresql  # what the database does across processes
 def test_weights_saved_through_one_web_process_score_in_the_other_within_a_second(
     deployment, django_user_model
 ) -> None:
@@ -136,6 +140,7 @@ def test_weights_saved_through_one_web_process_score_in_the_other_within_a_secon
     assert deployment.score(1, "after")["weights_version"] == before + 1
 
 
+@pytest.mark.postgresql  # what the database does across processes
 def test_operators_saving_at_once_in_two_browsers_get_one_success_and_one_409(
     deployment, browser, django_user_model
 ) -> None:
