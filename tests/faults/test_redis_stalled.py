@@ -1,7 +1,6 @@
 """Redis accepts connections but answers nothing (the process is stopped with SIGSTOP): every
 page and endpoint still answers within 2 s, a 503 (or the degraded page), never a hang."""
 
-import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
 
@@ -48,18 +47,17 @@ def test_a_push_answers_503_fast_when_only_the_broker_stalls(
     of its own): the push fails within the request path's timeout, where kombu's publish would
     wait for the broker as long as it stalls. Once the broker is back, pushes are taken again."""
     push = next(request for request in REQUESTS if request.path.startswith("/api/v1/events/"))
-    broker = RedisServer().start()
-    try:
-        with running_site(
+    with (
+        RedisServer() as broker,
+        running_site(
             subprocess_env, django_user_model, site_log, CELERY_BROKER_URL=broker.url
-        ) as site:
-            assert site.call(push).status == 202
-            os.kill(broker.process.pid, signal.SIGSTOP)
-            try:
-                answer = site.call(push)
-            finally:
-                os.kill(broker.process.pid, signal.SIGCONT)
-            assert (answer.status, answer.seconds <= FAST_SECONDS) == (503, True), answer
-            wait_until(lambda: site.call(push).status == 202, what="pushes taken again")
-    finally:
-        broker.stop()
+        ) as site,
+    ):
+        assert site.call(push).status == 202
+        broker.process.send_signal(signal.SIGSTOP)
+        try:
+            answer = site.call(push)
+        finally:
+            broker.process.send_signal(signal.SIGCONT)
+        assert (answer.status, answer.seconds <= FAST_SECONDS) == (503, True), answer
+        wait_until(lambda: site.call(push).status == 202, what="pushes taken again")
