@@ -694,8 +694,18 @@ def _targets(rows: dict, outcomes: dict, workloads, loads, seeds: range, routers
             for s in seeds
         )
         ratio, w, load, seed = worst
+        # The same gate for the oracle (the true timing and the true caches, the ttft policy):
+        # how much of a seed's ratio is the seed's luck. At 30% load a seed's p90 moves by
+        # about 10% with any change of routing, and the oracle's own worst seed passes 1.10x.
+        oracle = max(
+            (_over_best(outcomes, w, load, s, "oracle", routers), w, load, s)
+            for w in workloads
+            for load in loads
+            for s in seeds
+        )
         check("no seed > 1.10x the best baseline", ratio <= 1.10,
-              f"worst {ratio:.2f}x (seed {seed}, {w} at {load:.0%})")  # fmt: skip
+              f"worst {ratio:.2f}x (seed {seed}, {w} at {load:.0%}); the oracle's worst: "
+              f"{oracle[0]:.2f}x (seed {oracle[3]}, {oracle[1]} at {oracle[2]:.0%})")  # fmt: skip
     else:
         print("  ----  no seed > 1.10x the best baseline: no baseline router was run")
     gaps = {
