@@ -224,17 +224,18 @@ def choose_pod(
     estimates = []
     # Candidates holding the same runs with as many running requests price the same (most of a
     # fleet holds nothing of a request, or only the preamble every pod holds): estimated once.
-    prefills: dict[tuple[str | None, tuple[MediaRun, ...], int], PrefillEstimate] = {}
+    prefills: dict[tuple[str | None, tuple[MediaRun, ...], int], tuple[PrefillEstimate, int]] = {}
+    runs_of, speculative_of, loads = request.runs.get, request.speculative.get, request.loads
     for pod in dict.fromkeys(request.candidates):
-        runs, speculative_blocks = matched_runs(
-            request.runs.get(pod, ()), request.blocks, request.speculative.get(pod, frozenset())
-        )
-        load = request.loads.get(pod, UNKNOWN_LOAD)
+        runs, speculative_blocks = runs_of(pod, ()), 0
+        if speculative := speculative_of(pod):
+            runs, speculative_blocks = matched_runs(runs, request.blocks, speculative)
+        load = loads.get(pod, UNKNOWN_LOAD)
         # Pods fitted on their own are priced apart; the others share one estimate per runs.
-        fit = pod if parameters.fitted_alone(pod) else None
-        prefill = prefills.get((fit, runs, load.running))
-        if prefill is None:
-            prefill = prefills[fit, runs, load.running] = estimate_prefill(
+        key = (pod if parameters.fitted_alone(pod) else None, runs, load.running)
+        estimated = prefills.get(key)
+        if estimated is None:
+            prefill = estimate_prefill(
                 request.model,
                 request.prompt_tokens,
                 runs,
@@ -244,15 +245,18 @@ def choose_pod(
                 parameters,
                 pod,  # its own calibrated T0 and speed, when it has them
             )
+            estimated = prefills[key] = (prefill, sum(count for _medium, count in runs))
+        prefill, matched = estimated
         prefill = prefill.scaled(load.prefill_factor, load.prefill_offset)
-        matched = sum(count for _medium, count in runs)
         estimates.append((pod, matched, speculative_blocks, prefill, load, runs))
     if not estimates:
         return PolicyChoice(chooser.name, None, False, "no candidate pod", ())
     cheapest = min(prefill.seconds for _p, _m, _s, prefill, _l, _r in estimates)
+    kappa, scores, recent_work = parameters.kappa, request.scores, request.recent_work
     costs = []
     for pod, matched, speculative_blocks, prefill, load, runs in estimates:
-        penalty = (parameters.kappa + max(load.queued, 0.0)) * (prefill.seconds - cheapest)
+        penalty = (kappa + max(load.queued, 0.0)) * (prefill.seconds - cheapest)
+        wait = max(load.wait_s, 0.0)
         costs.append(
             CandidateCost(
                 pod=pod,
@@ -260,14 +264,14 @@ def choose_pod(
                 speculative_blocks=speculative_blocks,
                 cached_tokens=prefill.cached_tokens,
                 uncached_tokens=prefill.uncached_tokens,
-                wait_s=max(load.wait_s, 0.0),
+                wait_s=wait,
                 prefill_s=prefill.seconds,
                 reload_s=prefill.reload_seconds,
                 work_penalty_s=penalty,
-                cost_s=max(load.wait_s, 0.0) + prefill.seconds + penalty,
+                cost_s=wait + prefill.seconds + penalty,
                 load_stale=load.stale,
-                score=request.scores.get(pod, 0),
-                recent_work_s=max(request.recent_work.get(pod, 0.0), 0.0),
+                score=scores.get(pod, 0),
+                recent_work_s=max(recent_work.get(pod, 0.0), 0.0),
                 runs=runs,
             )
         )
