@@ -70,14 +70,19 @@ def index_client(url: str = "") -> redis.Redis:
     app state, and the index when no KVADMIN_INDEX_GROUPS splits it (a model's index group
     gives its own: `kvadmin.index.groups`)."""
     return redis_urls.client(
-        url or settings.INDEX_REDIS_URL, decode_responses=True, **_request_path()
+        url or settings.INDEX_REDIS_URL,
+        decode_responses=True,
+        command_packer=_PACKER,
+        **_request_path(),
     )
 
 
 @cache
 def index_bytes_client(url: str = "") -> redis.Redis:
     """The same database with raw bytes responses, for binary payloads."""
-    return redis_urls.client(url or settings.INDEX_REDIS_URL, **_request_path())
+    return redis_urls.client(
+        url or settings.INDEX_REDIS_URL, command_packer=_PACKER, **_request_path()
+    )
 
 
 def async_index_client(url: str = "") -> redis.asyncio.Redis:
@@ -94,24 +99,32 @@ def async_index_client(url: str = "") -> redis.asyncio.Redis:
     return client
 
 
-class _HiredisPacking:
-    """redis.asyncio packs commands in Python where the sync client has hiredis do it: with
-    the scoring scripts' hundreds of arguments that was the lean path's largest CPU cost
-    (bench/api.py). Mixed into the pool's connection class (TCP, TLS or Unix socket alike);
-    the bytes on the wire are the same.
+class _OneWordPacker(HiredisRespSerializer):
+    """redis-py's hiredis serializer, but a command whose name is one word goes to hiredis as
+    it is: redis-py's would first copy every argument through a generator (for bytearray and
+    memoryview ones, which hiredis refuses), a third of the packing time of a scoring script's
+    call. Those and names of two words ("CLIENT SETINFO") take redis-py's way; the bytes on the
+    wire are the same. The sync request-path clients pack with it (`command_packer`), the
+    async one through `_HiredisPacking`."""
 
-    A command whose name is one word goes to hiredis as it is: redis-py's serializer would
-    first copy every argument through a generator (for bytearray and memoryview ones, which
-    hiredis refuses), a third of the packing time of a scoring script's call. Those and
-    names of two words ("CLIENT SETINFO") take the serializer's way."""
-
-    _packer = HiredisRespSerializer()
-
-    def pack_command(self, *args: Any) -> list[bytes]:
+    def pack(self, *args: Any) -> list[bytes]:
         if isinstance(args[0], str) and " " not in args[0]:
             with contextlib.suppress(TypeError):  # a bytearray or memoryview argument
                 return [hiredis.pack_command(args)]
-        return self._packer.pack(*args)
+        return super().pack(*args)
+
+
+_PACKER = _OneWordPacker()
+
+
+class _HiredisPacking:
+    """redis.asyncio packs commands in Python where the sync client has hiredis do it: with
+    the scoring scripts' hundreds of arguments that was the lean path's largest CPU cost
+    (bench/api.py). Mixed into the pool's connection class (TCP, TLS or Unix socket alike),
+    it packs as the sync clients do (`_OneWordPacker`)."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        return _PACKER.pack(*args)
 
 
 @cache

@@ -40,7 +40,10 @@ def block_hashes(
     and keep at most `max_blocks` of them.
 
     Same hashes as `hash_block` per block, but the kept tokens are packed once and the
-    blocks hashed as slices of those bytes: this runs on every scoring request.
+    blocks hashed as slices of those bytes: this runs on every scoring request. A block's
+    hash is a function of its bytes alone, and most blocks of a request were hashed before
+    (the system prompt, the conversation so far), so the hashes of the latest blocks are kept
+    by their bytes (`_HASHED`): a lookup costs a quarter of a SHA-256.
     """
     if block_size <= 0:
         raise ValueError("block_size must be positive")
@@ -49,7 +52,20 @@ def block_hashes(
         return []
     data = pack(f">{end}I", *tokens[:end])
     step = 4 * block_size
-    return [
-        _first_u64(sha256(data[i : i + step]).digest())[0] & _TOP_BIT_CLEAR
-        for i in range(0, len(data), step)
-    ]
+    parts = [data[i : i + step] for i in range(0, len(data), step)]
+    hashes = list(map(_HASHED.get, parts))
+    if None in hashes:
+        if len(_HASHED) > _HASHED_MAX:
+            _HASHED.clear()
+        for position, part in enumerate(parts):
+            if hashes[position] is None:
+                hashes[position] = _HASHED[part] = (
+                    _first_u64(sha256(part).digest())[0] & _TOP_BIT_CLEAR
+                )
+    return hashes  # type: ignore[return-value]  (no None is left)
+
+
+_HASHED: dict[bytes, int] = {}
+"""Block bytes -> hash, of the blocks hashed lately (at most about _HASHED_MAX: emptied when
+fuller: about 3 MB)."""
+_HASHED_MAX = 16_384

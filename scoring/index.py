@@ -29,6 +29,7 @@ from time import perf_counter
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
 import redis
 import redis.asyncio
 
@@ -67,6 +68,9 @@ from scoring.values import ValueFormat, parse_value, pod_start
 from scoring.weights import TierWeights
 
 WALK = script("prefix_walk")
+_PACK = msgspec.msgpack.Encoder().encode
+if RawPodState.__struct_fields__ != (*QUEUE_FIELDS, "in_flight", *LOAD_FIELDS, "speculative"):
+    raise AssertionError("walk_reply builds RawPodState by position, in the reply's order")
 
 
 StartKeys = Mapping[str, Sequence[str]]
@@ -338,10 +342,11 @@ def script_input(
     start_keys: StartKeys,
     state: StateRequest | None = None,
     value_format: ValueFormat = ValueFormat.TIERED,
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[bytes]]:
     """KEYS and ARGV of prefix_walk.lua for the request's `blocks` (the one place that builds
-    them). Start times of non-candidates are left out: those owners are dropped before
-    freshness matters."""
+    them): no KEYS, and the script's lists packed as its one argument (see its header). Start
+    times of non-candidates are left out: those owners are dropped before freshness
+    matters."""
     keys = block_keys(model, blocks)
     if candidates is None:
         args, pods = ["0"], pod_started_at.keys() | start_keys.keys()
@@ -361,7 +366,7 @@ def script_input(
         for pod in state.pods:
             keys += state_keys(pod)
         keys += (speculative_key(model), speculative_groups_key(model))
-    return keys, args
+    return [], [_PACK((keys, args))]
 
 
 def walk_reply(
@@ -397,21 +402,26 @@ def walk_reply(
         return walk, None
     now_ms, at = int(reply[at]), at + 1
     pods: dict[str, RawPodState] = {}
-    # Per pod: the queue fields, the in-flight count, the load fields, then its spans.
+    # Per pod: the queue fields, the in-flight count, the load fields (RawPodState's fields in
+    # its order, given by position: this runs for every candidate of every decision), then its
+    # spans.
     in_flight_at = len(QUEUE_FIELDS)
     spans_at = in_flight_at + 1 + len(LOAD_FIELDS)
     for pod in state.pods:
         n_spans = reply[at + spans_at]
-        spans = iter(reply[at + spans_at + 1 : at + spans_at + 1 + 2 * n_spans])
-        pods[pod] = RawPodState(
-            **dict(zip(QUEUE_FIELDS, reply[at : at + in_flight_at], strict=True)),
-            in_flight=int(reply[at + in_flight_at]),
-            **dict(zip(LOAD_FIELDS, reply[at + in_flight_at + 1 : at + spans_at], strict=True)),
-            speculative=tuple(
+        speculative: tuple[int, ...] = ()
+        if n_spans:
+            spans = iter(reply[at + spans_at + 1 : at + spans_at + 1 + 2 * n_spans])
+            speculative = tuple(
                 chain.from_iterable(
                     range(start, start + length) for start, length in zip(spans, spans, strict=True)
                 )
-            ),
+            )
+        pods[pod] = RawPodState(
+            *reply[at : at + in_flight_at],
+            int(reply[at + in_flight_at]),
+            *reply[at + in_flight_at + 1 : at + spans_at],
+            speculative,
         )
         at += spans_at + 1 + 2 * n_spans
     return walk, RouteState(now_ms, pods)

@@ -211,13 +211,14 @@ def load_reading(
     `fallback_prefill_s` before the pod has one."""
     busy_until = _number(raw.busy_until_ms)
     queue_wait = max(0.0, (busy_until - now_ms) / 1000) if busy_until is not None else 0.0
-    learned = raw.prefill_version is not None and _number(raw.prefill_version) == version
-    prefill = delivered_factor(raw.prefill_log if learned else None, PREFILL_FACTOR_BOUNDS)
-    offset = _bounded(_number(raw.prefill_offset) if learned else None, PREFILL_OFFSET_BOUNDS)
+    prefill, offset = 1.0, 0.0  # a pod that learned nothing against `version` (most)
+    if raw.prefill_version is not None and _number(raw.prefill_version) == version:
+        prefill = delivered_factor(raw.prefill_log, PREFILL_FACTOR_BOUNDS)
+        offset = _bounded(_number(raw.prefill_offset), PREFILL_OFFSET_BOUNDS)
     mean_ms = _number(raw.prefill_ms)
     mean = mean_ms / 1000 if mean_ms is not None and mean_ms >= 0 else fallback_prefill_s * prefill
     recent = max(raw.in_flight, 0) * mean
-    factor = delivered_factor(raw.wait_log, WAIT_FACTOR_BOUNDS)
+    factor = 1.0 if raw.wait_log is None else delivered_factor(raw.wait_log, WAIT_FACTOR_BOUNDS)
     scraped = scraped_load(raw)
     age = now_ms / 1000 - scraped.scraped_at if scraped is not None else None
     if scraped is None or age is None or not -fresh_s <= age <= fresh_s:
@@ -439,11 +440,13 @@ def _within(positions: tuple[int, ...], n_blocks: int) -> Sequence[int]:
 
 
 def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
     try:
-        value = float(text) if text is not None else None
+        value = float(text)
     except ValueError:
         return None
-    return value if value is not None and math.isfinite(value) else None
+    return value if math.isfinite(value) else None
 
 
 def _count(text: str | None) -> int | None:

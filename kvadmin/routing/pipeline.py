@@ -63,9 +63,9 @@ class ReadPlan:
     blocks: list[int]
     """The request's block hashes (at most MAX_BLOCKS)."""
     keys: list[str]
-    args: list[str]
+    args: list[bytes]
     state: StateRequest
-    state_read: tuple[list[str], list[str]] | None
+    state_read: tuple[list[str], list[bytes]] | None
     """KEYS and ARGV of the routing state's own call on REDIS_URL, for a grouped model; None
     when `keys` and `args` read it with the walk."""
     started: float

@@ -1,6 +1,9 @@
 -- The prefix walk of compatibility.md 2.4 (steps 1 and 2) inside Redis; its Python twin is
 -- scoring.score.walk_prefix, and both must give the same PrefixWalk on every index.
 --
+-- Input: no KEYS, one ARGV, a msgpack array {KEYS, ARGV} of the two lists below (unpacked in
+-- C; sent as some 400 arguments, their packing by redis-py cost more Python than the walk's
+-- reply. The keys are read undeclared: the index is on one Redis primary, never a Cluster).
 -- KEYS: the request's block keys, in block order; then the pods' start keys; then, per pod
 --       of the routing-state section, its queue, in-flight and load keys, and after them the
 --       model's speculative blocks and groups hashes (scoring.keys.speculative_key).
@@ -40,6 +43,8 @@
 -- first block no candidate reaches.
 
 local find, sub, match, tonumber, unpack = string.find, string.sub, string.match, tonumber, unpack
+local input = cmsgpack.unpack(ARGV[1])
+local KEYS, ARGV = input[1], input[2]
 local HMGET_CHUNK = 1000 -- unpack() is bounded by Lua's C stack
 
 local restricted = ARGV[1] == '1'
