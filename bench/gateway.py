@@ -686,6 +686,17 @@ def prediction(since: float) -> None:
         f"{percentile(errors, 0.9):.1%}; predicted / delivered median: hits {ratio(hits)}, "
         f"misses {ratio(misses)}"
     )
+    # Which requests make the tail: a cold one (under a tenth of its prompt cached) pays its
+    # whole prefill wherever it goes; a hit in the tail waited, or was mispredicted.
+    slowest = sorted(found, key=lambda i: i.ttft_s)[int(len(found) * 0.9) :]
+    cold = [i for i in found if i.cached_tokens < i.prompt_tokens / 10]
+    tail_cold = [i for i in slowest if i.cached_tokens < i.prompt_tokens / 10]
+    under = [i for i in slowest if i.ttft_s > 2 * i.predicted_s]
+    print(
+        f"   the slowest 10% ({len(slowest)}): {len(tail_cold)} cold ({len(cold) / len(found):.0%} "
+        f"of all requests are, delivered p50 {percentile([i.ttft_s for i in cold], 0.5) * 1000:.0f}"
+        f" ms), {len(under)} delivered over twice their prediction"
+    )
     corrections = []
     for pod in sorted({item.pod for item in found}):
         held = client.hmget(queue_key(pod), ["wait_log", "prefill_log", "prefill_offset"])
