@@ -31,9 +31,12 @@ own policy). Configurations take turns, round after round, so that all see the s
 4. Decisions per CPU second: the picker process's CPU per routed request in 1., against the
    web server's per decision for POST /api/v1/score (the lean path) with the same bodies.
 
-With `--baseline REV` (e.g. main), 1., 2. and 4. also run a second picker from REV's tree
+With `--baseline REV` (e.g. main), every part also runs a second picker from REV's tree
 (exported with `git archive`) behind an Envoy of its own, in the same turns: this tree's
-picker against REV's, as ratios (2.: also each picker's and Envoy's CPU per request).
+picker against REV's, as ratios (2.: also each picker's and Envoy's CPU per request; 3.: its
+p90 against least request's too). In 3. both pickers read and teach the same pods' queues
+and corrections in Redis, in turns: what one delivered corrects the other's next
+predictions, as two picker processes of one gateway share them.
 """
 
 import argparse
@@ -654,10 +657,12 @@ def bench_load(rig: Rig, gateways: dict[str, int], seconds: float) -> None:
         runs = compare(title, rig, gateways, trace, seconds * LOAD_SECONDS, rate=rate)
         prediction(started)
         p90 = {name: percentile(run.ttfb, 0.9) for name, run in runs.items()}
-        print(
-            f"   picker p90 / least request p90: {p90['picker'] / p90['least request']:.2f}, "
-            f"/ round robin p90: {p90['picker'] / p90['round robin']:.2f}"
-        )
+        for picker in (name for name in runs if name.startswith("picker")):
+            print(
+                f"   {picker} p90 / least request p90: "
+                f"{p90[picker] / p90['least request']:.2f}, "
+                f"/ round robin p90: {p90[picker] / p90['round robin']:.2f}"
+            )
 
 
 def prediction(since: float) -> None:
@@ -686,6 +691,17 @@ def prediction(since: float) -> None:
         f"{percentile(errors, 0.9):.1%}; predicted / delivered median: hits {ratio(hits)}, "
         f"misses {ratio(misses)}"
     )
+    # Which requests make the tail: a cold one (under a tenth of its prompt cached) pays its
+    # whole prefill wherever it goes; a hit in the tail waited, or was mispredicted.
+    slowest = sorted(found, key=lambda i: i.ttft_s)[int(len(found) * 0.9) :]
+    cold = [i for i in found if i.cached_tokens < i.prompt_tokens / 10]
+    tail_cold = [i for i in slowest if i.cached_tokens < i.prompt_tokens / 10]
+    under = [i for i in slowest if i.ttft_s > 2 * i.predicted_s]
+    print(
+        f"   the slowest 10% ({len(slowest)}): {len(tail_cold)} cold ({len(cold) / len(found):.0%} "
+        f"of all requests are, delivered p50 {percentile([i.ttft_s for i in cold], 0.5) * 1000:.0f}"
+        f" ms), {len(under)} delivered over twice their prediction"
+    )
     corrections = []
     for pod in sorted({item.pod for item in found}):
         held = client.hmget(queue_key(pod), ["wait_log", "prefill_log", "prefill_offset"])
@@ -700,7 +716,7 @@ def prediction(since: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per run and gateway")
-    parser.add_argument("--baseline", help="also a picker of this revision (1., 2. and 4.)")
+    parser.add_argument("--baseline", help="also a picker of this revision")
     parser.add_argument(
         "--only", choices=("latency", "long", "load"), help="1. and 4., 2. or 3. alone"
     )
@@ -746,6 +762,8 @@ def main() -> None:
                 _, timed = rig.fleet(1.0, TIMED_GPU_BLOCKS)
                 three = (*pair, ("least request", "least_request"))
                 timed_gateways = {name: rig.envoy(timed, address, how) for name, how in three}
+                if arguments.baseline:
+                    timed_gateways[name] = rig.envoy(timed, base_address, "picker", tree)
                 bench_load(rig, timed_gateways, seconds)
         finally:
             rig.stop()

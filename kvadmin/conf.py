@@ -99,16 +99,18 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "API_CACHE_REFRESH_SECONDS": 0.5,
     # The endpoint picker (`manage.py endpoint_picker`, kvadmin/gateway): a request body
     # beyond PICKER_MAX_BODY_BYTES is answered 413; a decision not made within
-    # PICKER_DECISION_DEADLINE_SECONDS (or while Redis is out, and for
-    # PICKER_OUTAGE_SECONDS after an outage answered) is a degraded one, the ready pod
-    # this process routed to least recently, as is one beyond PICKER_MAX_DECISIONS_IN_FLIGHT
-    # decisions in flight (late ones included; 0: one per 5 ms of the deadline, 10 at
-    # 50 ms: kvadmin/gateway/picker.py); PICKER_FALLBACKS endpoints follow the chosen
-    # one for the gateway's retries. PICKER_SHED_WAIT_SECONDS above 0 answers 429 when
+    # PICKER_DECISION_DEADLINE_SECONDS nor within PICKER_REQUEST_BUDGET_SECONDS of the
+    # request's start (a body that comes later starts none: "behind"), or while Redis is
+    # out (and for PICKER_OUTAGE_SECONDS after an outage answered), is a degraded one, the
+    # ready pod this process routed to least recently, as is one beyond
+    # PICKER_MAX_DECISIONS_IN_FLIGHT decisions in flight (late ones included; 0: one per
+    # 5 ms of the deadline, 10 at 50 ms: kvadmin/gateway/picker.py); PICKER_FALLBACKS
+    # endpoints follow the chosen one for the gateway's retries. PICKER_SHED_WAIT_SECONDS above 0 answers 429 when
     # every candidate's predicted wait is beyond it. The picker keeps the first and last
     # PICKER_USAGE_WINDOW_BYTES of a response to find its usage in.
     "PICKER_MAX_BODY_BYTES": 4 * 1024 * 1024,
     "PICKER_DECISION_DEADLINE_SECONDS": 0.05,
+    "PICKER_REQUEST_BUDGET_SECONDS": 0.25,
     "PICKER_OUTAGE_SECONDS": 1.0,
     "PICKER_MAX_DECISIONS_IN_FLIGHT": 0,
     "PICKER_FALLBACKS": 2,

@@ -16,7 +16,9 @@ answers = Counter(
 degraded = Counter(
     "kvadmin_picker_degraded",
     "Degraded choices by reason: deadline (no decision within "
-    "KVADMIN_PICKER_DECISION_DEADLINE_SECONDS), redis (an outage), busy "
+    "KVADMIN_PICKER_DECISION_DEADLINE_SECONDS, or of the request's budget), behind (the "
+    "body came after KVADMIN_PICKER_REQUEST_BUDGET_SECONDS of the request had passed: "
+    "nothing started), redis (an outage), busy "
     "(KVADMIN_PICKER_MAX_DECISIONS_IN_FLIGHT decisions in flight already, late ones "
     "included: not started), tokenize.",
     ["reason"],

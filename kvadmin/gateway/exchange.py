@@ -11,8 +11,9 @@ body.
 2. Request body (the whole, buffered by Envoy): at most PICKER_MAX_BODY_BYTES (413), JSON
    of an OpenAI completion or chat (400), a model with registered engines (404) of which
    some may take it (503). Then the routing service's decision within
-   PICKER_DECISION_DEADLINE_SECONDS, or a degraded choice, named to the gateway
-   (`protocol.route_to`, the decision's id in the metadata too); the body goes on
+   PICKER_DECISION_DEADLINE_SECONDS (and the request's PICKER_REQUEST_BUDGET_SECONDS), or a
+   degraded choice, which ends the stream (nothing of the response to record), named to the
+   gateway (`protocol.route_to`, the decision's id in the metadata too); the body goes on
    unchanged. A shed request (429) is refused before anything of it is recorded; a routed
    one's decision is recorded once the gateway has its answer.
 3. The response's status and the endpoint that served: from its headers when Envoy sends
@@ -73,6 +74,16 @@ class Exchange:
         self.usage = UsageScanner(knob("PICKER_USAGE_WINDOW_BYTES"))
         self.ended = False
         self.refused = False
+        self.unrecorded = False
+        """Answered with nothing of the response to record: a degraded choice, a path not
+        routed."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the picker needs no more of the exchange: the stream ends after this
+        answer, and the gateway sends it nothing more (each chunk of the response would be
+        one more message for a picker that may be behind)."""
+        return self.refused or self.ended or self.unrecorded
 
     async def on(self, message: ProcessingRequest) -> ProcessingResponse:
         kind = message.WhichOneof("request")
@@ -83,6 +94,7 @@ class Exchange:
                 self._request_attributes(message)
                 if routed_path(self.path) is None:
                     _PASSED.inc()
+                    self.unrecorded = True
             return await self._request_body(message)
         if kind == "response_headers":
             headers = protocol.header_map(message.response_headers)
@@ -112,6 +124,7 @@ class Exchange:
         self._start(message, time.monotonic(), headers.get(":path"), headers.get("x-request-id"))
         if routed_path(self.path) is None:
             _PASSED.inc()
+            self.unrecorded = True
             return protocol.pass_request_headers(routed=False)
         if message.request_headers.end_of_stream:
             return self._refuse(400, "an inference request needs a JSON body", "invalid_request")
@@ -169,7 +182,9 @@ class Exchange:
         if not eligible.pods:
             which = "of the subset hint " if self.subset is not None else ""
             return self._refuse(503, f"no ready endpoint {which}serves {model!r}", "no_endpoint")
-        decided, reason = await self.picker.decide(rows, request, eligible.pods, self.request_id)
+        decided, reason = await self.picker.decide(
+            rows, request, eligible.pods, self.request_id, self.started
+        )
         if decided is None:
             return self._route_to(self.picker.least_recent.ranked(eligible.pods), reason)
         if isinstance(decided, service.ScoreError):
@@ -190,6 +205,7 @@ class Exchange:
             _ROUTED.inc()
         else:
             self.picker.degraded(degraded, pods[0], self.request_id)
+            self.unrecorded = True
         decision_id = self.decision.decision_id if self.decision else None
         return protocol.route_to([self.addresses[pod] for pod in pods], decision_id)
 

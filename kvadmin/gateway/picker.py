@@ -79,8 +79,8 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         try:
             async for message in request_iterator:
                 yield await exchange.on(message)
-                if exchange.refused or exchange.ended:
-                    return
+                if exchange.finished:
+                    return  # the stream's end: Envoy goes on without the picker
         finally:
             # Here, not after the last answer: gRPC may close the stream (and this generator,
             # at its `yield`) as soon as Envoy has the answer to the end of the response.
@@ -105,11 +105,23 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         request: InferenceRequest,
         pods: list[str],
         request_id: str | None,
+        started: float,
     ) -> tuple[tuple[Decision, RecordPlan] | service.ScoreError | None, str | None]:
         """The decision with its recording (not yet written), the client's error (a
-        `ScoreError` to answer), or None and why a degraded choice must stand in: past the
-        deadline, Redis out (and for PICKER_OUTAGE_SECONDS after), too many decisions in
-        flight already ("busy"), tokenization failed.
+        `ScoreError` to answer), or None and why a degraded choice must stand in: Redis out
+        (and for PICKER_OUTAGE_SECONDS after), the request's budget spent already
+        ("behind"), too many decisions in flight already ("busy"), past the deadline
+        ("deadline"), tokenization failed.
+
+        The deadline is PICKER_DECISION_DEADLINE_SECONDS from now, and never later than
+        PICKER_REQUEST_BUDGET_SECONDS after the request `started` (a `time.monotonic()`
+        instant: Envoy's start of the request, or its headers' arrival here). Under
+        overload a body can wait long before its handler runs (200-400 ms at 100 clients of
+        220 KB prompts, while the event loop ran 1-5 ms late: the wait is in Envoy's and
+        gRPC's queues, where the picker cannot see it); that wait counts against Envoy's
+        message timeout as much as the decision does. A request past its budget is
+        answered at once, at the price of a degraded choice, rather than let Envoy time it
+        out and pass it unrouted; and its cheap answer frees the time the next ones need.
 
         The deadline does not cancel the decision: a redis-py command cancelled in flight
         leaves its reply unread, so the connection is dropped and the next request pays a
@@ -120,14 +132,18 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         nobody waits for cannot crowd out the work of timely ones."""
         if time.monotonic() < self._outage_until:
             return None, "redis"
+        now = time.monotonic()
+        deadline = now + knob("PICKER_DECISION_DEADLINE_SECONDS")
+        if budget := knob("PICKER_REQUEST_BUDGET_SECONDS"):
+            if now >= started + budget:
+                return None, "behind"
+            deadline = min(deadline, started + budget)
         if len(self._deciding) >= max_decisions_in_flight():
             return None, "busy"
-        seconds = knob("PICKER_DECISION_DEADLINE_SECONDS")
-        deadline = time.monotonic() + seconds
         deciding = self._in_background(self._decided(rows, request, pods, request_id, deadline))
         self._deciding.add(deciding)
         deciding.add_done_callback(self._deciding.discard)
-        done, _ = await asyncio.wait((deciding,), timeout=seconds)
+        done, _ = await asyncio.wait((deciding,), timeout=deadline - time.monotonic())
         if not done:
             deciding.add_done_callback(_count_late)
             return None, "deadline"

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import start_http_server
 
+from kvadmin.conf import knob
 from kvadmin.gateway import READY_LINE, counters
 from kvadmin.gateway.picker import EndpointPicker
 
@@ -44,10 +45,24 @@ class Tls:
         )
 
 
+MESSAGE_HEADROOM_BYTES = 1024 * 1024
+"""What an ext_proc message holds beside the body: its headers, attributes, metadata."""
+
+
+def server_options() -> list[tuple[str, int]]:
+    """gRPC's server settings: a message may be as long as the longest body the picker takes
+    and what comes with it (gRPC's default, 4 MiB, refused one: Envoy's fail-open took that
+    for a picker failure and passed the request unrouted, not the picker's 413)."""
+    return [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", knob("PICKER_MAX_BODY_BYTES") + MESSAGE_HEADROOM_BYTES),
+    ]
+
+
 async def serve(host: str, port: int, metrics_port: int | None, tls: Tls | None) -> None:
     """Serve until SIGTERM or SIGINT, then drain: health says NOT_SERVING first, streams in
     flight get a grace period."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(options=server_options())
     picker = EndpointPicker()
     external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(picker, server)
     health = HealthServicer()

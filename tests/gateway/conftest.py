@@ -177,9 +177,12 @@ def wait_for_pickers(admin: str, pickers: list[str]) -> None:
 
 @pytest.fixture
 def picker_env(subprocess_env: dict[str, str]) -> dict[str, str]:
-    """The pickers' environment: a deadline no loaded test machine misses (the deadline's
-    own test sets one it must miss)."""
-    return subprocess_env | {"KVADMIN_PICKER_DECISION_DEADLINE_SECONDS": "10"}
+    """The pickers' environment: a deadline and a request budget no loaded test machine
+    misses (their own tests set ones they must miss)."""
+    return subprocess_env | {
+        "KVADMIN_PICKER_DECISION_DEADLINE_SECONDS": "10",
+        "KVADMIN_PICKER_REQUEST_BUDGET_SECONDS": "20",
+    }
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Under overload the picker's late work stops: a decision past its deadline starts none of
-its expensive steps (tokenizing, the script call), and decisions in flight, late ones
-included, are bounded (PICKER_MAX_DECISIONS_IN_FLIGHT): beyond it, degraded "busy" choices
-at once. The engines' /tokenize is a server of the test that holds each call until told."""
+its expensive steps (tokenizing, the script call), a body past its request's budget starts
+no decision, and decisions in flight, late ones included, are bounded
+(PICKER_MAX_DECISIONS_IN_FLIGHT): beyond it, degraded "busy" choices at once. The engines'
+/tokenize is a server of the test that holds each call until told."""
 
 import json
 import threading
@@ -13,6 +14,7 @@ import pytest
 
 from kvadmin.gateway.protocol import DECISION_HEADER
 from scoring.keys import DECISIONS_KEY
+from tests.gateway.test_gateway_messages import SENT
 from tests.index import MODEL
 from tests.waiting import patient, wait_until
 
@@ -132,3 +134,32 @@ def test_beyond_its_decisions_in_flight_the_choice_is_busy_at_once(
     assert DECISION_HEADER in headers
     assert picker.counter("kvadmin_picker_degraded", reason="busy") == 1
     wait_until(lambda: redis_client.xlen(DECISIONS_KEY) == 2, what="both decisions logged")
+
+
+def test_a_body_past_its_requests_budget_is_answered_at_once_and_left_alone(
+    gateway_of, picker_env, held_tokenizer, redis_client
+) -> None:
+    """A body that reaches the picker after its request's budget (here a microsecond from
+    the request's start, which every body outlasts) is answered at once with a degraded
+    "behind" choice that starts no decision: no tokenizer asked, nothing late, nothing in
+    Redis. The picker's stream ends with that answer, so Envoy sends it none of the response
+    (one message a request), and the response reaches the client whole."""
+    gateway = gateway_of(
+        1,
+        env=picker_env | {"KVADMIN_PICKER_REQUEST_BUDGET_SECONDS": "1e-6"},
+        registered={"http_base_url": held_tokenizer.url},
+    )
+    picker = gateway.pickers[0]
+    for n in range(3):
+        status, headers, raw = gateway.post(
+            "/v1/completions", {"model": MODEL, "prompt": f"behind {n}", "max_tokens": 4}
+        )
+        assert status == 200, raw
+        assert DECISION_HEADER not in headers
+        assert json.loads(raw)["usage"]["completion_tokens"] == 4
+    assert picker.counter("kvadmin_picker_degraded", reason="behind") == 3
+    assert picker.counter("kvadmin_picker_requests", answer="degraded") == 3
+    assert gateway.stat(SENT) == 3
+    assert picker.counter("kvadmin_picker_late_decisions") == 0
+    assert held_tokenizer.calls == 0
+    assert redis_client.xlen(DECISIONS_KEY) == 0

@@ -39,6 +39,23 @@ def test_a_body_it_cannot_route_is_refused_and_nothing_recorded(
     assert gateway.stat("cluster.pods.upstream_rq_total") == 0
 
 
+def test_a_body_over_grpcs_default_message_size_is_the_pickers_to_refuse(
+    gateway_of, picker_env, redis_client
+) -> None:
+    """A limit above gRPC's default message size (4 MiB): a body between the two reaches
+    the picker and is answered 413 by it, not refused by gRPC (which Envoy's fail-open took
+    for a picker failure: the request passed unrouted to a pod)."""
+    gateway = gateway_of(
+        2, env=picker_env | {"KVADMIN_PICKER_MAX_BODY_BYTES": str(6 * 1024 * 1024)}
+    )
+    body = json.dumps({"model": MODEL, "prompt": "x" * (6 * 1024 * 1024)}).encode()
+    answered, _, raw = gateway.post("/v1/completions", body)
+    assert answered == 413, raw[:200]
+    assert gateway.pickers[0].counter("kvadmin_picker_refused", status="413") == 1
+    assert gateway.stat("cluster.pods.upstream_rq_total") == 0
+    assert redis_client.xlen(DECISIONS_KEY) == 0
+
+
 def test_a_shed_request_is_refused_before_anything_is_recorded(
     gateway_of, picker_env, redis_client
 ) -> None:
