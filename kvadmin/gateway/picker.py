@@ -35,6 +35,10 @@ DECISION_COST_SECONDS = 0.005
 """About what one decision of a long prompt costs the process's one core (its ~10K
 characters' tokenizing, with the GIL held): decisions beyond deadline / cost in flight at
 once could not all be done within the deadline anyway."""
+IMPLAUSIBLE_WAIT_SECONDS = 5.0
+"""A request's body that waited this long would have timed out at any gateway (an ext_proc
+message timeout is well under a second): its start (Envoy's `request.time`) is on a clock
+running behind this host's, and the request budget ignores it."""
 
 
 def _count_late(_: asyncio.Task) -> None:
@@ -47,6 +51,20 @@ def max_decisions_in_flight() -> int:
     if bound := knob("PICKER_MAX_DECISIONS_IN_FLIGHT"):
         return bound
     return max(1, round(knob("PICKER_DECISION_DEADLINE_SECONDS") / DECISION_COST_SECONDS))
+
+
+def budgeted_deadline(now: float, started: float) -> float | None:
+    """The decision's deadline at `now` for a request that `started` then (see `decide`):
+    PICKER_DECISION_DEADLINE_SECONDS from now, never past PICKER_REQUEST_BUDGET_SECONDS
+    from the start; None when the budget is spent already. A start IMPLAUSIBLE_WAIT_SECONDS
+    or more ago is on a clock running behind this host's: the budget is not applied."""
+    deadline = now + knob("PICKER_DECISION_DEADLINE_SECONDS")
+    budget = knob("PICKER_REQUEST_BUDGET_SECONDS")
+    if not budget or now - started >= IMPLAUSIBLE_WAIT_SECONDS:
+        return deadline
+    if now >= started + budget:
+        return None
+    return min(deadline, started + budget)
 
 
 DEGRADED_QUIET_SECONDS = 60.0
@@ -122,6 +140,9 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         message timeout as much as the decision does. A request past its budget is
         answered at once, at the price of a degraded choice, rather than let Envoy time it
         out and pass it unrouted; and its cheap answer frees the time the next ones need.
+        The start is Envoy's clock: one IMPLAUSIBLE_WAIT_SECONDS or more ago is another
+        host's clock running behind, and the budget is not applied (a skew under it but over
+        the budget makes every choice "behind": the counter shows it; keep clocks in sync).
 
         The deadline does not cancel the decision: a redis-py command cancelled in flight
         leaves its reply unread, so the connection is dropped and the next request pays a
@@ -132,12 +153,9 @@ class EndpointPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
         nobody waits for cannot crowd out the work of timely ones."""
         if time.monotonic() < self._outage_until:
             return None, "redis"
-        now = time.monotonic()
-        deadline = now + knob("PICKER_DECISION_DEADLINE_SECONDS")
-        if budget := knob("PICKER_REQUEST_BUDGET_SECONDS"):
-            if now >= started + budget:
-                return None, "behind"
-            deadline = min(deadline, started + budget)
+        deadline = budgeted_deadline(time.monotonic(), started)
+        if deadline is None:
+            return None, "behind"
         if len(self._deciding) >= max_decisions_in_flight():
             return None, "busy"
         deciding = self._in_background(self._decided(rows, request, pods, request_id, deadline))

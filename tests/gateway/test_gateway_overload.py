@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from kvadmin.gateway.picker import IMPLAUSIBLE_WAIT_SECONDS, budgeted_deadline
 from kvadmin.gateway.protocol import DECISION_HEADER
 from scoring.keys import DECISIONS_KEY
 from tests.gateway.test_gateway_messages import SENT
@@ -163,3 +164,29 @@ def test_a_body_past_its_requests_budget_is_answered_at_once_and_left_alone(
     assert picker.counter("kvadmin_picker_late_decisions") == 0
     assert held_tokenizer.calls == 0
     assert redis_client.xlen(DECISIONS_KEY) == 0
+
+
+@pytest.mark.parametrize(
+    ("waited", "expected"),
+    [
+        (0.0, 0.05),  # the decision's own deadline comes first
+        (0.23, 0.02),  # the budget's end comes first
+        (0.25, None),  # spent: "behind"
+        (4.0, None),
+        (IMPLAUSIBLE_WAIT_SECONDS, 0.05),  # another host's clock behind: no budget
+        (3600.0, 0.05),
+    ],
+)
+def test_the_request_budget_bounds_the_deadline_unless_the_start_is_implausible(
+    settings, waited, expected
+) -> None:
+    settings.KVADMIN = {
+        "PICKER_DECISION_DEADLINE_SECONDS": 0.05,
+        "PICKER_REQUEST_BUDGET_SECONDS": 0.25,
+    }
+    now = 1000.0
+    deadline = budgeted_deadline(now, now - waited)
+    if expected is None:
+        assert deadline is None
+    else:
+        assert deadline == pytest.approx(now + expected)
