@@ -12,9 +12,15 @@ run: setup
 	@$(PY) manage.py ensure_admin
 	@$(PY) -m kvadmin.stack
 
+# The suite in TEST_WORKERS pytest-xdist processes, each with its own Redis, SQLite database,
+# var/ and servers (tests/services.py): most of a test's time is spent waiting for the servers,
+# workers, pods and browser it started, which the other process fills. Tests are handed out one
+# at a time in the order pytest-django gives them (`loadgroup`: those of one `xdist_group`, the
+# production layout sharing one deployment, go to the same process).
+TEST_WORKERS ?= 2
 test: setup
 	@bin/system-deps --browser --monitoring
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The tests that touch the database (marked `database`, see tests/conftest.py), on a private
 # PostgreSQL server that the test session starts itself; `make test` runs them on SQLite.

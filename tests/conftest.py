@@ -344,8 +344,7 @@ def http_json(url: str, body: Any = None, token: str | None = None) -> tuple[int
         return error.code, json.loads(error.read())
 
 
-@pytest.fixture
-def version_one(db) -> TierWeightsVersion:
+def seed_version_one() -> TierWeightsVersion:
     """Version 1 as migration 0002 seeds it: transactional tests empty the tables after each
     test, so the ones that run later must put it back."""
     version, _ = TierWeightsVersion.objects.get_or_create(
@@ -353,6 +352,12 @@ def version_one(db) -> TierWeightsVersion:
         defaults={"author": "kvadmin", "config": KVADMIN_DEFAULTS.to_json()},
     )
     return version
+
+
+@pytest.fixture
+def version_one(db) -> TierWeightsVersion:
+    """Version 1 as migration 0002 seeds it (seed_version_one)."""
+    return seed_version_one()
 
 
 @pytest.fixture

@@ -21,9 +21,10 @@ from kvadmin.engines.models import Engine
 from tests.conftest import http_json, start_asgi_server, stop_process
 from tests.index import MODEL
 from tests.routing.conftest import PODS, request_tokens
-from tests.waiting import patient, wait_until
+from tests.waiting import WAIT_SECONDS, patient, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# One worker of `make test`'s runs them all (pytest-xdist): two_servers starts once.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("fast_path")]
 
 
 @pytest.fixture
@@ -35,9 +36,12 @@ def engines(redis_client) -> list[Engine]:
     ]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def two_servers(subprocess_env) -> Iterator[tuple[str, str]]:
-    """Two web processes on the same database and Redis, as `make run` starts per core."""
+    """Two web processes on the same database and Redis, as `make run` starts per core; for
+    the module's tests one after the other. Each test's tokens and engines are its own: the
+    table emptied after a test and the index database flushed before the next (redis_client)
+    move what the processes compare their copies with, and they load them again."""
     started = [start_asgi_server(subprocess_env) for _ in range(2)]
     yield started[0][1], started[1][1]
     for process, _ in started:
@@ -121,7 +125,7 @@ def test_the_feed_of_one_process_shows_what_another_decided(
             status, answer = await asyncio.to_thread(score, scoring, token, request_id="r-7")
             assert status == 200
             while True:
-                frame = await asyncio.wait_for(feed.recv(), 10)
+                frame = await asyncio.wait_for(feed.recv(), patient(WAIT_SECONDS))
                 if answer["decision_id"] in frame:
                     return frame
 

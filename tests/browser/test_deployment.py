@@ -6,20 +6,27 @@ publishing, and browsers. What an operator relies on across processes:
 2. two operators saving at once, in two browsers on the two processes, get one success and
    one 409 with what changed, never a 500;
 3. the live feed of either process, in a browser, shows decisions scored on both;
-4. stopping one worker hands its streams to the other, and nothing is lost;
-5. two workers handed the garbage-collection task at once run it once.
+4. two workers handed the garbage-collection task at once run it once;
+5. stopping one worker hands its streams to the other, and nothing is lost.
+
+The tests share one deployment's processes (starting them takes 30 to 55 s on a loaded
+machine); each test's database is its own, as in any transactional test, and the deployment
+is brought back to it before the test (the pods registered, a token, version 1 live in every
+process). The test that stops a worker comes last.
 
 `make test-postgres` runs 1 and 2 again on PostgreSQL (marked `postgresql`): they prove what
 the database does across processes (select_for_update there, SQLite's one writer here);
 3 to 5 prove what Redis does.
 """
 
+import secrets
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import redis
@@ -28,17 +35,26 @@ from celery import Celery
 from kvadmin.api.models import ApiToken
 from kvadmin.engines.models import Engine
 from kvadmin.fleet.fleet import Fleet
+from kvadmin.fleet.pod import PodConfig
 from kvadmin.index import gc, status
 from kvadmin.index.streams import StreamId
 from kvadmin.redis_server import RedisServer
 from kvadmin.redis_urls import with_db
-from scoring.keys import stream_lease_key
+from scoring.keys import (
+    API_CACHE_VERSION_KEY,
+    GC_LAST_RUN_KEY,
+    REGISTRY_VERSION_KEY,
+    WEIGHTS_CONFIG_KEY,
+    WEIGHTS_VERSION_KEY,
+    stream_lease_key,
+)
 from tests.browser.conftest import TIMEOUT_MS
 from tests.conftest import (
     ROOT,
     STARTUP_SECONDS,
     http_json,
     local_config,
+    seed_version_one,
     start_asgi_server,
     start_worker,
     stop_process,
@@ -47,7 +63,12 @@ from tests.index import MODEL
 from tests.waiting import a_second_after, patient, wait_until
 from tests.weights.forms import operator_cookie, save_at_once, weights_form
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# One worker of `make test`'s runs all of them (pytest-xdist), on one deployment.
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.xdist_group("deployment"),
+]
 PROMPT = list(range(1000, 1064))  # four blocks
 
 
@@ -57,8 +78,9 @@ class Deployment:
     webs: list[str]
     workers: list[subprocess.Popen]
     fleet: Fleet
-    token: str
+    configs: list[PodConfig]
     broker_url: str
+    token: str = ""
 
     def score(self, web: int, request_id: str) -> dict:
         code, answer = http_json(
@@ -83,11 +105,45 @@ class Deployment:
             what="every stream to catch up",
         )
 
+    def as_the_database_says(self) -> None:
+        """The test's database (emptied after the test before) brought back to what the
+        processes hold: the same pods registered (the workers keep their streams), a token
+        of this test, and version 1, live in every process, as after a database restore."""
+        seed_version_one()
+        for config in self.configs:
+            Engine.objects.get_or_create(pod=config.name, defaults=config.engine_fields())
+        self.token = ApiToken.issue("gateway", "score decisions:read")[1]
+        # What those saves announce, in this deployment's Redis (this process announces in the
+        # session's): the web processes reload tokens and engines, the workers the registry.
+        self.redis.set(API_CACHE_VERSION_KEY, secrets.token_hex(8))
+        self.redis.incr(REGISTRY_VERSION_KEY)
+        self.redis.delete(WEIGHTS_VERSION_KEY, WEIGHTS_CONFIG_KEY)  # read from the database
+        for web in (0, 1):
+            wait_until(
+                lambda web=web: (
+                    self.score(web, f"ready-{secrets.token_hex(4)}")["weights_version"] == 1
+                ),
+                what=f"web process {web} to score with version 1",
+            )
+
+
+@pytest.fixture(scope="module")
+def deployed(subprocess_env, django_db_blocker, tmp_path_factory) -> Iterator[Deployment]:
+    """Two web servers, two workers and beat on a Redis of their own, a simulated vLLM and SGLang
+    pod registered, every stream owned by a worker: for the module's tests, one after the
+    other (`deployment`)."""
+    with django_db_blocker.unblock():  # the pods registered before the workers start
+        yield from _deployed(subprocess_env, tmp_path_factory.mktemp("beat"))
+
 
 @pytest.fixture
-def deployment(subprocess_env, tmp_path, version_one) -> Iterator[Deployment]:
-    """Two web servers, two workers and beat on a Redis of their own, a simulated vLLM and SGLang
-    pod registered, every stream owned by a worker."""
+def deployment(deployed: Deployment) -> Deployment:
+    """The module's deployment, with this test's database (as_the_database_says)."""
+    deployed.as_the_database_says()
+    return deployed
+
+
+def _deployed(subprocess_env: dict[str, str], scratch: Path) -> Iterator[Deployment]:
     server = RedisServer().start()
     env = subprocess_env | {"REDIS_URL": server.url, "KVADMIN_LEASE_SECONDS": "3"}
     configs = [local_config("vllm-0.default", model=MODEL),
@@ -95,29 +151,27 @@ def deployment(subprocess_env, tmp_path, version_one) -> Iterator[Deployment]:
     processes: list[subprocess.Popen] = []
     client = redis.Redis.from_url(server.url, decode_responses=True)
     with Fleet(configs) as fleet:
-        for config in configs:
-            Engine.objects.create(**config.engine_fields())
-        webs = []
-        for _ in range(2):
-            process, url = start_asgi_server(env)
-            processes.append(process)
-            webs.append(url)
-        workers = [start_worker(env, f"deployed-{n}") for n in range(2)]
-        beat = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "kvadmin", "beat", "--loglevel=WARNING",
-             f"--schedule={tmp_path / 'beat-schedule'}"],
-            cwd=ROOT, env=env,
-        )  # fmt: skip
-        processes += [*workers, beat]
-        wait_until(
-            lambda: all(client.get(stream_lease_key(c.name, 0)) for c in configs),
-            timeout=STARTUP_SECONDS,
-            what="every stream owned by a worker",
-        )
-        fleet.wait_for_subscribers()
-        _, token = ApiToken.issue("gateway", "score decisions:read")
         try:
-            yield Deployment(client, webs, workers, fleet, token, with_db(server.url, 1))
+            seed_version_one()
+            for config in configs:
+                Engine.objects.create(**config.engine_fields())
+            webs = []
+            for _ in range(2):
+                process, url = start_asgi_server(env)
+                processes.append(process)
+                webs.append(url)
+            workers = [start_worker(env, f"deployed-{n}") for n in range(2)]
+            processes += workers
+            schedule = f"--schedule={scratch / 'beat-schedule'}"
+            beat = [sys.executable, "-m", "celery", "-A", "kvadmin", "beat", schedule]
+            processes.append(subprocess.Popen([*beat, "--loglevel=WARNING"], cwd=ROOT, env=env))
+            wait_until(
+                lambda: all(client.get(stream_lease_key(c.name, 0)) for c in configs),
+                timeout=STARTUP_SECONDS,
+                what="every stream owned by a worker",
+            )
+            fleet.wait_for_subscribers()
+            yield Deployment(client, webs, workers, fleet, configs, with_db(server.url, 1))
         finally:
             stop_process(*processes)
             client.close()
@@ -186,9 +240,33 @@ def test_the_feed_of_either_process_shows_decisions_scored_on_both(
             page.wait_for_selector(f'.decision[data-request-id="on-{scorer}-seen-{web}"]')
 
 
+def test_two_workers_handed_the_gc_task_at_once_run_it_once(deployment) -> None:
+    # Not the current app: tasks sent later in this session must still reach its own broker.
+    broker = Celery(
+        "probe", broker=deployment.broker_url, backend=deployment.broker_url, set_as_current=False
+    )
+    # A run is due (beat sends the task every minute too: one it sent is handed at once as well).
+    deployment.redis.delete(GC_LAST_RUN_KEY)
+    before = gc.totals(deployment.redis)["runs"]
+    for _ in range(2):
+        broker.send_task("kvadmin.ingest.collect_garbage")
+    # Each worker runs its tasks in order: once both answered a ping sent after the two GC
+    # tasks, both tasks are done, whichever worker took them.
+    answered: set[str] = set()
+
+    def both_answered() -> bool:
+        answered.add(broker.send_task("kvadmin.ping").get(timeout=patient(10)))
+        return len(answered) == 2
+
+    wait_until(both_answered, timeout=STARTUP_SECONDS, what="both workers to answer a ping")
+    assert gc.totals(deployment.redis)["runs"] == before + 1
+    broker.close()
+
+
 def test_a_stopped_worker_hands_its_streams_to_the_other_and_nothing_is_lost(
     deployment,
 ) -> None:
+    # Last in the module: the deployment keeps one worker from here on.
     fleet = deployment.fleet
     for n in range(10):
         fleet.pods[n % 2].serve([5000 + 16 * n + k for k in range(48)])
@@ -212,23 +290,3 @@ def test_a_stopped_worker_hands_its_streams_to_the_other_and_nothing_is_lost(
             if deployment.redis.hexists(key, pod.name)
         }
         assert indexed == held(pod.name)
-
-
-def test_two_workers_handed_the_gc_task_at_once_run_it_once(deployment) -> None:
-    # Not the current app: tasks sent later in this session must still reach its own broker.
-    broker = Celery(
-        "probe", broker=deployment.broker_url, backend=deployment.broker_url, set_as_current=False
-    )
-    for _ in range(2):
-        broker.send_task("kvadmin.ingest.collect_garbage")
-    # Each worker runs its tasks in order: once both answered a ping sent after the two GC
-    # tasks, both tasks are done, whichever worker took them.
-    answered: set[str] = set()
-
-    def both_answered() -> bool:
-        answered.add(broker.send_task("kvadmin.ping").get(timeout=patient(10)))
-        return len(answered) == 2
-
-    wait_until(both_answered, timeout=STARTUP_SECONDS, what="both workers to answer a ping")
-    assert gc.totals(deployment.redis)["runs"] == 1
-    broker.close()

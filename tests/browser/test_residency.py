@@ -109,12 +109,14 @@ def test_the_block_and_pod_pages_follow_the_index_live(
     """Like the lists, a block's page and a pod's page refresh themselves (every 5 s): a new
     owner of the block, and the pod's new blocks, show without a reload."""
     django_user_model.objects.create_user("carol", password="pw-carol-123")
+    page.clock.install()  # runs on as usual; the test moves it on to the next refresh
     log_in(page, asgi_server, "carol", "pw-carol-123")
     page.goto(f"{asgi_server}/blocks/{MODEL}/{std(15)}/")
     owners = page.locator("tbody.owner")
     assert owners.count() == 1
 
     fleet.store("vllm-0.default", [15], at=NOW + 120)
+    page.clock.run_for(5000)
 
     expect(page.locator('tbody.owner[data-pod="vllm-0.default"]')).to_be_visible()
     assert page.url == f"{asgi_server}/blocks/{MODEL}/{std(15)}/"
@@ -125,5 +127,6 @@ def test_the_block_and_pod_pages_follow_the_index_live(
     assert "probes the replay socket and /health every 2 s" in page.locator("#health").inner_text()
 
     fleet.store("vllm-1.default", range(70, 75), at=NOW + 120)
+    page.clock.run_for(5000)
 
     expect(facts).to_contain_text("65 (a block held")

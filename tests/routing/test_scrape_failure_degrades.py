@@ -19,6 +19,10 @@ pytestmark = pytest.mark.django_db
 # Long beside the work done while a load must stay fresh (one scrape, one or two decisions), so
 # a starved test process does not see the healthy pod's load go stale too.
 FRESH_S = 3.0
+# The requests priced by kvadmin's queue alone: 65,536 tokens, whose predicted prefill (6.6 s at
+# the default speed) is long beside the time between two decisions on a loaded machine, so
+# the second still waits behind the first.
+QUEUED_BLOCKS = 4096
 
 
 def estimate(answer: dict, pod: str) -> dict:
@@ -64,9 +68,11 @@ def test_a_failing_scrape_prices_the_pod_by_kvadmins_queue_and_says_so(
         wait_until(lambda: time.time() - scraped > FRESH_S, what="the last good scrape to age")
         scrape()  # the failing pod times out; the healthy one is read afresh
 
-        body = {"model": MODEL, "token_ids": request_tokens(64, start=5000), "pods": [failing]}
-        _, first = post_score(body)
-        _, second = post_score(body | {"token_ids": request_tokens(64, start=9000)})
+        queued = request_tokens(QUEUED_BLOCKS, start=5000)
+        _, first = post_score({"model": MODEL, "token_ids": queued, "pods": [failing]})
+        _, second = post_score(
+            {"model": MODEL, "token_ids": [t + 1 for t in queued], "pods": [failing]}
+        )
         scrape()  # the healthy pod's load is fresh again for the next decision
         _, both = post_score({"model": MODEL, "token_ids": request_tokens(8, start=20_000)})
 
