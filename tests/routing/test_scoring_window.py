@@ -12,6 +12,7 @@ from tokenizers.pre_tokenizers import Whitespace
 
 from kvadmin.model_tokenizer.files import cached
 from kvadmin.routing.local_tokenize import WINDOW_CHARS_PER_TOKEN, encode_window
+from tests.conftest import examples
 
 KEEP = 64
 FRAGMENTS = [
@@ -28,7 +29,9 @@ def tokenizer(deepseek_v4):
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     pieces=st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=40),
