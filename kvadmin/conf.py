@@ -105,9 +105,9 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     # ready pod this process routed to least recently, as is one beyond
     # PICKER_MAX_DECISIONS_IN_FLIGHT decisions in flight (late ones included; 0: one per
     # 5 ms of the deadline, 10 at 50 ms: kvadmin/gateway/picker.py); PICKER_FALLBACKS
-    # endpoints follow the chosen one for the gateway's retries. PICKER_SHED_WAIT_SECONDS above 0 answers 429 when
-    # every candidate's predicted wait is beyond it. The picker keeps the first and last
-    # PICKER_USAGE_WINDOW_BYTES of a response to find its usage in.
+    # endpoints follow the chosen one for the gateway's retries. PICKER_SHED_WAIT_SECONDS
+    # above 0 answers 429 when every candidate's predicted wait is beyond it. The picker
+    # keeps the first and last PICKER_USAGE_WINDOW_BYTES of a response to find its usage in.
     "PICKER_MAX_BODY_BYTES": 4 * 1024 * 1024,
     "PICKER_DECISION_DEADLINE_SECONDS": 0.05,
     "PICKER_REQUEST_BUDGET_SECONDS": 0.25,
