@@ -218,7 +218,7 @@ def load_reading(
     mean_ms = _number(raw.prefill_ms)
     mean = mean_ms / 1000 if mean_ms is not None and mean_ms >= 0 else fallback_prefill_s * prefill
     recent = max(raw.in_flight, 0) * mean
-    factor = 1.0 if raw.wait_log is None else delivered_factor(raw.wait_log, WAIT_FACTOR_BOUNDS)
+    factor = delivered_factor(raw.wait_log, WAIT_FACTOR_BOUNDS)
     scraped = scraped_load(raw)
     age = now_ms / 1000 - scraped.scraped_at if scraped is not None else None
     if scraped is None or age is None or not -fresh_s <= age <= fresh_s:
