@@ -218,21 +218,37 @@ def stop_process(*processes: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="session")
-def celery_worker(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
-    """A real Celery worker process consuming this session's broker (tasks only)."""
+def celery_worker_process(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen]:
+    """A real Celery worker process consuming this session's broker (tasks only), answering."""
     process = start_worker(subprocess_env, "test-worker", "--without-ingest")
-    from kvadmin.celery import ping
-
-    def answers() -> bool:
-        try:
-            return bool(ping.delay().get(timeout=patient(1)))
-        except Exception:
-            assert process.poll() is None, "the celery worker exited"
-            return False
-
-    wait_until(answers, timeout=STARTUP_SECONDS, what="the celery worker to answer a ping")
+    wait_until(
+        lambda: _worker_answers(process),
+        timeout=STARTUP_SECONDS,
+        what="the celery worker to answer a ping",
+    )
     yield process
     stop_process(process)
+
+
+@pytest.fixture
+def celery_worker(celery_worker_process: subprocess.Popen) -> subprocess.Popen:
+    """The session's worker, done with every task queued before this test: it runs them one
+    at a time in the order they were sent (`--pool=solo`), so a ping it answers comes after
+    them. A task an earlier test left queued (four pushes queue four drains) would otherwise
+    run in the middle of this test's arrangement, and apply what the test set up to be
+    dropped."""
+    wait_until(lambda: _worker_answers(celery_worker_process), what="the celery worker to catch up")
+    return celery_worker_process
+
+
+def _worker_answers(process: subprocess.Popen) -> bool:
+    from kvadmin.celery import ping
+
+    try:
+        return bool(ping.delay().get(timeout=patient(1)))
+    except Exception:
+        assert process.poll() is None, "the celery worker exited"
+        return False
 
 
 def start_asgi_server(
