@@ -17,7 +17,7 @@ from tests.fleet.conftest import StartFleet
 from tests.redis_busy import held_busy
 from tests.waiting import patient, wait_until
 
-FAST = ScrapeSettings(period=0.1, timeout=0.5, threads=2, ttl=30)
+FAST = ScrapeSettings(period=0.1, timeout=2.0, threads=2, ttl=30)
 POD = "vllm-0.default"
 
 

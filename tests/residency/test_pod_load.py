@@ -37,7 +37,7 @@ def test_the_pod_page_shows_the_scraped_load_then_its_failures_and_staleness(
         prompt = [seed * 1000 + i for i in range(64)]
         assert http_json(f"{config.http_url}/v1/completions", {"prompt": prompt})[0] == 200
     targets = [Target(c.name, c.kind, c.http_url) for c in fleet.configs]
-    settings = ScrapeSettings(period=0.01, timeout=0.5, threads=1)
+    settings = ScrapeSettings(period=0.01, timeout=2.0, threads=1)
     scraper = LoadScraper(redis_client, lambda: targets, lambda: 1, "w1", settings)
 
     assert "never" in _load_section(browsing.get(f"/pods/{POD}/").text)
@@ -48,7 +48,7 @@ def test_the_pod_page_shows_the_scraped_load_then_its_failures_and_staleness(
     assert "stale" not in fresh
     assert "Scrapes 1: 0 failed" in fresh
 
-    http_json(f"{config.http_url}/admin/fault", {"action": "slow_metrics", "delay": 5})
+    http_json(f"{config.http_url}/admin/fault", {"action": "slow_metrics", "delay": 20})
     redis_client.delete(f"kvadmin:load-lock:{POD}")
     scraper.tick()
     with override_settings(KVADMIN={"LOAD_STALE_SECONDS": 0.25}):
@@ -58,4 +58,4 @@ def test_the_pod_page_shows_the_scraped_load_then_its_failures_and_staleness(
     assert "Running 2" in stale  # the last good load, shown as stale
     assert "Scrapes 2: 1 failed (1 timeout)" in stale
     # However long this machine took to render the page since the failure (whole seconds).
-    assert re.search(r"Last failure timeout \d+ s ago: no answer within 0\.5s", stale), stale
+    assert re.search(r"Last failure timeout \d+ s ago: no answer within 2s", stale), stale
