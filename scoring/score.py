@@ -237,9 +237,7 @@ def _pod_score(
     pod: str, runs: tuple[MediaRun, ...], n_blocks: int, weights: TierWeights
 ) -> PodScore:
     total = weighted_sum(runs, weights)
-    media: dict[str | None, int] = {}
-    for medium, count in runs:
-        media[medium] = media.get(medium, 0) + count
+    media = _blocks_by_medium(runs)
     return PodScore(
         pod=pod,
         score=int((total / n_blocks) * 100),
@@ -279,17 +277,21 @@ def _legacy_pod_score(
 ) -> PodScore:
     matched = sum(count for _medium, count in runs)
     media_runs = residency_runs(held, matched, weights)
-    media: dict[str | None, int] = {}
-    for medium, count in media_runs:
-        media[medium] = media.get(medium, 0) + count
     return PodScore(
         pod=pod,
         score=int((matched / n_blocks) * 100),
         matched_blocks=matched,
         weighted_sum=float(matched),
-        media=media,
+        media=_blocks_by_medium(media_runs),
         media_runs=media_runs,
     )
+
+
+def _blocks_by_medium(runs: Sequence[MediaRun]) -> dict[str | None, int]:
+    media: dict[str | None, int] = {}
+    for medium, count in runs:
+        media[medium] = media.get(medium, 0) + count
+    return media
 
 
 def _parsed(raw: OwnerValue) -> BlockValue:
