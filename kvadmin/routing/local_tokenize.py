@@ -57,6 +57,9 @@ class LocalTokens:
     count: int
     estimated: bool
     """`count` is estimated from the window (step 4)."""
+    read: int
+    """How many leading characters of the text were encoded: all of them when `count` is
+    exact, else the window's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +125,10 @@ def encode_window(
         found = _window(tokenizer, head, add_special_tokens, keep, version)
         if found.safe >= keep:
             estimate = max(round(found.safe * len(text) / found.covered), found.safe + 1)
-            return LocalTokens(found.ids.tolist(), estimate, True)
+            return LocalTokens(found.ids.tolist(), estimate, True, len(head))
         window *= 2
     ids = tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
-    return LocalTokens(ids[:keep], len(ids), False)
+    return LocalTokens(ids[:keep], len(ids), False, len(text))
 
 
 def _window(

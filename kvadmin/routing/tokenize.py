@@ -23,6 +23,7 @@ the prompts are. The digest hashes the whole input, so a request computes it onc
 and looks it up and fills it with the same `Text`.
 """
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -37,6 +38,7 @@ from kvadmin.load.fetch import EngineFetch, FetchFailed
 from kvadmin.routing import tokenizer_guard
 from kvadmin.routing.local_tokenize import (
     LocalTokenizerFailed,
+    LocalTokens,
     Messages,
     files_version,
     tokenize_locally,
@@ -165,6 +167,7 @@ def tokenize(
             result = Tokenized(array("I", found.tokens), found.count, "local", found.estimated)
             CACHE.put(text.key, result, cache_size)
             if tokenizer_guard.sampled():
+                checked = check_input(text, found)
                 tokenizer_guard.submit(
                     tokenizer_guard.Check(
                         text.model,
@@ -172,7 +175,7 @@ def tokenize(
                         found.count,
                         found.estimated,
                         lambda left_out: _engine_tokens(
-                            text, [t for t in tokenizers if t.pod not in left_out], timeout
+                            checked, [t for t in tokenizers if t.pod not in left_out], timeout
                         ),
                         tuple(t.pod for t in tokenizers),
                     )
@@ -184,6 +187,24 @@ def tokenize(
     )
     CACHE.put(text.key, result, cache_size)
     return result
+
+
+CHECK_READ_FACTOR = 2
+"""How far past the local window the guard's engine reads a long text prompt, in windows."""
+
+
+def check_input(text: Text, found: LocalTokens) -> Text:
+    """What the consistency guard asks an engine to tokenize for the local tokens `found`:
+    `text` itself, but of a text prompt whose count was estimated from a window, only its
+    first CHECK_READ_FACTOR times the characters the window read. The guard compares the
+    first `keep` ids alone in that case (no exact count to compare), and they lie within the
+    window; the engine sees no cut where the local tokenizer cut, so the window's rule (step
+    2 of `routing.local_tokenize`) is still checked, and a 220 KB prompt costs the engine
+    the tokenizing of 20 KB, not of 220 KB (about 0.4 s of a CPU core each: sampling 1 in
+    100 of 100 requests/s took 0.4 of a core of the engines')."""
+    if not found.estimated or text.prompt is None:
+        return text
+    return dataclasses.replace(text, prompt=text.prompt[: CHECK_READ_FACTOR * found.read])
 
 
 def _engine_tokens(

@@ -2,7 +2,9 @@
 
 1 in TOKENIZER_CHECK_EVERY locally tokenized requests (per process) is also tokenized by a
 candidate engine's /tokenize, and the two compared: the first `keep` ids (all that scoring
-reads) and, when the local count is exact, the count. The engine call runs in one checking
+reads) and, when the local count is exact, the count. Of a text prompt read in a window (its
+count estimated) the engine tokenizes the first twice the window's characters, not the whole
+(`routing.tokenize.check_input`). The engine call runs in one checking
 thread per process, fed through a queue of CHECK_QUEUE jobs: the request that was sampled
 does not wait for it, and when the engines are slower than the sampling a job is skipped
 (and counted), never queued without bound.
