@@ -13,6 +13,8 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SENT = "http.gateway.ext_proc.stream_msgs_sent"
+RECEIVED = "http.gateway.ext_proc.stream_msgs_received"
+"""The picker's answers (SENT: Envoy's messages to it)."""
 
 
 def test_a_routed_request_costs_no_header_messages(gateway_of, redis_client: redis.Redis) -> None:
