@@ -128,8 +128,12 @@ class RedisServer:
             finally:
                 client.close()
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
+        if self.running:
             self.process.terminate()
             self.process.wait(timeout=10)
         if self.scratch:

@@ -13,6 +13,10 @@ from collections.abc import Callable
 TIMEOUT_SCALE = float(os.environ.get("TEST_TIMEOUT_SCALE", "1"))
 WAIT_SECONDS = 30.0
 """How long a wait gives its condition unless the test says otherwise."""
+ANSWER_SECONDS = 2.0
+"""The bound a test gives the product's own timeout where a healthy local server (a simulated
+pod's /metrics) must answer within it: the product's 0.5 s scrape timeout leaves a machine
+beside two CPU hogs little room. A server the test makes slow takes ten times as long."""
 
 
 def patient(seconds: float) -> float:

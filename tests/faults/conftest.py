@@ -107,8 +107,7 @@ class Site:
         except TimeoutError:
             return Answer(0, time.monotonic() - started, "", None, b"")
         seconds = time.monotonic() - started
-        process = self.redis.process
-        if status < 300 and not self.stalled and process is not None and process.poll() is None:
+        if status < 300 and not self.stalled and self.redis.running:
             self.served[request.path] = max(seconds, self.served.get(request.path, 0.0))
         return Answer(status, seconds, info.get("Content-Type", ""), info.get("Retry-After"), raw)
 

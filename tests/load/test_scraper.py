@@ -20,13 +20,10 @@ from scoring.keys import load_error_key, load_fit_samples_key, load_key, queue_k
 from scoring.ttft import TtftParameters
 from tests.conftest import http_json, local_config
 from tests.fleet.conftest import StartFleet
-from tests.waiting import patient, wait_until
+from tests.waiting import ANSWER_SECONDS, patient, wait_until
 
-TIMEOUT = 2.0
-"""A scrape's bound in these tests: a healthy pod answers within it however loaded the machine
-(the product's 0.5 s default leaves a machine beside two CPU hogs little room)."""
-SETTINGS = ScrapeSettings(period=1.0, timeout=TIMEOUT, max_bytes=1 << 20, threads=4, ttl=30)
-SLOW = 20.0
+SETTINGS = ScrapeSettings(period=1.0, timeout=ANSWER_SECONDS, max_bytes=1 << 20, threads=4, ttl=30)
+SLOW = 10 * ANSWER_SECONDS
 """Seconds a slow pod takes to answer /metrics: far beyond the timeout."""
 DRIP = 0.5
 """Seconds between the lines of a dripping pod's /metrics."""
@@ -139,7 +136,7 @@ def test_the_loop_keeps_the_period_and_stops(redis_client, busy_fleet) -> None:
         lambda: _targets(busy_fleet),
         lambda: 1,
         "w1",
-        ScrapeSettings(period=0.2, timeout=TIMEOUT, threads=2, ttl=30),
+        ScrapeSettings(period=0.2, timeout=ANSWER_SECONDS, threads=2, ttl=30),
     )
     thread = threading.Thread(target=scraper.run)
     thread.start()
@@ -156,7 +153,7 @@ def test_the_loop_keeps_the_period_and_stops(redis_client, busy_fleet) -> None:
 
 def test_an_oversized_exposition_is_refused(redis_client, start_fleet: StartFleet) -> None:
     fleet = start_fleet(local_config())
-    settings = ScrapeSettings(timeout=TIMEOUT, max_bytes=200, threads=1)
+    settings = ScrapeSettings(timeout=ANSWER_SECONDS, max_bytes=200, threads=1)
     scraper = LoadScraper(redis_client, lambda: _targets(fleet), lambda: 1, "w1", settings)
 
     [outcome] = scraper.tick()
@@ -222,11 +219,13 @@ def test_prefill_counters_are_sampled_once_per_interval_and_capped(
             redis_client.delete(*(f"kvadmin:load-lock:{pod}" for pod in pods))
             scraper.tick()
 
-    hourly = ScrapeSettings(timeout=TIMEOUT, threads=2, ttl=30, sample_every=3600, samples=5)
+    hourly = ScrapeSettings(timeout=ANSWER_SECONDS, threads=2, ttl=30, sample_every=3600, samples=5)
     ticks(LoadScraper(redis_client, lambda: targets, lambda: 1, "w1", hourly), 3)
     assert [redis_client.llen(load_fit_samples_key(pod)) for pod in pods] == [1, 1]
 
-    every_tick = ScrapeSettings(timeout=TIMEOUT, threads=2, ttl=30, sample_every=0, samples=2)
+    every_tick = ScrapeSettings(
+        timeout=ANSWER_SECONDS, threads=2, ttl=30, sample_every=0, samples=2
+    )
     ticks(LoadScraper(redis_client, lambda: targets, lambda: 1, "w1", every_tick), 3)
     (newest, older) = redis_client.lrange(load_fit_samples_key("vllm-0.default"), 0, -1)
     assert float(newest.split(" ", 1)[0]) >= float(older.split(" ", 1)[0])

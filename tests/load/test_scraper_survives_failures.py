@@ -15,9 +15,9 @@ from kvadmin.metrics.families import label_field
 from tests.conftest import local_config
 from tests.fleet.conftest import StartFleet
 from tests.redis_busy import held_busy
-from tests.waiting import patient, wait_until
+from tests.waiting import ANSWER_SECONDS, patient, wait_until
 
-FAST = ScrapeSettings(period=0.1, timeout=2.0, threads=2, ttl=30)
+FAST = ScrapeSettings(period=0.1, timeout=ANSWER_SECONDS, threads=2, ttl=30)
 POD = "vllm-0.default"
 
 

@@ -10,6 +10,7 @@ from kvadmin.load.scraper import LoadScraper, ScrapeSettings, Target
 from scoring.ttft import TtftParameters
 from tests.conftest import http_json, local_config
 from tests.residency.conftest import register
+from tests.waiting import ANSWER_SECONDS
 
 pytestmark = pytest.mark.django_db
 POD = "vllm-0.default"
@@ -37,7 +38,7 @@ def test_the_pod_page_shows_the_scraped_load_then_its_failures_and_staleness(
         prompt = [seed * 1000 + i for i in range(64)]
         assert http_json(f"{config.http_url}/v1/completions", {"prompt": prompt})[0] == 200
     targets = [Target(c.name, c.kind, c.http_url) for c in fleet.configs]
-    settings = ScrapeSettings(period=0.01, timeout=2.0, threads=1)
+    settings = ScrapeSettings(period=0.01, timeout=ANSWER_SECONDS, threads=1)
     scraper = LoadScraper(redis_client, lambda: targets, lambda: 1, "w1", settings)
 
     assert "never" in _load_section(browsing.get(f"/pods/{POD}/").text)
@@ -48,7 +49,9 @@ def test_the_pod_page_shows_the_scraped_load_then_its_failures_and_staleness(
     assert "stale" not in fresh
     assert "Scrapes 1: 0 failed" in fresh
 
-    http_json(f"{config.http_url}/admin/fault", {"action": "slow_metrics", "delay": 20})
+    http_json(
+        f"{config.http_url}/admin/fault", {"action": "slow_metrics", "delay": 10 * ANSWER_SECONDS}
+    )
     redis_client.delete(f"kvadmin:load-lock:{POD}")
     scraper.tick()
     with override_settings(KVADMIN={"LOAD_STALE_SECONDS": 0.25}):
