@@ -162,9 +162,9 @@ def _deployed(subprocess_env: dict[str, str], scratch: Path) -> Iterator[Deploym
                 webs.append(url)
             workers = [start_worker(env, f"deployed-{n}") for n in range(2)]
             processes += workers
-            schedule = f"--schedule={scratch / 'beat-schedule'}"
-            beat = [sys.executable, "-m", "celery", "-A", "kvadmin", "beat", schedule]
-            processes.append(subprocess.Popen([*beat, "--loglevel=WARNING"], cwd=ROOT, env=env))
+            beat = [sys.executable, "-m", "celery", "-A", "kvadmin", "beat", "--loglevel=WARNING",
+                    f"--schedule={scratch / 'beat-schedule'}"]  # fmt: skip
+            processes.append(subprocess.Popen(beat, cwd=ROOT, env=env))
             wait_until(
                 lambda: all(client.get(stream_lease_key(c.name, 0)) for c in configs),
                 timeout=STARTUP_SECONDS,
