@@ -23,6 +23,12 @@ REV (default `main`, exported with `git archive`), each in a process of its own
 alternating rounds: both requests, both policies, recorded (as the API does) and not; then
 `POST /api/v1/score` through each tree's ASGI server (uvicorn, one keep-alive client), recorded.
 The figures are same-run ratios, new / before.
+
+And the floor of this design: what a recorded decision costs before any Python of the decision
+itself runs, from Redis' own time per script call (INFO commandstats) and this machine's round
+trip, beside issue 36's targets (0.3x and 0.15x of the tree before's recorded service call).
+Twice: as it is, and with the prefix walk free (what an in-process replica of the index, fed
+by a change log, could at best take off: the routing state it reads and the recording stay).
 """
 
 import argparse
@@ -35,6 +41,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import redis
@@ -49,11 +57,13 @@ from scoring import route_record
 from scoring.choice import choose
 from scoring.hashing import block_hashes
 from scoring.index import (
+    WALK,
     BaselineIndexReader,
     IndexReader,
     PrefixReader,
     read_for_routing,
     score_request,
+    script_input,
 )
 from scoring.keys import (
     ENGINE_HASH_TTL_SECONDS,
@@ -63,6 +73,7 @@ from scoring.keys import (
     in_flight_key,
     load_key,
     queue_key,
+    rank_status_keys,
 )
 from scoring.policy import RouteRequest, choose_pod
 from scoring.route_record import RouteAdvance
@@ -373,6 +384,9 @@ def before_and_after(url: str, baseline: str, requests: dict[str, list[int]]) ->
                     if round_:
                         service.setdefault((name, "service", case), []).extend(times)
         print("\n".join(_table(baseline, service, "service")), flush=True)
+        client = redis.Redis.from_url(url, decode_responses=True)
+        print("\n".join(floor(client, trees["after"], requests, service)), flush=True)
+        client.close()
         servers = {
             name: start_server(name, os.environ | env, tree.tree) for name, tree in trees.items()
         }
@@ -399,6 +413,87 @@ def before_and_after(url: str, baseline: str, requests: dict[str, list[int]]) ->
             for tree in trees.values():
                 tree.close()
     return _table(baseline, service, "http")
+
+
+def ping_ms(client: redis.Redis) -> float:
+    """This machine's round trip to Redis: the p50 of 1,000 PINGs, in ms."""
+    pings = []
+    for _ in range(1000):
+        started = time.perf_counter()
+        client.ping()
+        pings.append((time.perf_counter() - started) * 1000)
+    return percentile(pings, 0.5)
+
+
+TARGETS = {"conversation": 0.3, "new conversation": 0.15}
+"""Issue 36's targets for the recorded service call, as ratios to the tree before's p50."""
+
+
+def server_ms(client: redis.Redis, calls: Callable[[], object], n: int) -> float:
+    """Redis' own time per call of `calls`, which makes `n` (their scripts, the scripts'
+    commands included), in ms: no client is at work but this one's."""
+    client.config_resetstat()
+    calls()
+    stats = client.info("commandstats")
+    return sum(v["usec"] for k, v in stats.items() if k.startswith("cmdstat_eval")) / n / 1000
+
+
+def read_ms(client: redis.Redis, tokens: list[int], walk: bool, state: bool) -> float:
+    """Redis' time for the service's read script on the request (the pods' restarts with the
+    routing state), or for its parts: the walk alone, or the routing state alone."""
+    keys, args = script_input(
+        MODEL,
+        block_hashes(tokens) if walk else [],
+        set(PODS),
+        {},
+        {pod: rank_status_keys(pod, 1) for pod in PODS} if state else {},
+        StateRequest(MODEL, PODS, 1000) if state else None,
+    )
+    return server_ms(client, lambda: [WALK(client, keys, args) for _ in range(500)], 500)
+
+
+def floor(
+    client: redis.Redis, after: "Tree", requests: dict[str, list[int]], service: dict
+) -> list[str]:
+    """The floor of a recorded decision on this design (the module docstring): the hashing
+    of its blocks, the read script's and the recording's time in Redis, and two round trips
+    (a PING's); the report's lines."""
+    ping = ping_ms(client)
+    lines = [
+        "\nthe floor of a recorded decision on this design, before any Python of the decision "
+        "itself, ms:",
+        f"  {'request':17} {'policy':7} {'hash':>6} {'walk':>6} {'state':>6} {'read':>6} "
+        f"{'record':>7} {'2 trips':>8} {'floor':>7} {'target':>7} {'floor/target':>13} "
+        f"{'walk free':>10}",
+    ]
+    for request, tokens in requests.items():
+        hashing = []
+        for _ in range(200):
+            started = time.perf_counter()
+            block_hashes(tokens)
+            hashing.append((time.perf_counter() - started) * 1000)
+        hash_ms = percentile(hashing, 0.5)
+        walk = read_ms(client, tokens, walk=True, state=False)
+        state = read_ms(client, tokens, walk=False, state=True)
+        read = read_ms(client, tokens, walk=True, state=True)
+        for policy in ("kthena", "ttft"):
+            # The service's calls: its read script, then its recording (what is left).
+            recorded = server_ms(client, partial(after.calls, tokens, policy, True, 200), 200)
+            record = max(recorded - read, 0.0)
+            least = hash_ms + read + record + 2 * ping
+            target = TARGETS[request] * statistics.median(
+                service[("before", "service", (request, policy, True))]
+            )
+            lines.append(
+                f"  {request:17} {policy:7} {hash_ms:6.3f} {walk:6.3f} {state:6.3f} "
+                f"{read:6.3f} {record:7.3f} {2 * ping:8.3f} {least:7.3f} {target:7.3f} "
+                f"{least / target:12.2f}x {(least - walk) / target:9.2f}x"
+            )
+    lines.append(
+        "  walk: the walk alone; state: the pods' restarts and routing state alone; read: "
+        "both, the one script the service calls; walk free: floor / target less the walk"
+    )
+    return lines
 
 
 def _table(baseline: str, service: dict, kind: str) -> list[str]:
@@ -434,11 +529,7 @@ def main() -> None:
         new_conversation = tokens[: 16 * SYSTEM_BLOCKS] + [
             rng.randrange(151_000) for _ in range(REQUEST_TOKENS - 16 * SYSTEM_BLOCKS)
         ]
-        pings = []
-        for _ in range(1000):
-            started = time.perf_counter()
-            client.ping()
-            pings.append((time.perf_counter() - started) * 1000)
+        ping = ping_ms(client)
         client.config_resetstat()
         conversation = run(client, tokens, started_at)
         script_ms = client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"] / 1000
@@ -456,7 +547,7 @@ def main() -> None:
     p50 = conversation.p("kvadmin", 0.5)
     report("new conversation, same system prompt", fresh)
     print(
-        f"\nfloor of this machine: PING round trip p50 {percentile(pings, 0.5):.3f} ms; "
+        f"\nfloor of this machine: PING round trip p50 {ping:.3f} ms; "
         f"mean server time of the walk script {script_ms:.3f} ms"
     )
     print(
