@@ -31,6 +31,11 @@ own policy). Configurations take turns, round after round, so that all see the s
 4. Decisions per CPU second: the picker process's CPU per routed request in 1., against the
    web server's per decision for POST /api/v1/score (the lean path) with the same bodies.
 
+1. and 2. also go through an "ext_proc floor" gateway: the shipped config in front of a picker
+that does nothing (bench/null_picker.py: no reading, no decision, no recording, the next pod
+round robin). What it adds is what any picker on grpcio's asyncio server adds behind this
+config before doing any work.
+
 With `--baseline REV` (e.g. main), every part also runs a second picker from REV's tree
 (exported with `git archive`) behind an Envoy of its own, in the same turns: this tree's
 picker against REV's, as ratios (2.: also each picker's and Envoy's CPU per request; 3.: its
@@ -71,6 +76,7 @@ from bench.api import (  # noqa: E402
     start_server,
 )
 from bench.harness import configure, percentile  # noqa: E402
+from kvadmin.gateway import READY_LINE as PICKER_READY  # noqa: E402
 from kvadmin.redis_server import RedisServer, free_port, free_ports  # noqa: E402
 
 MODEL = "deepseek-ai/DeepSeek-V4-Flash"
@@ -372,12 +378,14 @@ class Rig:
         port = free_port()
         process = self.spawn(
             sys.executable, "manage.py", "endpoint_picker", "--port", str(port),
-            "--metrics-port", str(metrics_port), ready="endpoint picker serving on", cwd=cwd,
+            "--metrics-port", str(metrics_port), ready=PICKER_READY, cwd=cwd,
         )  # fmt: skip
         return process, f"127.0.0.1:{port}"
 
 
 PICKER_METRICS = free_port()
+FLOOR = "ext_proc floor"
+"""The gateway whose picker does nothing (bench/null_picker.py), in 1. and 2."""
 
 
 PICKER_COUNTERS = {
@@ -490,6 +498,11 @@ def added(runs: dict[str, Run], fraction: float, picker: str = "picker") -> floa
     return (percentile(ours, fraction) - percentile(theirs, fraction)) * 1000
 
 
+def baselines(pickers: dict[str, subprocess.Popen]) -> list[str]:
+    """The names of the pickers of other trees (`--baseline`)."""
+    return [name for name in pickers if name not in ("picker", FLOOR)]
+
+
 def bench_latency(
     rig: Rig, gateways: dict[str, int], pickers: dict[str, subprocess.Popen], seconds: float
 ) -> float:
@@ -509,8 +522,7 @@ def bench_latency(
                 f"p99 {added(runs, 0.99, name):.1f} ms; {1 / cpu[name]:.0f} requests per "
                 "CPU second"
             )
-        if len(pickers) > 1:
-            base = next(name for name in pickers if name != "picker")
+        for base in baselines(pickers):
             ratios = (
                 f"{added(runs, q) / added(runs, q, base):.2f}" if added(runs, q, base) else "-"
                 for q in (0.5, 0.99)
@@ -601,7 +613,7 @@ def bench_long(
                 f"   added by {name}: p50 {added(runs, 0.5, name):.1f} ms, p99 "
                 f"{added(runs, 0.99, name):.1f} ms; {spent}, picker {picker_ms[0]:.1f} ms"
             )
-        for base in (name for name in pickers if name != "picker"):
+        for base in baselines(pickers):
             ratios = [
                 f"{added(runs, q) / added(runs, q, base):.2f}" if added(runs, q, base) else "-"
                 for q in (0.5, 0.99)
@@ -744,6 +756,12 @@ def main() -> None:
             pair = (("picker", "picker"), ("round robin", "round_robin"))
             gateways = {name: rig.envoy(instant, address, how) for name, how in pair}
             pickers = {"picker": picker}
+            floor_port = free_port()
+            pickers[FLOOR] = rig.spawn(
+                sys.executable, str(ROOT / "bench" / "null_picker.py"), str(floor_port), *instant,
+                ready=PICKER_READY,
+            )  # fmt: skip
+            gateways[FLOOR] = rig.envoy(instant, f"127.0.0.1:{floor_port}", "picker")
             if arguments.baseline:
                 name = f"picker {arguments.baseline}"
                 tree = baseline_tree(arguments.baseline, workdir)
