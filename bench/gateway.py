@@ -32,9 +32,9 @@ own policy). Configurations take turns, round after round, so that all see the s
    web server's per decision for POST /api/v1/score (the lean path) with the same bodies.
 
 1. and 2. also go through an "ext_proc floor" gateway: the shipped config in front of a picker
-that does nothing (bench/null_picker.py: no reading, no decision, no recording, the next pod
-round robin). What it adds is what any picker on grpcio's asyncio server adds behind this
-config before doing any work.
+that does nothing (bench/processes/null_picker.py: no reading, no decision, no recording, the
+next pod round robin). What it adds is what any picker on grpcio's asyncio server adds behind
+this config before doing any work.
 
 With `--baseline REV` (e.g. main), every part also runs a second picker from REV's tree
 (exported with `git archive`) behind an Envoy of its own, in the same turns: this tree's
@@ -385,7 +385,7 @@ class Rig:
 
 PICKER_METRICS = free_port()
 FLOOR = "ext_proc floor"
-"""The gateway whose picker does nothing (bench/null_picker.py), in 1. and 2."""
+"""The gateway whose picker does nothing (bench/processes/null_picker.py), in 1. and 2."""
 
 
 PICKER_COUNTERS = {
@@ -756,12 +756,14 @@ def main() -> None:
             pair = (("picker", "picker"), ("round robin", "round_robin"))
             gateways = {name: rig.envoy(instant, address, how) for name, how in pair}
             pickers = {"picker": picker}
-            floor_port = free_port()
-            pickers[FLOOR] = rig.spawn(
-                sys.executable, str(ROOT / "bench" / "null_picker.py"), str(floor_port), *instant,
-                ready=PICKER_READY,
-            )  # fmt: skip
-            gateways[FLOOR] = rig.envoy(instant, f"127.0.0.1:{floor_port}", "picker")
+            if arguments.only != "load":
+                floor_port = free_port()
+                null_picker = ROOT / "bench" / "processes" / "null_picker.py"
+                pickers[FLOOR] = rig.spawn(
+                    sys.executable, str(null_picker), str(floor_port), *instant,
+                    ready=PICKER_READY,
+                )  # fmt: skip
+                gateways[FLOOR] = rig.envoy(instant, f"127.0.0.1:{floor_port}", "picker")
             if arguments.baseline:
                 name = f"picker {arguments.baseline}"
                 tree = baseline_tree(arguments.baseline, workdir)

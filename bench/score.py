@@ -19,7 +19,7 @@ pods a scraped load (16 fresh, 8 stale).
 
 Last, the service itself, before and after: `routing.service.score` of this tree beside that of
 REV (default `main`, exported with `git archive`), each in a process of its own
-(bench/service_worker.py) against the same Redis and database (32 engines registered), in
+(bench/processes/service_worker.py) against the same Redis and database (32 engines registered), in
 alternating rounds: both requests, both policies, recorded (as the API does) and not; then
 `POST /api/v1/score` through each tree's ASGI server (uvicorn, one keep-alive client), recorded.
 The figures are same-run ratios, new / before.
@@ -307,12 +307,12 @@ CASES = [
 
 
 class Tree:
-    """One tree's service in its own process (bench/service_worker.py)."""
+    """One tree's service in its own process (bench/processes/service_worker.py)."""
 
     def __init__(self, name: str, tree: Path, env: dict[str, str], create: bool) -> None:
         self.name, self.tree = name, tree
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "bench" / "service_worker.py")],
+            [sys.executable, str(ROOT / "bench" / "processes" / "service_worker.py")],
             # In the tree's own directory: Celery's Django fixup puts the working directory
             # first on sys.path, and from this checkout's the other tree ran this one's scoring.
             cwd=tree,

@@ -4,7 +4,7 @@ nothing (the next endpoint, round robin) and records nothing. What it adds over 
 round robin is the floor of any picker written on grpcio's asyncio server behind this config:
 Envoy's ext_proc filter and buffer, the gRPC streams, one Python answer per message.
 
-Run: `python bench/null_picker.py PORT ENDPOINT [ENDPOINT ...]`; it prints
+Run: `python bench/processes/null_picker.py PORT ENDPOINT [ENDPOINT ...]`; it prints
 `kvadmin.gateway.READY_LINE` once it serves.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc  # noqa: E402
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
