@@ -251,45 +251,78 @@ def _worker_answers(process: subprocess.Popen) -> bool:
         return False
 
 
+def _listening(port: int) -> set[str]:
+    """The sockets listening on 127.0.0.1:`port`, as /proc/PID/fd names them (Linux's /proc)."""
+    wanted = f"0100007F:{port:04X}"
+    with open("/proc/net/tcp") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return {f"socket:[{row[9]}]" for row in rows if row[1] == wanted and row[3] == "0A"}
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds the socket listening on 127.0.0.1:`port`. A port `free_port`
+    handed out can be taken by another program before the server binds it, and that program's
+    answers must not pass for the server's."""
+    sockets = _listening(port)
+    try:
+        return any(os.readlink(fd) in sockets for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except FileNotFoundError:  # the process, or one of its descriptors, is gone
+        return False
+
+
+SERVER_ATTEMPTS = 3
+"""Ports tried when another program takes the free port before the ASGI server binds it."""
+
+
 def start_asgi_server(
     env: dict[str, str], log_level: str = "warning", output: IO[bytes] | None = None
 ) -> tuple[subprocess.Popen, str]:
     """A real ASGI server (uvicorn) serving kvadmin on a free port; its process and base URL,
     once it serves. Its log goes to `output` when given."""
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kvadmin.web_server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            log_level,
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=output,
-        stderr=output,
-    )
-    url = f"http://127.0.0.1:{port}"
+    attempt = 0
+    while True:
+        attempt += 1
+        port = free_port()
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kvadmin.web_server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                log_level,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=output,
+            stderr=output,
+        )
 
-    def serving() -> bool:  # any answer (a redirect to HTTPS too), not followed
-        assert process.poll() is None, "the ASGI server exited"
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=patient(1))
-        try:
-            connection.request("GET", "/healthz")
-            connection.getresponse()
-            return True
-        except OSError:
-            return False
-        finally:
-            connection.close()
+        def serving(process: subprocess.Popen = process, port: int = port) -> bool:
+            """Any answer (a redirect to HTTPS too, not followed) on this process's own socket;
+            or its exit, which ends its start too."""
+            if process.poll() is not None:
+                return True
+            if not listens(process.pid, port):
+                return False
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=patient(1))
+            try:
+                connection.request("GET", "/healthz")
+                connection.getresponse()
+                return True
+            except OSError:
+                return False
+            finally:
+                connection.close()
 
-    wait_until(serving, timeout=STARTUP_SECONDS, what="the ASGI server to serve")
-    return process, url
+        wait_until(serving, timeout=STARTUP_SECONDS, what="the ASGI server to serve")
+        if process.poll() is None:
+            return process, f"http://127.0.0.1:{port}"
+        # Another program listening on the port took it first: a new port. Else it failed.
+        assert _listening(port) and attempt < SERVER_ATTEMPTS, "the ASGI server exited"
 
 
 @pytest.fixture(scope="session")

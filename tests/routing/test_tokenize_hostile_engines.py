@@ -99,6 +99,12 @@ def test_a_models_held_engines_do_not_starve_another_models_requests(server, red
             )
             assert status == 200, answer
             assert held.holding >= 1, "answered while the slow model's requests are held"
+            # The requests past the bound are refused while the engine still holds two.
+            wait_until(
+                lambda: sum(f.done() for f in waiting) >= len(waiting) - 2,
+                timeout=30,
+                what="the requests past the bound answered",
+            )
             refused = [f.result() for f in waiting if f.done()]
             held.released.set()
             results = [f.result() for f in waiting]
