@@ -86,6 +86,8 @@ class RedisServer:
 
     def __init__(self, port: int | None = None, data_dir: Path | None = None) -> None:
         self.port = port or free_port()
+        self.port_chosen = port is None
+        """Whether the port is one free_port handed out (another is tried if it is taken)."""
         self.data_dir = data_dir
         self.process: subprocess.Popen[bytes] | None = None
         self.scratch: str | None = None
@@ -111,22 +113,38 @@ class RedisServer:
             args += ["--dir", self.scratch, "--save", "", "--appendonly", "no"]
         return args
 
-    def start(self, timeout: float = 10.0) -> "RedisServer":
-        self.process = subprocess.Popen(
-            self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-        )
-        client = redis.Redis(port=self.port, socket_timeout=1)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                client.ping()
+    def start(self, timeout: float = 10.0, attempts: int = 3) -> "RedisServer":
+        """Start the server; return once it answers. A port free_port handed out may be taken
+        by another program before the server binds it (another test session's Redis, say):
+        only this process's own answer counts (INFO's process_id), and a taken port is
+        replaced by a new one, up to `attempts` times."""
+        for _ in range(attempts if self.port_chosen else 1):
+            self.process = subprocess.Popen(
+                self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+            )
+            if self._answers(time.monotonic() + timeout):
                 return self
-            except redis.ConnectionError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
+            if not self.port_chosen or self.process.poll() is None:
+                break
+            self.port = free_port()
+        self.stop()
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _answers(self, deadline: float) -> bool:
+        """Whether the server answers by `deadline`; False at once when it has exited."""
+        assert self.process is not None
+        client = redis.Redis(port=self.port, socket_timeout=1)
+        try:
+            while self.process.poll() is None and time.monotonic() < deadline:
+                try:
+                    if client.info("server")["process_id"] == self.process.pid:
+                        return True
+                except redis.ConnectionError:
+                    pass
                 time.sleep(0.02)
-            finally:
-                client.close()
+            return False
+        finally:
+            client.close()
 
     @property
     def running(self) -> bool:

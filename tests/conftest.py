@@ -23,7 +23,7 @@ from kvadmin.fleet.pod import PodConfig
 from kvadmin.redis_server import RedisServer, free_port, free_ports
 from kvadmin.weights.config import KVADMIN_DEFAULTS
 from kvadmin.weights.models import TierWeightsVersion
-from tests import services
+from tests import ports, services
 from tests.index import IngestedIndex
 from tests.waiting import WAIT_SECONDS, patient, wait_until
 
@@ -251,37 +251,13 @@ def _worker_answers(process: subprocess.Popen) -> bool:
         return False
 
 
-def _listening(port: int) -> set[str]:
-    """The sockets listening on 127.0.0.1:`port`, as /proc/PID/fd names them (Linux's /proc)."""
-    wanted = f"0100007F:{port:04X}"
-    with open("/proc/net/tcp") as table:
-        rows = [line.split() for line in table.readlines()[1:]]
-    return {f"socket:[{row[9]}]" for row in rows if row[1] == wanted and row[3] == "0A"}
-
-
-def listens(pid: int, port: int) -> bool:
-    """Whether process `pid` holds the socket listening on 127.0.0.1:`port`. A port `free_port`
-    handed out can be taken by another program before the server binds it, and that program's
-    answers must not pass for the server's."""
-    sockets = _listening(port)
-    try:
-        return any(os.readlink(fd) in sockets for fd in Path(f"/proc/{pid}/fd").iterdir())
-    except FileNotFoundError:  # the process, or one of its descriptors, is gone
-        return False
-
-
-SERVER_ATTEMPTS = 3
-"""Ports tried when another program takes the free port before the ASGI server binds it."""
-
-
 def start_asgi_server(
     env: dict[str, str], log_level: str = "warning", output: IO[bytes] | None = None
 ) -> tuple[subprocess.Popen, str]:
     """A real ASGI server (uvicorn) serving kvadmin on a free port; its process and base URL,
-    once it serves. Its log goes to `output` when given."""
-    attempt = 0
-    while True:
-        attempt += 1
+    once it serves (`tests.ports`). Its log goes to `output` when given."""
+
+    def launch() -> tuple[subprocess.Popen, list[int], int]:
         port = free_port()
         process = subprocess.Popen(
             [
@@ -300,29 +276,21 @@ def start_asgi_server(
             stdout=output,
             stderr=output,
         )
+        return process, [port], port
 
-        def serving(process: subprocess.Popen = process, port: int = port) -> bool:
-            """Any answer (a redirect to HTTPS too, not followed) on this process's own socket;
-            or its exit, which ends its start too."""
-            if process.poll() is not None:
-                return True
-            if not listens(process.pid, port):
-                return False
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=patient(1))
-            try:
-                connection.request("GET", "/healthz")
-                connection.getresponse()
-                return True
-            except OSError:
-                return False
-            finally:
-                connection.close()
+    def serving(port: int) -> bool:  # any answer (a redirect to HTTPS too), not followed
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=patient(1))
+        try:
+            connection.request("GET", "/healthz")
+            connection.getresponse()
+            return True
+        except OSError:
+            return False
+        finally:
+            connection.close()
 
-        wait_until(serving, timeout=STARTUP_SECONDS, what="the ASGI server to serve")
-        if process.poll() is None:
-            return process, f"http://127.0.0.1:{port}"
-        # Another program listening on the port took it first: a new port. Else it failed.
-        assert _listening(port) and attempt < SERVER_ATTEMPTS, "the ASGI server exited"
+    process, port = ports.start_server(launch, serving, "the ASGI server to serve", STARTUP_SECONDS)
+    return process, f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from kvadmin.gateway import envoy
 from kvadmin.redis_server import free_port
 from kvadmin.routing import outcomes
 from kvadmin.routing.decisions import Decision
+from tests import ports
 from tests.conftest import ROOT, local_config, stop_process
 from tests.index import MODEL
 from tests.waiting import patient, wait_until
@@ -76,24 +77,30 @@ def health(address: str, service: str, credentials: grpc.ChannelCredentials | No
 
 
 def start_picker(env: dict[str, str], *extra: str) -> Picker:
-    port, metrics = free_port(), free_port()
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "endpoint_picker", "--host", "127.0.0.1"]
-        + ["--port", str(port), "--metrics-port", str(metrics), *extra],
-        cwd=ROOT,
-        env=env,
+    """A picker process on free ports, once it serves (`tests.ports`; with TLS, once it
+    listens: the plaintext health check cannot ask it)."""
+
+    def launch() -> tuple[subprocess.Popen, list[int], tuple[str, int]]:
+        port, metrics = free_port(), free_port()
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "endpoint_picker", "--host", "127.0.0.1"]
+            + ["--port", str(port), "--metrics-port", str(metrics), *extra],
+            cwd=ROOT,
+            env=env,
+        )
+        return process, [port, metrics], (f"127.0.0.1:{port}", metrics)
+
+    def serving(started: tuple[str, int]) -> bool:
+        if "--tls-cert" in extra:
+            return True
+        try:
+            return health(started[0], "readiness") == health_pb2.HealthCheckResponse.SERVING
+        except grpc.RpcError:
+            return False
+
+    process, (address, metrics) = ports.start_server(
+        launch, serving, "the endpoint picker to serve", 60
     )
-    address = f"127.0.0.1:{port}"
-    if "--tls-cert" not in extra:
-
-        def serving() -> bool:
-            assert process.poll() is None, "the picker exited"
-            try:
-                return health(address, "readiness") == health_pb2.HealthCheckResponse.SERVING
-            except grpc.RpcError:
-                return False
-
-        wait_until(serving, timeout=60, what="the endpoint picker to serve")
     return Picker(process, address, f"http://127.0.0.1:{metrics}/metrics")
 
 
@@ -139,29 +146,35 @@ class Gateway:
 
 
 def start_envoy(tmp_path: Path, pickers: list[str], pods: list[str], **options: Any) -> tuple:
-    listen, admin = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    """An Envoy on free ports, once it is ready (`tests.ports`): its process, listener URL and
+    admin URL."""
     # Envoy waits for each picker answer past the pickers' own deadline (picker_env): on a
     # loaded machine a long prompt's tokenizing outlasts the shipped 0.5 s, and the request
     # would pass unrouted (failure_mode_allow).
     options.setdefault("message_timeout_s", patient(20))
-    config = envoy.write(
-        envoy.render(listen, admin, pickers, pods, **options),
-        tmp_path / f"envoy-{free_port()}.yaml",
-    )
-    process = subprocess.Popen(
-        [envoy.binary(), "-c", str(config), "--concurrency", "1", "-l", "warning"]
-        + ["--base-id", str(free_port())],
-        stdout=subprocess.DEVNULL,
-    )
 
-    def ready() -> bool:
-        assert process.poll() is None, "envoy exited"
+    def launch() -> tuple[subprocess.Popen, list[int], tuple[str, str]]:
+        listen, admin = free_port(), free_port()
+        addresses = f"127.0.0.1:{listen}", f"127.0.0.1:{admin}"
+        config = envoy.write(
+            envoy.render(*addresses, pickers, pods, **options),
+            tmp_path / f"envoy-{free_port()}.yaml",
+        )
+        process = subprocess.Popen(
+            [envoy.binary(), "-c", str(config), "--concurrency", "1", "-l", "warning"]
+            + ["--base-id", str(free_port())],
+            stdout=subprocess.DEVNULL,
+        )
+        return process, [listen, admin], addresses
+
+    def ready(addresses: tuple[str, str]) -> bool:
         try:
-            return urllib.request.urlopen(f"http://{admin}/ready", timeout=patient(1)).status == 200
+            url = f"http://{addresses[1]}/ready"
+            return urllib.request.urlopen(url, timeout=patient(1)).status == 200
         except OSError:
             return False
 
-    wait_until(ready, timeout=60, what="envoy to be ready")
+    process, (listen, admin) = ports.start_server(launch, ready, "envoy to be ready", 60)
     return process, f"http://{listen}", f"http://{admin}"
 
 
