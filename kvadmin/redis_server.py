@@ -136,7 +136,8 @@ class RedisServer:
         client = redis.Redis(port=self.port, socket_timeout=1)
         try:
             while self.process.poll() is None and time.monotonic() < deadline:
-                try:
+                try:  # PING first: a server loading its data refuses it (BusyLoadingError)
+                    client.ping()
                     if client.info("server")["process_id"] == self.process.pid:
                         return True
                 except redis.ConnectionError:
