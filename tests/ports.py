@@ -49,7 +49,12 @@ def start_server[T](
     while True:
         attempt += 1
         process, ports, started = launch()
-        wait_until(partial(_ready, process, ports, answers, started), timeout=timeout, what=what)
+        try:
+            wait_until(partial(_ready, process, ports, answers, started), timeout, what=what)
+        except BaseException:  # not left running for the rest of the session
+            process.kill()
+            process.wait()
+            raise
         if process.poll() is None:
             return process, started
         taken = any(listening(port) for port in ports)
