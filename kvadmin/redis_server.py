@@ -117,8 +117,8 @@ class RedisServer:
         """Start the server; return once it answers. A port free_port handed out may be taken
         by another program before the server binds it (another test session's Redis, say):
         only this process's own answer counts (INFO's process_id), and a taken port is
-        replaced by a new one, up to `attempts` times."""
-        for _ in range(attempts if self.port_chosen else 1):
+        replaced by a new one, up to `attempts` times (a port given is tried once)."""
+        for _ in range(attempts):
             self.process = subprocess.Popen(
                 self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
             )

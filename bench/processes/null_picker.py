@@ -1,6 +1,7 @@
 """A do-nothing endpoint picker for bench/gateway.py: behind the shipped Envoy config it answers
-every message as kvadmin's picker does (`kvadmin.gateway.protocol`), but reads nothing, decides
-nothing (the next endpoint, round robin) and records nothing. What it adds over Envoy's own
+the messages that config sends (the buffered request body, each chunk of the response body) as
+kvadmin's picker does (`kvadmin.gateway.protocol`), but reads nothing, decides nothing (the
+next endpoint, round robin) and records nothing. What it adds over Envoy's own
 round robin is the floor of any picker written on grpcio's asyncio server behind this config:
 Envoy's ext_proc filter and buffer, the gRPC streams, one Python answer per message.
 
@@ -23,7 +24,6 @@ from grpc_health.v1._async import HealthServicer  # noqa: E402
 
 from kvadmin.gateway import READY_LINE, protocol  # noqa: E402
 
-EXT_PROC = "envoy.service.ext_proc.v3.ExternalProcessor"
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """Above the shipped Envoy's buffer (8 MiB): every body bench/gateway.py sends fits."""
 
@@ -34,17 +34,9 @@ class NullPicker(external_processor_pb2_grpc.ExternalProcessorServicer):
 
     async def Process(self, requests, context):  # noqa: N802 (gRPC's name)
         async for message in requests:
-            kind = message.WhichOneof("request")
-            if kind == "request_headers":
-                yield protocol.pass_request_headers(routed=True)
-            elif kind == "request_body":
-                if message.request_body.end_of_stream:
-                    yield protocol.route_to([self.next_endpoint()], None)
-                else:
-                    yield protocol.pass_request_body()
-            elif kind == "response_headers":
-                yield protocol.pass_response_headers(None)
-            elif kind == "response_body":
+            if message.WhichOneof("request") == "request_body":
+                yield protocol.route_to([self.next_endpoint()], None)
+            else:
                 yield protocol.pass_response_body()
                 if message.response_body.end_of_stream:
                     return
@@ -60,7 +52,7 @@ async def serve(port: int, endpoints: list[str]) -> None:
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     # Envoy's health check asks for the ext_proc service by name.
-    await health.set(EXT_PROC, health_pb2.HealthCheckResponse.SERVING)
+    await health.set(protocol.EXT_PROC, health_pb2.HealthCheckResponse.SERVING)
     print(f"{READY_LINE} 127.0.0.1:{port} (plaintext)", flush=True)
     await server.wait_for_termination()
 

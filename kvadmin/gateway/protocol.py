@@ -27,6 +27,7 @@ from datetime import datetime
 import msgspec
 from envoy.config.core.v3.base_pb2 import HeaderValue, HeaderValueOption
 from envoy.extensions.filters.http.ext_proc.v3.processing_mode_pb2 import ProcessingMode
+from envoy.service.ext_proc.v3 import external_processor_pb2
 from envoy.service.ext_proc.v3.external_processor_pb2 import (
     BodyResponse,
     CommonResponse,
@@ -40,6 +41,9 @@ from envoy.service.ext_proc.v3.external_processor_pb2 import (
 from envoy.type.v3.http_status_pb2 import HttpStatus
 from google.protobuf.struct_pb2 import Struct
 
+EXT_PROC = external_processor_pb2.DESCRIPTOR.services_by_name["ExternalProcessor"].full_name
+"""The ext_proc service's name, as gRPC health checks ask for it (Envoy's, in the shipped
+config)."""
 DESTINATION = "x-gateway-destination-endpoint"
 SERVED = "x-gateway-destination-endpoint-served"
 LB_NAMESPACE = "envoy.lb"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from envoy.service.ext_proc.v3 import external_processor_pb2, external_processor_pb2_grpc
+from envoy.service.ext_proc.v3 import external_processor_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import start_http_server
@@ -23,10 +23,10 @@ from prometheus_client import start_http_server
 from kvadmin.conf import knob
 from kvadmin.gateway import READY_LINE, counters
 from kvadmin.gateway.picker import EndpointPicker
+from kvadmin.gateway.protocol import EXT_PROC
 
 log = logging.getLogger(__name__)
 
-EXT_PROC = external_processor_pb2.DESCRIPTOR.services_by_name["ExternalProcessor"].full_name
 HEALTH_SERVICES = ("", "liveness", "readiness", EXT_PROC)
 
 
